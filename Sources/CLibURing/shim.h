@@ -1,0 +1,130 @@
+// Shim over liburing 2.3 and the socket headers the UDP layer needs.
+//
+// Glibc headers come BEFORE <liburing.h>: liburing defines _XOPEN_SOURCE when
+// no glibc header has been seen yet, which renames fd_set's field and breaks
+// clean debug builds against SwiftGlibc (see field notes).
+#ifndef CLIBURING_SHIM_H
+#define CLIBURING_SHIM_H
+
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/errqueue.h>
+#include <linux/time_types.h>
+#include <liburing.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+// MARK: - Constants Swift cannot import (macros built from enums or casts)
+
+static const unsigned cu_iosqe_io_link = IOSQE_IO_LINK;
+static const unsigned cu_iosqe_buffer_select = IOSQE_BUFFER_SELECT;
+static const unsigned cu_iosqe_cqe_skip_success = IOSQE_CQE_SKIP_SUCCESS;
+static const unsigned cu_cqe_f_more = IORING_CQE_F_MORE;
+static const unsigned cu_cqe_f_buffer = IORING_CQE_F_BUFFER;
+static const unsigned cu_cqe_f_notif = IORING_CQE_F_NOTIF;
+static const unsigned cu_cqe_buffer_shift = IORING_CQE_BUFFER_SHIFT;
+static const unsigned cu_recv_multishot = IORING_RECV_MULTISHOT;
+static const unsigned cu_setup_single_issuer = IORING_SETUP_SINGLE_ISSUER;
+static const unsigned cu_setup_defer_taskrun = IORING_SETUP_DEFER_TASKRUN;
+static const unsigned cu_setup_coop_taskrun = IORING_SETUP_COOP_TASKRUN;
+static const unsigned cu_setup_submit_all = IORING_SETUP_SUBMIT_ALL;
+static const int cu_so_timestampns = SO_TIMESTAMPNS_OLD;
+static const int cu_scm_timestampns = SO_TIMESTAMPNS_OLD;
+static const int cu_so_rxq_ovfl = SO_RXQ_OVFL;
+static const int cu_udp_segment = UDP_SEGMENT;
+static const int cu_udp_gro = UDP_GRO;
+
+// MARK: - cmsg macros
+
+static inline struct cmsghdr *cu_cmsg_firsthdr(struct msghdr *msg) { return CMSG_FIRSTHDR(msg); }
+static inline struct cmsghdr *cu_cmsg_nxthdr(struct msghdr *msg, struct cmsghdr *c) { return CMSG_NXTHDR(msg, c); }
+static inline unsigned char *cu_cmsg_data(struct cmsghdr *c) { return CMSG_DATA(c); }
+static inline size_t cu_cmsg_space(size_t len) { return CMSG_SPACE(len); }
+static inline size_t cu_cmsg_len(size_t len) { return CMSG_LEN(len); }
+
+/// Writes one int-valued control message at `c` and returns the space it takes.
+static inline size_t cu_cmsg_put_int(struct cmsghdr *c, int level, int type, int value) {
+    c->cmsg_level = level;
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &value, sizeof(int));
+    return CMSG_SPACE(sizeof(int));
+}
+
+/// Writes one uint16-valued control message (UDP_SEGMENT takes a u16).
+static inline size_t cu_cmsg_put_u16(struct cmsghdr *c, int level, int type, uint16_t value) {
+    c->cmsg_level = level;
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    memcpy(CMSG_DATA(c), &value, sizeof(uint16_t));
+    return CMSG_SPACE(sizeof(uint16_t));
+}
+
+// MARK: - Buffer rings (liburing 2.3 has no io_uring_setup_buf_ring)
+
+/// Maps and registers a provided-buffer ring of `entries` (a power of two)
+/// for group `bgid`. Returns NULL and sets *err to a negative errno on failure.
+static inline struct io_uring_buf_ring *cu_buf_ring_setup(struct io_uring *ring, unsigned entries,
+                                                          int bgid, int *err) {
+    size_t size = entries * sizeof(struct io_uring_buf);
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    if (mem == MAP_FAILED) { *err = -errno; return NULL; }
+    struct io_uring_buf_ring *br = (struct io_uring_buf_ring *)mem;
+    struct io_uring_buf_reg reg;
+    memset(&reg, 0, sizeof(reg));
+    reg.ring_addr = (unsigned long)(uintptr_t)br;
+    reg.ring_entries = entries;
+    reg.bgid = (unsigned short)bgid;
+    int ret = io_uring_register_buf_ring(ring, &reg, 0);
+    if (ret) { munmap(mem, size); *err = ret; return NULL; }
+    io_uring_buf_ring_init(br);
+    *err = 0;
+    return br;
+}
+
+static inline void cu_buf_ring_free(struct io_uring *ring, struct io_uring_buf_ring *br,
+                                    unsigned entries, int bgid) {
+    io_uring_unregister_buf_ring(ring, bgid);
+    munmap(br, entries * sizeof(struct io_uring_buf));
+}
+
+static inline void cu_buf_ring_add(struct io_uring_buf_ring *br, void *addr, unsigned len,
+                                   unsigned short bid, unsigned entries, int offset) {
+    io_uring_buf_ring_add(br, addr, len, bid, io_uring_buf_ring_mask(entries), offset);
+}
+
+static inline void cu_buf_ring_advance(struct io_uring_buf_ring *br, int count) {
+    io_uring_buf_ring_advance(br, count);
+}
+
+// MARK: - Submission and completion (one io_uring_enter per call, counted by the caller)
+
+/// Submits what is queued and waits for `wait_nr` completions with one
+/// io_uring_enter. Returns the number submitted or a negative errno.
+static inline int cu_submit_and_wait(struct io_uring *ring, unsigned wait_nr) {
+    return io_uring_submit_and_wait(ring, wait_nr);
+}
+
+static inline int cu_peek_cqe(struct io_uring *ring, struct io_uring_cqe **cqe) {
+    return io_uring_peek_cqe(ring, cqe);
+}
+
+#endif

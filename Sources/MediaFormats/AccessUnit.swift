@@ -1,0 +1,31 @@
+/// One coded picture: the NAL units of one HEVC access unit, in decoding order,
+/// each without its Annex B start code.
+public struct AccessUnit: Sendable, Equatable {
+    /// The NAL units, each starting with its two-byte NAL unit header.
+    public var nalUnits: [[UInt8]]
+    /// Presentation time on the 90 kHz RTP clock.
+    public var timestamp: UInt32
+    /// True when the access unit holds an IRAP picture (IDR, CRA, BLA): a decoder can start here.
+    public var isKeyframe: Bool
+
+    /// Makes an access unit from its NAL units (without start codes).
+    public init(nalUnits: [[UInt8]], timestamp: UInt32, isKeyframe: Bool) {
+        self.nalUnits = nalUnits
+        self.timestamp = timestamp
+        self.isKeyframe = isKeyframe
+    }
+
+    /// Total bytes of all NAL units (no start codes).
+    public var byteCount: Int { nalUnits.reduce(0) { $0 + $1.count } }
+
+    /// The access unit in Annex B form: each NAL unit behind a four-byte start code.
+    public var annexB: [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(byteCount + 4 * nalUnits.count)
+        for nal in nalUnits {
+            out.append(contentsOf: [0, 0, 0, 1])
+            out.append(contentsOf: nal)
+        }
+        return out
+    }
+}

@@ -1,0 +1,1 @@
+// StreamEngine module.
