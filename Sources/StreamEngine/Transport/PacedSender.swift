@@ -1,0 +1,219 @@
+import Glibc
+import UringIO
+
+/// A datagram waiting to be sent: where it goes, how big it is, and the owner's tag.
+public struct PendingDatagram: Sendable {
+    /// The route (from `PacedSender.addRoute`).
+    public var route: Int
+    /// Payload bytes.
+    public var size: Int
+    /// The owner's tag; a slot reports the tag of its first datagram.
+    public var tag: UInt64
+
+    /// Makes a pending datagram.
+    public init(route: Int, size: Int, tag: UInt64) {
+        self.route = route
+        self.size = size
+        self.tag = tag
+    }
+}
+
+/// Something that has datagrams to send: the sender peeks at the next one, and when
+/// the pacer and the completion window allow, has it written straight into a send slot.
+public protocol DatagramProducer: AnyObject {
+    /// The next datagram waiting, without taking it; nil when none is ready now.
+    func peekDatagram() -> PendingDatagram?
+    /// Writes the datagram last peeked (exactly its size) into `buffer`, and takes it.
+    func writeDatagram(into buffer: UnsafeMutableRawBufferPointer)
+}
+
+/// Configuration of a paced sender.
+public struct PacedSenderConfig: Sendable {
+    /// Pacing rate in bits per second; nil sends as fast as the window allows.
+    public var rateBitsPerSecond: Double?
+    /// Largest burst in bytes; nil for the default (2 ms of the rate, at least one slot of datagrams).
+    public var burstQuantum: Int?
+    /// At most this many submissions may be in flight (submitted, not all completed).
+    public var completionWindow: Int = 2
+    /// At most this many datagrams per submission (one `io_uring_enter`).
+    public var maxDatagramsPerSubmission: Int = 64
+    /// Use UDP GSO where the kernel takes it.
+    public var useGSO: Bool = true
+    /// Send slots (each holds up to 64 datagrams).
+    public var slots: Int = 64
+    /// Payload bytes per slot.
+    public var slotCapacity: Int = 65_536
+    /// Link the sends of a submission so they leave in order even when a socket buffer fills.
+    public var ordered: Bool = true
+
+    /// Makes a configuration with the defaults.
+    public init(rateBitsPerSecond: Double? = nil, burstQuantum: Int? = nil) {
+        self.rateBitsPerSecond = rateBitsPerSecond
+        self.burstQuantum = burstQuantum
+    }
+}
+
+/// Why `PacedSender.pump` stopped filling.
+public enum PumpState: Sendable, Equatable {
+    /// The producer has nothing more right now.
+    case idle
+    /// The completion window is full: completions will release the next batch.
+    case windowFull
+    /// No free send slot: completions will free some.
+    case slotsExhausted
+    /// The pacer holds the next datagram for this many nanoseconds.
+    case paced(nanoseconds: Int64)
+    /// The submission reached its datagram limit; more can go at once.
+    case batchFull
+}
+
+/// Puts datagrams on the wire through io_uring: many per submission, released by the
+/// completions of earlier submissions (the completion window) and by a token-bucket
+/// rate budget. Waits are io_uring timeouts in the same ring.
+///
+/// Owned by one engine thread, like its ring.
+public final class PacedSender {
+    private struct Route {
+        var socketIndex: Int
+        var destination: SocketAddress?
+        var mark: TrafficMark
+    }
+
+    /// The ring the sends go through.
+    public let ring: Ring
+    /// The send slots.
+    public let queue: UDPSendQueue
+    /// The rate budget.
+    public var pacer: Pacer
+    /// The configuration.
+    public private(set) var config: PacedSenderConfig
+    private var routes: [Route] = []
+    /// Datagrams handed to the ring.
+    public private(set) var datagramsQueued = 0
+    /// Submissions made by `pump` (each one `io_uring_enter` in `wait` or `flush`).
+    public private(set) var submissions = 0
+
+    /// Makes a sender on `ring`.
+    public init(ring: Ring, config: PacedSenderConfig) {
+        self.ring = ring
+        self.config = config
+        self.queue = UDPSendQueue(ring: ring, slots: config.slots, slotCapacity: config.slotCapacity, ordered: config.ordered)
+        let quantum = config.burstQuantum
+            ?? config.rateBitsPerSecond.map { Pacer.defaultQuantum(rateBitsPerSecond: $0, minimum: 1500) }
+            ?? 65_536
+        self.pacer = Pacer(rateBitsPerSecond: config.rateBitsPerSecond, burstQuantum: quantum,
+                           now: monotonicNanoseconds())
+    }
+
+    /// Adds a route: a socket, a destination (nil for the socket's connected peer) and a mark.
+    public func addRoute(socket: UDPSocket, destination: SocketAddress?, mark: TrafficMark) -> Int {
+        if !config.useGSO { socket.gsoEnabled = false }
+        let index = queue.register(socket)
+        routes.append(Route(socketIndex: index, destination: destination, mark: mark))
+        return routes.count - 1
+    }
+
+    /// Changes a route's mark (for datagrams not yet written).
+    public func setMark(_ mark: TrafficMark, route: Int) { routes[route].mark = mark }
+
+    /// Changes the pacing rate from now on.
+    public func setRate(_ rateBitsPerSecond: Double?, burstQuantum: Int? = nil) {
+        let quantum = burstQuantum
+            ?? rateBitsPerSecond.map { Pacer.defaultQuantum(rateBitsPerSecond: $0, minimum: 1500) } ?? 65_536
+        pacer.setRate(rateBitsPerSecond, burstQuantum: quantum, now: monotonicNanoseconds())
+        config.rateBitsPerSecond = rateBitsPerSecond
+    }
+
+    /// True when nothing is queued, ready or in flight.
+    public var isDrained: Bool { queue.slotsInFlight == 0 && queue.readySlots == 0 }
+
+    /// Fills send slots from `producer` while the window, the slots and the pacer allow,
+    /// and prepares them as one submission (submitted by the next `Ring.submit`).
+    public func pump(_ producer: DatagramProducer) throws(SystemError) -> PumpState {
+        if queue.readySlots > 0 {
+            // Retries left over from completions go first, in their own submission.
+            try queue.submitReady()
+            submissions += 1
+        }
+        guard queue.batchesInFlight < config.completionWindow else { return .windowFull }
+        var datagramsThisSubmission = 0
+        var state = PumpState.idle
+        var now = monotonicNanoseconds()
+        fill: while let first = producer.peekDatagram() {
+            guard datagramsThisSubmission < config.maxDatagramsPerSubmission else { state = .batchFull; break }
+            let wait = pacer.delay(for: first.size, now: now)
+            if wait > 0 { state = .paced(nanoseconds: wait); break }
+            guard let slot = queue.acquire() else { state = .slotsExhausted; break }
+            let budget = min(pacer.available(now: now), queue.slotCapacity)
+            var slotBytes = 0
+            var next: PendingDatagram? = first
+            var firstSize = 0
+            while let datagram = next, datagram.route == first.route,
+                  datagramsThisSubmission < config.maxDatagramsPerSubmission,
+                  queue.datagramCount(slot) < UDPSendQueue.maxDatagramsPerSlot {
+                // A slot is one GSO group when it can be: equal sizes, the last may be shorter.
+                if firstSize > 0 && datagram.size > firstSize { break }
+                if slotBytes > 0 && slotBytes + datagram.size > budget { break }
+                guard let buffer = queue.appendDatagram(slot, length: datagram.size) else { break }
+                producer.writeDatagram(into: buffer)
+                datagramsThisSubmission += 1
+                slotBytes += datagram.size
+                if firstSize == 0 { firstSize = datagram.size } else if datagram.size < firstSize { break }
+                next = producer.peekDatagram()
+            }
+            if slotBytes == 0 {
+                queue.release(slot)
+                throw SystemError("send slot", errno: EMSGSIZE, context: "datagram of \(first.size) bytes")
+            }
+            let route = routes[first.route]
+            queue.commit(slot, socketIndex: route.socketIndex, destination: route.destination, mark: route.mark,
+                         tag: first.tag)
+            pacer.consume(slotBytes, now: now)
+            now = monotonicNanoseconds()
+        }
+        if datagramsThisSubmission > 0 {
+            try queue.submitReady()
+            submissions += 1
+            datagramsQueued += datagramsThisSubmission
+        }
+        return state
+    }
+
+    /// Submits what `pump` prepared and waits (in the same `io_uring_enter`) for a
+    /// completion or until `timeoutNanoseconds` (an io_uring timeout) passes.
+    public func submitAndWait(timeoutNanoseconds: Int64?) throws(SystemError) {
+        if let timeoutNanoseconds { try ring.armTimer(nanoseconds: max(timeoutNanoseconds, 1_000)) }
+        try ring.submit(waitingFor: 1)
+    }
+
+    /// Handles a send completion (tag kind `sendKind`).
+    @inline(__always)
+    public func handle(_ completion: Completion) { queue.handle(completion) }
+
+    /// Sends what `producer` has, paced, until it has nothing more, every send completed,
+    /// and `isFinished` says so (while it says no, an idle producer is polled every
+    /// `idlePoll` nanoseconds). Completions of other kinds go to `other`.
+    public func run(_ producer: DatagramProducer, idlePoll: Int64 = 200_000, isFinished: () -> Bool = { true },
+                    other: (Completion) -> Void = { _ in }) throws(SystemError) {
+        while true {
+            let state = try pump(producer)
+            if state == .idle && isDrained && isFinished() { return }
+            var timeout: Int64?
+            if case .paced(let nanoseconds) = state { timeout = nanoseconds }
+            if state == .idle && isDrained { timeout = idlePoll }
+            if state == .batchFull && queue.batchesInFlight < config.completionWindow {
+                // More may go at once: submit without waiting.
+                try ring.submit()
+            } else {
+                try submitAndWait(timeoutNanoseconds: timeout)
+            }
+            _ = ring.reap { completion in
+                if completion.tag.kind == CompletionTag.sendKind { queue.handle(completion) } else { other(completion) }
+            }
+        }
+    }
+}
+
+
+@available(*, unavailable, message: "a sender is owned by one engine thread")
+extension PacedSender: Sendable {}

@@ -1,0 +1,66 @@
+/// A token bucket: sends are released at `rateBitsPerSecond` with bursts of at most
+/// `burstQuantum` bytes.
+///
+/// Over any interval of length t, what it releases is at most `burstQuantum + rate * t`.
+/// The quantum is time-based by default (about 2 ms of the rate), so a GSO send never
+/// turns into a burst that defeats pacing.
+public struct Pacer: Sendable {
+    /// The pacing rate in bits per second; nil for unpaced.
+    public private(set) var rateBitsPerSecond: Double?
+    /// The largest burst in bytes (the bucket's depth).
+    public private(set) var burstQuantum: Int
+    private var tokens: Double
+    private var lastRefill: Int64
+
+    /// The default quantum for a rate: 2 ms of it, at least `minimum` bytes, at most 64 KiB.
+    public static func defaultQuantum(rateBitsPerSecond: Double, minimum: Int) -> Int {
+        let twoMilliseconds = Int(rateBitsPerSecond / 8 * 0.002)
+        return min(max(twoMilliseconds, minimum), 65_536)
+    }
+
+    /// Makes a pacer. `rateBitsPerSecond` nil means unpaced.
+    public init(rateBitsPerSecond: Double?, burstQuantum: Int, now: Int64) {
+        precondition(burstQuantum > 0)
+        self.rateBitsPerSecond = rateBitsPerSecond
+        self.burstQuantum = burstQuantum
+        self.tokens = Double(burstQuantum)
+        self.lastRefill = now
+    }
+
+    /// Changes the rate (and quantum) from now on.
+    public mutating func setRate(_ rateBitsPerSecond: Double?, burstQuantum: Int, now: Int64) {
+        refill(now: now)
+        self.rateBitsPerSecond = rateBitsPerSecond
+        self.burstQuantum = burstQuantum
+        tokens = min(tokens, Double(burstQuantum))
+    }
+
+    private mutating func refill(now: Int64) {
+        guard let rate = rateBitsPerSecond, now > lastRefill else { return }
+        tokens = min(Double(burstQuantum), tokens + Double(now - lastRefill) * rate / 8e9)
+        lastRefill = now
+    }
+
+    /// Bytes that may go out now.
+    public mutating func available(now: Int64) -> Int {
+        guard rateBitsPerSecond != nil else { return Int.max }
+        refill(now: now)
+        return max(0, Int(tokens))
+    }
+
+    /// Nanoseconds until `bytes` may go out (0 when they may now).
+    public mutating func delay(for bytes: Int, now: Int64) -> Int64 {
+        guard let rate = rateBitsPerSecond else { return 0 }
+        refill(now: now)
+        let needed = Double(min(bytes, burstQuantum)) - tokens
+        if needed <= 0 { return 0 }
+        return Int64((needed * 8e9 / rate).rounded(.up))
+    }
+
+    /// Takes `bytes` that were just released.
+    public mutating func consume(_ bytes: Int, now: Int64) {
+        guard rateBitsPerSecond != nil else { return }
+        refill(now: now)
+        tokens -= Double(bytes)
+    }
+}

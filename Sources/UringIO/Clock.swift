@@ -1,0 +1,41 @@
+import Glibc
+
+/// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`).
+@inline(__always)
+public func monotonicNanoseconds() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
+}
+
+/// Wall-clock time in nanoseconds since the Unix epoch (`CLOCK_REALTIME`), the clock of
+/// kernel receive timestamps.
+@inline(__always)
+public func realtimeNanoseconds() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
+}
+
+/// CPU time this process has used so far (`getrusage(RUSAGE_SELF)`), user and system apart.
+public struct ProcessCPUTime: Sendable, Equatable {
+    /// User-mode CPU time in nanoseconds.
+    public var userNanoseconds: Int64
+    /// Kernel-mode CPU time in nanoseconds.
+    public var systemNanoseconds: Int64
+
+    /// Reads the process's CPU time now.
+    public static func now() -> ProcessCPUTime {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return ProcessCPUTime(
+            userNanoseconds: Int64(usage.ru_utime.tv_sec) * 1_000_000_000 + Int64(usage.ru_utime.tv_usec) * 1000,
+            systemNanoseconds: Int64(usage.ru_stime.tv_sec) * 1_000_000_000 + Int64(usage.ru_stime.tv_usec) * 1000)
+    }
+
+    /// The CPU time between two readings.
+    public static func - (lhs: ProcessCPUTime, rhs: ProcessCPUTime) -> ProcessCPUTime {
+        ProcessCPUTime(userNanoseconds: lhs.userNanoseconds - rhs.userNanoseconds,
+                       systemNanoseconds: lhs.systemNanoseconds - rhs.systemNanoseconds)
+    }
+}

@@ -1,0 +1,174 @@
+import CLibURing
+import Glibc
+
+/// What a completion belongs to, packed with a slot index into `user_data`.
+///
+/// Layout: bits 56-63 the kind, bits 0-55 the owner's payload (slot index, generation).
+public struct CompletionTag: Sendable, Equatable {
+    /// The owner kind: which component handles the completion.
+    public var kind: UInt8
+    /// The owner's payload (a slot index, a group id).
+    public var payload: UInt64
+
+    /// Send slot completions.
+    public static let sendKind: UInt8 = 1
+    /// Multishot receive completions.
+    public static let receiveKind: UInt8 = 2
+    /// Timer (IORING_OP_TIMEOUT) completions.
+    public static let timerKind: UInt8 = 3
+
+    /// Makes a tag; `payload` must fit 56 bits.
+    @inline(__always)
+    public init(kind: UInt8, payload: UInt64) {
+        self.kind = kind
+        self.payload = payload & 0x00ff_ffff_ffff_ffff
+    }
+
+    /// Unpacks a tag from `user_data`.
+    @inline(__always)
+    public init(userData: UInt64) {
+        kind = UInt8(truncatingIfNeeded: userData >> 56)
+        payload = userData & 0x00ff_ffff_ffff_ffff
+    }
+
+    /// The packed `user_data`.
+    @inline(__always)
+    public var userData: UInt64 { UInt64(kind) << 56 | payload }
+}
+
+/// One completion queue entry, copied out of the ring.
+public struct Completion: Sendable {
+    /// The tag from `user_data`.
+    public var tag: CompletionTag
+    /// The result: bytes or a negative errno.
+    public var result: Int32
+    /// `IORING_CQE_F_*` flags.
+    public var flags: UInt32
+}
+
+/// An io_uring instance owned by one thread.
+///
+/// Not Sendable: created, submitted to and reaped by one engine thread. Other threads
+/// reach the engine through its own synchronisation, never through the ring.
+/// Counts every `io_uring_enter` it makes, so batching can be proven.
+public final class Ring {
+    @usableFromInline let ring: UnsafeMutablePointer<io_uring>
+    /// Calls to `io_uring_enter` made by this ring.
+    public private(set) var enterCalls = 0
+    /// Submission queue entries handed to the kernel.
+    public private(set) var submittedEntries = 0
+    /// SQEs prepared since the last submit.
+    public private(set) var pendingEntries = 0
+    /// Completions reaped.
+    public private(set) var completions = 0
+
+    private var timerSpec: UnsafeMutablePointer<__kernel_timespec>
+    /// True while a timer SQE is in flight.
+    public private(set) var timerArmed = false
+
+    /// Opens a ring with `entries` submission slots. `io_uring_queue_init_params`.
+    public init(entries: UInt32 = 256) throws(SystemError) {
+        ring = .allocate(capacity: 1)
+        ring.initialize(to: io_uring())
+        timerSpec = .allocate(capacity: 1)
+        timerSpec.initialize(to: __kernel_timespec())
+        var params = io_uring_params()
+        params.flags = cu_setup_coop_taskrun | cu_setup_submit_all
+        params.cq_entries = entries * 8
+        params.flags |= IORING_SETUP_CQSIZE
+        var rc = io_uring_queue_init_params(entries, ring, &params)
+        if rc == -EINVAL {
+            // Older kernels: no COOP_TASKRUN / SUBMIT_ALL.
+            params = io_uring_params()
+            rc = io_uring_queue_init_params(entries, ring, &params)
+        }
+        if rc < 0 {
+            ring.deallocate()
+            timerSpec.deallocate()
+            throw SystemError("io_uring_queue_init", errno: -rc, context: "\(entries) entries")
+        }
+    }
+
+    deinit {
+        io_uring_queue_exit(ring)
+        ring.deallocate()
+        timerSpec.deallocate()
+    }
+
+    /// Whether io_uring can be used here (kernel support and `kernel.io_uring_disabled`).
+    public static var isAvailable: Bool {
+        var probe = io_uring()
+        guard io_uring_queue_init(2, &probe, 0) == 0 else { return false }
+        io_uring_queue_exit(&probe)
+        return true
+    }
+
+    /// The ring's file descriptor.
+    public var fd: Int32 { ring.pointee.ring_fd }
+
+    /// The liburing ring, for components of this module that register resources.
+    var raw: UnsafeMutablePointer<io_uring> { ring }
+
+    /// A free submission entry; submits what is queued first (one counted enter) when the queue is full.
+    @inline(__always)
+    public func nextEntry() throws(SystemError) -> UnsafeMutablePointer<io_uring_sqe> {
+        if let sqe = io_uring_get_sqe(ring) {
+            pendingEntries += 1
+            return sqe
+        }
+        try submit()
+        guard let sqe = io_uring_get_sqe(ring) else { throw SystemError("io_uring_get_sqe", errno: EBUSY) }
+        pendingEntries += 1
+        return sqe
+    }
+
+    /// Submits every prepared entry and waits for `minimumCompletions`, with one `io_uring_enter`.
+    /// Returns the number of entries submitted. A signal interrupting the wait is not an error.
+    @discardableResult
+    public func submit(waitingFor minimumCompletions: UInt32 = 0) throws(SystemError) -> Int {
+        guard pendingEntries > 0 || minimumCompletions > 0 else { return 0 }
+        let rc = cu_submit_and_wait(ring, minimumCompletions)
+        enterCalls += 1
+        if rc == -EINTR || rc == -EAGAIN || rc == -EBUSY || rc == -ETIME { return 0 }
+        if rc < 0 { throw SystemError("io_uring_enter", errno: -rc) }
+        submittedEntries += Int(rc)
+        pendingEntries = max(0, pendingEntries - Int(rc))
+        return Int(rc)
+    }
+
+    /// Queues a timer that completes after `nanoseconds` (IORING_OP_TIMEOUT), unless one is armed.
+    /// The engine waits with it in the same ring instead of sleeping in another thread.
+    public func armTimer(nanoseconds: Int64) throws(SystemError) {
+        guard !timerArmed else { return }
+        timerSpec.pointee.tv_sec = nanoseconds / 1_000_000_000
+        timerSpec.pointee.tv_nsec = nanoseconds % 1_000_000_000
+        let sqe = try nextEntry()
+        io_uring_prep_timeout(sqe, timerSpec, 0, 0)
+        io_uring_sqe_set_data64(sqe, CompletionTag(kind: CompletionTag.timerKind, payload: 0).userData)
+        timerArmed = true
+    }
+
+    /// Reaps every completion that is ready, without a system call. Timer completions
+    /// disarm the timer and are passed on too.
+    @inline(__always)
+    public func reap(_ handle: (Completion) -> Void) -> Int {
+        var count = 0
+        var cqe: UnsafeMutablePointer<io_uring_cqe>?
+        while cu_peek_cqe(ring, &cqe) == 0, let entry = cqe {
+            let completion = Completion(
+                tag: CompletionTag(userData: entry.pointee.user_data),
+                result: entry.pointee.res,
+                flags: entry.pointee.flags
+            )
+            io_uring_cqe_seen(ring, entry)
+            count += 1
+            if completion.tag.kind == CompletionTag.timerKind { timerArmed = false }
+            handle(completion)
+        }
+        completions += count
+        return count
+    }
+}
+
+@available(*, unavailable, message: "a ring is owned by one engine thread")
+extension Ring: Sendable {}

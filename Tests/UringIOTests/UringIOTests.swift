@@ -1,0 +1,146 @@
+import Glibc
+import Testing
+import UringIO
+
+@Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
+struct MarkingTests {
+    /// Every service class and ECN codepoint comes back as exactly the TOS byte sent.
+    @Test(arguments: [SocketAddress.Family.ipv4, .ipv6])
+    func everyClassAndCodepointArrivesAsSent(family: SocketAddress.Family) throws {
+        let pair = try LoopbackPair(family: family)
+        var expected: [UInt8] = []
+        var index = 0
+        for serviceClass in ServiceClass.allCases {
+            for ecn in [ECNCodepoint.notECT, .ect0, .ect1] {
+                let mark = TrafficMark(serviceClass, ecn: ecn)
+                // Three datagrams per mark: a GSO group on kernels that take it.
+                let datagrams = (0..<3).map { patternDatagram(index: index + $0, length: 300) }
+                index += 3
+                try pair.send(datagrams, mark: mark)
+                expected += Array(repeating: mark.tos, count: 3)
+            }
+        }
+        try pair.pump(until: expected.count, reportsExpected: 12)
+        #expect(pair.received.count == expected.count)
+        #expect(pair.received.map(\.tos) == expected)
+        #expect(pair.received.map(\.payload) == (0..<index).map { patternDatagram(index: $0, length: 300) })
+        #expect(pair.receiver.counters.ecn[Int(ECNCodepoint.ect0.rawValue)] == 12)
+        #expect(pair.receiver.counters.ecn[Int(ECNCodepoint.ect1.rawValue)] == 12)
+        #expect(pair.receiver.counters.ecn[Int(ECNCodepoint.notECT.rawValue)] == 12)
+        #expect(pair.receiver.counters.dscp[46] == 9)
+        #expect(pair.receiver.counters.dscp[34] == 9)
+        #expect(pair.receiver.counters.dscp[8] == 9)
+        #expect(pair.receiver.counters.dscp[0] == 9)
+        #expect(pair.reports.allSatisfy { $0.failedDatagrams == 0 && $0.sentDatagrams == 3 })
+    }
+
+    @Test func trafficMarkPacksDSCPAndECN() {
+        #expect(TrafficMark(.realtime, ecn: .ect0).tos == 0xBA)
+        #expect(TrafficMark(.video, ecn: .ect1).tos == 0x89)
+        #expect(TrafficMark(.background, ecn: .notECT).tos == 0x20)
+        #expect(TrafficMark(tos: 0xBB) == TrafficMark(dscp: 46, ecn: .ce))
+    }
+}
+
+@Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
+struct GSOTests {
+    /// Equal-size datagrams in one slot go as one GSO send; the receiver gets each intact.
+    @Test func oneSlotIsOneGSOSend() throws {
+        try #require(UDPSocket.kernelSupportsGSO, "kernel without UDP_SEGMENT")
+        let pair = try LoopbackPair()
+        let datagrams = (0..<40).map { patternDatagram(index: $0, length: $0 == 39 ? 500 : 1200) }
+        try pair.send(datagrams, mark: TrafficMark(.video, ecn: .ect0))
+        try pair.pump(until: 40, reportsExpected: 1)
+        #expect(pair.queue.counters.gsoSends == 1)
+        #expect(pair.queue.counters.sendCalls == 1)
+        #expect(pair.received.map(\.payload) == datagrams)
+    }
+
+    /// GSO the socket cannot do (SO_NO_CHECK makes the kernel refuse UDP_SEGMENT with EINVAL):
+    /// GSO goes off for that socket and every datagram still arrives, in order.
+    @Test func rejectedGSOFallsBackWithoutLoss() throws {
+        try #require(UDPSocket.kernelSupportsGSO, "kernel without UDP_SEGMENT")
+        let pair = try LoopbackPair()
+        try pair.sender.setOption(SOL_SOCKET, SO_NO_CHECK, 1, name: "SO_NO_CHECK")
+        var all: [[UInt8]] = []
+        for group in 0..<5 {
+            let datagrams = (0..<20).map { patternDatagram(index: group * 20 + $0, length: 1000) }
+            all += datagrams
+            let slot = try #require(pair.queue.acquire())
+            for d in datagrams { _ = d.withUnsafeBytes { pair.queue.appendDatagram(slot, copying: $0) } }
+            pair.queue.commit(slot, socketIndex: pair.senderIndex, destination: nil,
+                              mark: TrafficMark(.video, ecn: .ect0), tag: UInt64(group))
+        }
+        try pair.queue.submitReady()
+        try pair.ring.submit()
+        try pair.pump(until: 100, reportsExpected: 5)
+        #expect(pair.sender.gsoEnabled == false)
+        #expect(pair.queue.counters.gsoFallbacks == 1)
+        #expect(pair.received.map(\.payload) == all)
+        #expect(pair.reports.map(\.sentDatagrams) == [20, 20, 20, 20, 20])
+        #expect(pair.reports.map(\.tag) == [0, 1, 2, 3, 4])
+        #expect(pair.queue.counters.failedDatagrams == 0)
+    }
+
+    /// A GRO receiver splits coalesced segments back into datagrams.
+    @Test func groReceiverSplitsSegments() throws {
+        try #require(UDPSocket.kernelSupportsGSO, "kernel without UDP_SEGMENT")
+        let pair = try LoopbackPair(gro: true)
+        let datagrams = (0..<64).map { patternDatagram(index: $0, length: 1000) }
+        try pair.send(datagrams, mark: TrafficMark(.default, ecn: .ect0))
+        try pair.pump(until: 64, reportsExpected: 1)
+        #expect(pair.received.map(\.payload) == datagrams)
+        #expect(pair.receiver.counters.groCompletions >= 1)
+        #expect(pair.receiver.counters.truncated == 0)
+    }
+}
+
+@Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
+struct RingTests {
+    /// Many SQEs, one io_uring_enter: the ring counts its enters.
+    @Test func oneSubmissionCarriesManySends() throws {
+        let pair = try LoopbackPair()
+        try #require(pair.ring.enterCalls == 0)
+        pair.sender.gsoEnabled = false
+        let datagrams = (0..<64).map { patternDatagram(index: $0, length: 100 + $0) }
+        try pair.send(datagrams, mark: TrafficMark(.default, ecn: .notECT))
+        #expect(pair.ring.enterCalls == 1)
+        #expect(pair.ring.submittedEntries == 65)  // 64 sends + the multishot receive
+        try pair.pump(until: 64, reportsExpected: 1)
+        #expect(pair.received.map(\.payload) == datagrams)
+    }
+
+    /// A send to a closed port on a connected socket fails with ECONNREFUSED and is reported.
+    @Test func failedSendsAreReportedNotLost() throws {
+        let ring = try Ring()
+        let closed: SocketAddress
+        do {
+            // Reserve a port, then close it: sends there are refused (ICMP port unreachable).
+            let probe = try UDPSocket(family: .ipv4)
+            try probe.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
+            closed = try probe.localAddress()
+        }
+        let sender = try UDPSocket(family: .ipv4)
+        try sender.connect(closed)
+        let queue = UDPSendQueue(ring: ring, slots: 4, slotCapacity: 2048)
+        let index = queue.register(sender)
+        var reports: [SendReport] = []
+        queue.onReport = { reports.append($0) }
+        for round in 0..<4 {
+            let slot = try #require(queue.acquire())
+            _ = queue.appendDatagram(slot, length: 100)
+            queue.commit(slot, socketIndex: index, destination: nil, mark: TrafficMark(.default, ecn: .notECT),
+                         tag: UInt64(round))
+            try queue.submitReady()
+            try ring.submit(waitingFor: 1)
+            _ = ring.reap { queue.handle($0) }
+        }
+        let sent = reports.reduce(0) { $0 + $1.sentDatagrams }
+        let failed = reports.reduce(0) { $0 + $1.failedDatagrams }
+        #expect(reports.count == 4)
+        #expect(sent + failed == 4)
+        #expect(failed >= 1)
+        #expect(queue.counters.errors[ECONNREFUSED, default: 0] == failed)
+        #expect(reports.contains { $0.errno == ECONNREFUSED })
+    }
+}
