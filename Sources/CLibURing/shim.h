@@ -115,6 +115,12 @@ static inline void cu_buf_ring_advance(struct io_uring_buf_ring *br, int count) 
     io_uring_buf_ring_advance(br, count);
 }
 
+// MARK: - Network namespaces (setns needs _GNU_SOURCE, which the Swift importer lacks)
+
+extern int setns(int fd, int nstype);
+/// Moves the calling thread into the network namespace open at `fd`. Returns 0 or -1/errno.
+static inline int cu_setns_net(int fd) { return setns(fd, 0x40000000 /* CLONE_NEWNET */); }
+
 // MARK: - Submission and completion (one io_uring_enter per call, counted by the caller)
 
 /// Submits what is queued and waits for `wait_nr` completions with one

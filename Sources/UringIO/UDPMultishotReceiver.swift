@@ -37,6 +37,9 @@ public struct ReceiveCounters: Sendable, Equatable {
     public var kernelDrops: UInt32 = 0
     /// Receive errors by errno.
     public var errors: [Int32: Int] = [:]
+
+    /// Zeroed counters.
+    public init() {}
 }
 
 /// A multishot `recvmsg` on a registered buffer ring: one SQE keeps delivering
