@@ -1,0 +1,304 @@
+import CX265
+import MediaFormats
+
+/// A live HEVC encoder over libx265: I420 frames in, ``AccessUnit``s out.
+///
+/// Configured for live streaming: tune `zerolatency` (no B-frames, no
+/// lookahead, one access unit out per frame in), closed GOPs with an IDR every
+/// ``EncoderConfig/keyframeInterval`` frames, VPS/SPS/PPS repeated before each
+/// keyframe, ABR rate control capped by VBV at the configured bitrate, one
+/// frame thread and a small worker pool, and no logging to stderr.
+///
+/// Not thread-safe: one encoder thread owns an instance. Keep it off the
+/// network ring's thread so a slow frame never stalls sending.
+public final class X265Encoder {
+    /// The configuration the encoder was opened with (``EncoderConfig/bitrateKbps``
+    /// as at open; see ``bitrateKbps`` for the current value).
+    public let config: EncoderConfig
+    /// VPS, SPS and PPS NAL units (no start codes), for the SDP's
+    /// `sprop-vps`, `sprop-sps` and `sprop-pps`. Calls `x265_encoder_headers`.
+    public private(set) var headers: [[UInt8]]
+    /// The current target bitrate in kbit/s (changed by ``setBitrate(kbps:)``).
+    public private(set) var bitrateKbps: Int
+
+    /// The parameters the encoder was opened with (x265 keeps its own copy).
+    private var param: UnsafeMutablePointer<x265_param>
+    private let inputPicture: UnsafeMutablePointer<x265_picture>
+    private let outputPicture: UnsafeMutablePointer<x265_picture>
+    private var encoder: OpaquePointer
+    /// Index of the next frame passed in; also its x265 pts.
+    private var nextFrameIndex: Int64 = 0
+    /// x265 accepts no frame after a flush.
+    private var isFlushed = false
+    /// Set by a reopen: the next frame must be an IDR.
+    private var forceNextKeyframe = false
+
+    /// Opens an encoder. Throws ``EncoderError/invalidParameter(parameter:value:requirement:)``
+    /// for an out-of-range configuration and other ``EncoderError``s when
+    /// libx265 is missing or refuses the settings. Calls `x265_param_default_preset`,
+    /// `x265_param_parse`, `x265_encoder_open` and `x265_encoder_headers`.
+    public init(_ config: EncoderConfig) throws(EncoderError) {
+        try config.validate()
+        guard cx265_api_matches_header() != 0 else {
+            throw .libraryUnavailable(detail: cx265_api() == nil
+                ? "x265_api_get(0) returned NULL (no 8-bit build?)"
+                : "library build does not match x265.h build \(X265_BUILD)")
+        }
+        let (param, encoder, headers) = try Self.open(config)
+        guard let inputPicture = cx265_picture_alloc(), let outputPicture = cx265_picture_alloc() else {
+            // picture_alloc only fails when malloc does.
+            fatalError("x265_picture_alloc: out of memory")
+        }
+        cx265_picture_init(param, inputPicture)
+        cx265_picture_init(param, outputPicture)
+        self.config = config
+        self.bitrateKbps = config.bitrateKbps
+        self.param = param
+        self.encoder = encoder
+        self.headers = headers
+        self.inputPicture = inputPicture
+        self.outputPicture = outputPicture
+    }
+
+    deinit {
+        // Not api->cleanup: that tears down process-global state other encoders share.
+        cx265_encoder_close(encoder)
+        cx265_picture_free(inputPicture)
+        cx265_picture_free(outputPicture)
+        cx265_param_free(param)
+    }
+
+    /// Encodes one frame; see ``encode(luma:cb:cr:forceKeyframe:)``.
+    /// Throws ``EncoderError/frameSizeMismatch(expected:actual:)`` when the
+    /// frame's size differs from the configuration.
+    public func encode(_ frame: YUV420Frame, forceKeyframe: Bool = false) throws(EncoderError) -> AccessUnit? {
+        guard frame.width == config.width, frame.height == config.height else {
+            throw .frameSizeMismatch(expected: "\(config.width)x\(config.height)",
+                                     actual: "\(frame.width)x\(frame.height)")
+        }
+        return try frame.withPlanes { (luma, cb, cr) throws(EncoderError) in
+            try encode(luma: luma, cb: cb, cr: cr, forceKeyframe: forceKeyframe)
+        }
+    }
+
+    /// Encodes one 8-bit I420 frame from three tightly packed planes
+    /// (`width * height` luma bytes, `width/2 * height/2` bytes per chroma plane).
+    ///
+    /// Returns the access unit x265 finished, or nil when it holds the frame
+    /// back (with tune `zerolatency` it returns this frame's unit). Its
+    /// timestamp is the frame index on the 90 kHz clock. `forceKeyframe` makes
+    /// this frame an IDR (for a picture-loss request or a new receiver).
+    /// x265 copies the planes before returning. Calls `x265_encoder_encode`.
+    public func encode(luma: UnsafeRawBufferPointer, cb: UnsafeRawBufferPointer, cr: UnsafeRawBufferPointer,
+                       forceKeyframe: Bool = false) throws(EncoderError) -> AccessUnit? {
+        guard !isFlushed else { throw .alreadyFlushed }
+        let lumaCount = config.width * config.height
+        let chromaCount = (config.width / 2) * (config.height / 2)
+        guard luma.count == lumaCount, cb.count == chromaCount, cr.count == chromaCount,
+              let lumaBase = luma.baseAddress, let cbBase = cb.baseAddress, let crBase = cr.baseAddress else {
+            throw .frameSizeMismatch(
+                expected: "\(config.width)x\(config.height) I420 (planes of \(lumaCount), \(chromaCount), \(chromaCount) bytes)",
+                actual: "planes of \(luma.count), \(cb.count), \(cr.count) bytes")
+        }
+        cx265_picture_set_i420(inputPicture, lumaBase, cbBase, crBase,
+                               Int32(config.width), Int32(config.width / 2))
+        inputPicture.pointee.pts = nextFrameIndex
+        inputPicture.pointee.sliceType = forceKeyframe || forceNextKeyframe ? X265_TYPE_IDR : X265_TYPE_AUTO
+        forceNextKeyframe = false
+        // The planes are borrowed for this call only.
+        defer { cx265_picture_set_i420(inputPicture, nil, nil, nil, 0, 0) }
+        nextFrameIndex += 1
+        return try encodeStep(input: inputPicture)
+    }
+
+    /// Drains the frames x265 still holds (none with tune `zerolatency` and one
+    /// frame thread) and ends the stream: later ``encode(_:forceKeyframe:)``
+    /// calls throw ``EncoderError/alreadyFlushed``. Stops at the first error.
+    /// Calls `x265_encoder_encode` with no input picture.
+    public func flush() -> [AccessUnit] {
+        isFlushed = true
+        var units: [AccessUnit] = []
+        while let unit = try? encodeStep(input: nil) {
+            units.append(unit)
+        }
+        return units
+    }
+
+    /// Changes the target bitrate (ABR target, VBV rate and buffer) from the
+    /// next frame on, and forces that frame to be an IDR.
+    ///
+    /// Reopens the encoder at the new rate rather than calling
+    /// `x265_encoder_reconfig`: libx265 3.5 accepts a reconfigured bitrate
+    /// (and even a fixed `level-idc`) but its one-pass ABR/VBV rate control
+    /// keeps the old rate, so the change never shows in the output. The cost is
+    /// one keyframe per change, with VPS/SPS/PPS in band (repeat-headers) and
+    /// ``headers`` updated, so callers should change the rate at most every
+    /// second or so. Frame timestamps continue. On failure the old encoder
+    /// keeps running at the old rate. Calls `x265_encoder_open` and `x265_encoder_close`.
+    public func setBitrate(kbps: Int) throws(EncoderError) {
+        guard !isFlushed else { throw .alreadyFlushed }
+        guard kbps > 0, kbps <= EncoderConfig.maxBitrateKbps else {
+            throw .invalidParameter(parameter: "bitrateKbps", value: String(kbps),
+                                    requirement: "in 1...\(EncoderConfig.maxBitrateKbps)")
+        }
+        guard kbps != bitrateKbps else { return }
+        var newConfig = config
+        newConfig.bitrateKbps = kbps
+        let (newParam, newEncoder, newHeaders) = try Self.open(newConfig)
+        cx265_encoder_close(encoder)
+        cx265_param_free(param)
+        (param, encoder, headers, bitrateKbps) = (newParam, newEncoder, newHeaders, kbps)
+        cx265_picture_init(param, inputPicture)
+        cx265_picture_init(param, outputPicture)
+        forceNextKeyframe = true
+    }
+
+    /// Runs one `x265_encoder_encode` (nil input: flush) and copies out the
+    /// access unit, if any, before the next call reuses x265's NAL buffer.
+    private func encodeStep(input: UnsafeMutablePointer<x265_picture>?) throws(EncoderError) -> AccessUnit? {
+        var nals: UnsafeMutablePointer<x265_nal>?
+        var nalCount: UInt32 = 0
+        let result = cx265_encoder_encode(encoder, &nals, &nalCount, input, outputPicture)
+        guard result >= 0 else { throw .encodeFailed(code: result) }
+        guard result > 0, nalCount > 0 else { return nil }
+        let units = try Self.copyNALUnits(nals, count: nalCount)
+        return AccessUnit(
+            nalUnits: units,
+            timestamp: Self.rtpTimestamp(frameIndex: outputPicture.pointee.pts,
+                                         fpsNumerator: config.fpsNumerator,
+                                         fpsDenominator: config.fpsDenominator),
+            isKeyframe: units.contains { HEVCNALType.isIRAP(header: $0) })
+    }
+
+    /// The frame's time on the 90 kHz RTP clock, wrapping at 2^32.
+    static func rtpTimestamp(frameIndex: Int64, fpsNumerator: Int, fpsDenominator: Int) -> UInt32 {
+        let ticks = frameIndex * 90_000 * Int64(fpsDenominator) / Int64(fpsNumerator)
+        return UInt32(truncatingIfNeeded: ticks)
+    }
+
+    // MARK: x265 glue
+
+    /// A configured parameter set, the encoder opened with it and its headers;
+    /// nothing leaks when a step fails.
+    private static func open(_ config: EncoderConfig) throws(EncoderError)
+        -> (UnsafeMutablePointer<x265_param>, OpaquePointer, [[UInt8]]) {
+        guard let param = cx265_param_alloc() else { throw .openFailed(detail: "x265_param_alloc failed") }
+        do throws(EncoderError) {
+            try configure(param, config)
+            guard let encoder = cx265_encoder_open(param) else {
+                throw .openFailed(detail: "x265_encoder_open refused \(config.width)x\(config.height) "
+                    + "at \(config.fpsNumerator)/\(config.fpsDenominator) fps, \(config.bitrateKbps) kbit/s, "
+                    + "preset \(config.preset) (picture too small for the preset's CTU size?)")
+            }
+            do throws(EncoderError) {
+                return (param, encoder, try readHeaders(encoder))
+            } catch {
+                cx265_encoder_close(encoder)
+                throw error
+            }
+        } catch {
+            cx265_param_free(param)
+            throw error
+        }
+    }
+
+    /// Preset and tune, then every option the live stream relies on.
+    private static func configure(_ param: UnsafeMutablePointer<x265_param>,
+                                  _ config: EncoderConfig) throws(EncoderError) {
+        let presetResult = config.tune.isEmpty
+            ? cx265_param_default_preset(param, config.preset, nil)
+            : cx265_param_default_preset(param, config.preset, config.tune)
+        guard presetResult == 0 else {
+            throw .invalidParameter(parameter: "preset/tune", value: "\(config.preset)/\(config.tune)",
+                                    requirement: "an x265 preset (ultrafast...placebo) and tune (e.g. zerolatency)")
+        }
+        let options: [(String, String)] = [
+            ("log-level", "none"),  // errors surface as EncoderError, not stderr noise
+            ("input-res", "\(config.width)x\(config.height)"),
+            ("input-csp", "i420"),
+            ("fps", "\(config.fpsNumerator)/\(config.fpsDenominator)"),
+            ("keyint", String(config.keyframeInterval)),
+            ("min-keyint", String(config.keyframeInterval)),
+            ("scenecut", "0"),  // keyframes only at the interval or when forced
+            ("bframes", "0"),
+            ("open-gop", "0"),  // every keyframe an IDR a late receiver can start at
+            ("repeat-headers", "1"),
+            ("annexb", "1"),
+            ("info", "0"),  // no version SEI in the stream
+            ("frame-threads", "1"),
+            ("pools", config.workerThreads == 0 ? "none" : String(config.workerThreads)),
+        ]
+        for (name, value) in options {
+            try parse(param, name, value)
+        }
+        try setRateControl(param, kbps: config.bitrateKbps)
+        guard cx265_param_apply_profile(param, "main") == 0 else {
+            throw .optionRejected(name: "profile", value: "main")
+        }
+    }
+
+    /// ABR at `kbps`, capped by a VBV of the same rate with a one-second buffer
+    /// (room for a keyframe without starving the frames after it).
+    private static func setRateControl(_ param: UnsafeMutablePointer<x265_param>, kbps: Int) throws(EncoderError) {
+        try parse(param, "bitrate", String(kbps))
+        try parse(param, "vbv-maxrate", String(kbps))
+        try parse(param, "vbv-bufsize", String(kbps))
+    }
+
+    private static func parse(_ param: UnsafeMutablePointer<x265_param>,
+                              _ name: String, _ value: String) throws(EncoderError) {
+        guard cx265_param_parse(param, name, value) == 0 else {
+            throw .optionRejected(name: name, value: value)
+        }
+    }
+
+    private static func readHeaders(_ encoder: OpaquePointer) throws(EncoderError) -> [[UInt8]] {
+        var nals: UnsafeMutablePointer<x265_nal>?
+        var nalCount: UInt32 = 0
+        guard cx265_encoder_headers(encoder, &nals, &nalCount) >= 0 else {
+            throw .openFailed(detail: "x265_encoder_headers failed")
+        }
+        return try copyNALUnits(nals, count: nalCount)
+    }
+
+    /// Copies x265's NAL units, stripping each Annex B start code (3 or 4 bytes).
+    private static func copyNALUnits(_ nals: UnsafeMutablePointer<x265_nal>?,
+                                     count: UInt32) throws(EncoderError) -> [[UInt8]] {
+        guard let nals else { return [] }
+        var units: [[UInt8]] = []
+        units.reserveCapacity(Int(count))
+        for nal in UnsafeBufferPointer(start: nals, count: Int(count)) {
+            let payload = UnsafeRawBufferPointer(start: nal.payload, count: Int(nal.sizeBytes))
+            guard let startCode = annexBStartCodeLength(payload), payload.count >= startCode + 2 else {
+                throw .malformedOutput(detail: "NAL unit of type \(nal.type), \(nal.sizeBytes) bytes, "
+                    + "without an Annex B start code and a 2-byte header")
+            }
+            units.append(Array(payload[startCode...]))
+        }
+        return units
+    }
+
+    /// 4 for `00 00 00 01`, 3 for `00 00 01`, nil otherwise.
+    static func annexBStartCodeLength(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        if bytes.count >= 4, bytes[0] == 0, bytes[1] == 0, bytes[2] == 0, bytes[3] == 1 { return 4 }
+        if bytes.count >= 3, bytes[0] == 0, bytes[1] == 0, bytes[2] == 1 { return 3 }
+        return nil
+    }
+}
+
+@available(*, unavailable, message: "X265Encoder belongs to one encoder thread")
+extension X265Encoder: Sendable {}
+
+/// HEVC NAL unit types the encoder needs to classify its output (H.265 table 7-1).
+enum HEVCNALType {
+    /// The NAL unit type from the first header byte: `(b0 >> 1) & 0x3f`.
+    static func type(header: [UInt8]) -> UInt8? {
+        header.first.map { ($0 >> 1) & 0x3f }
+    }
+
+    /// True for IRAP pictures (BLA, IDR, CRA and reserved IRAP types 16...23).
+    static func isIRAP(header: [UInt8]) -> Bool {
+        guard let type = type(header: header) else { return false }
+        return (16...23).contains(type)
+    }
+}
