@@ -1,0 +1,263 @@
+/// Why an SDP text was rejected.
+public struct SDPError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What was wrong, one line: `sdp: line 5: bad m= line "m=video"`.
+    public var description: String
+
+    /// Makes an error with its message.
+    public init(_ description: String) { self.description = description }
+}
+
+/// An SDP session description (RFC 8866) for one H.265 RTP stream (RFC 7798), in the
+/// shape ffmpeg/ffplay, VLC and GStreamer open. `text` writes it; `init(parsing:)`
+/// reads the fields back from such a description.
+public struct SDPSessionDescription: Sendable, Hashable {
+    /// Session id on the o= line.
+    public var sessionID: UInt64
+    /// Session version on the o= line.
+    public var sessionVersion: UInt64
+    /// The s= line (CR and LF are replaced by spaces when written; empty becomes "-").
+    public var sessionName: String
+    /// Address on the o= line; IP6 when it contains a colon.
+    public var originAddress: String
+    /// Address on the c= line (where to receive the media); IP6 when it contains a colon.
+    public var connectionAddress: String
+    /// RTP port on the m= line.
+    public var port: UInt16
+    /// Dynamic RTP payload type.
+    public var payloadType: UInt8
+    /// Encoding name on the rtpmap line.
+    public var encodingName: String
+    /// RTP clock rate on the rtpmap line.
+    public var clockRate: UInt32
+    /// sprop-vps: VPS NAL units, each with its 2-byte NAL unit header.
+    public var vps: [[UInt8]]
+    /// sprop-sps: SPS NAL units, each with its 2-byte NAL unit header.
+    public var sps: [[UInt8]]
+    /// sprop-pps: PPS NAL units, each with its 2-byte NAL unit header.
+    public var pps: [[UInt8]]
+    /// a=rtcp:<port>, when RTCP does not use RTP port + 1.
+    public var rtcpPort: UInt16?
+    /// a=rtcp-mux: RTCP shares the RTP port.
+    public var rtcpMux: Bool
+    /// a=framerate as numerator/denominator (e.g. 30000/1001), when known.
+    public var frameRate: (numerator: Int, denominator: Int)?
+
+    /// Makes a description; H265/90000 on payload type 96 unless told otherwise.
+    public init(
+        sessionID: UInt64 = 0, sessionVersion: UInt64 = 0, sessionName: String = "streamer",
+        originAddress: String = "127.0.0.1", connectionAddress: String, port: UInt16,
+        payloadType: UInt8 = 96, encodingName: String = "H265", clockRate: UInt32 = 90_000,
+        vps: [[UInt8]] = [], sps: [[UInt8]] = [], pps: [[UInt8]] = [],
+        rtcpPort: UInt16? = nil, rtcpMux: Bool = false, frameRate: (numerator: Int, denominator: Int)? = nil
+    ) {
+        self.sessionID = sessionID
+        self.sessionVersion = sessionVersion
+        self.sessionName = sessionName
+        self.originAddress = originAddress
+        self.connectionAddress = connectionAddress
+        self.port = port
+        self.payloadType = payloadType
+        self.encodingName = encodingName
+        self.clockRate = clockRate
+        self.vps = vps
+        self.sps = sps
+        self.pps = pps
+        self.rtcpPort = rtcpPort
+        self.rtcpMux = rtcpMux
+        self.frameRate = frameRate
+    }
+
+    /// Equal when every field is.
+    public static func == (lhs: SDPSessionDescription, rhs: SDPSessionDescription) -> Bool {
+        lhs.sessionID == rhs.sessionID && lhs.sessionVersion == rhs.sessionVersion && lhs.sessionName == rhs.sessionName
+            && lhs.originAddress == rhs.originAddress && lhs.connectionAddress == rhs.connectionAddress
+            && lhs.port == rhs.port && lhs.payloadType == rhs.payloadType && lhs.encodingName == rhs.encodingName
+            && lhs.clockRate == rhs.clockRate && lhs.vps == rhs.vps && lhs.sps == rhs.sps && lhs.pps == rhs.pps
+            && lhs.rtcpPort == rhs.rtcpPort && lhs.rtcpMux == rhs.rtcpMux
+            && lhs.frameRate?.numerator == rhs.frameRate?.numerator
+            && lhs.frameRate?.denominator == rhs.frameRate?.denominator
+    }
+
+    /// Hashes the identifying fields.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(sessionID)
+        hasher.combine(connectionAddress)
+        hasher.combine(port)
+        hasher.combine(payloadType)
+        hasher.combine(sps)
+    }
+
+    /// The description as SDP text with CRLF line endings.
+    public var text: String {
+        var lines = [String]()
+        lines.append("v=0")
+        lines.append("o=- \(sessionID) \(sessionVersion) IN \(Self.family(originAddress)) \(Self.clean(originAddress))")
+        let name = Self.clean(sessionName)
+        lines.append("s=\(name.isEmpty ? "-" : name)")
+        lines.append("c=IN \(Self.family(connectionAddress)) \(Self.clean(connectionAddress))")
+        lines.append("t=0 0")
+        lines.append("m=video \(port) RTP/AVP \(payloadType)")
+        lines.append("a=rtpmap:\(payloadType) \(Self.clean(encodingName))/\(clockRate)")
+        var sprops = [String]()
+        for (name, units) in [("sprop-vps", vps), ("sprop-sps", sps), ("sprop-pps", pps)] where !units.isEmpty {
+            sprops.append("\(name)=" + units.map(Base64.encode).joined(separator: ","))
+        }
+        if !sprops.isEmpty { lines.append("a=fmtp:\(payloadType) " + sprops.joined(separator: ";")) }
+        if let rtcpPort { lines.append("a=rtcp:\(rtcpPort)") }
+        if rtcpMux { lines.append("a=rtcp-mux") }
+        if let frameRate, let formatted = Self.format(frameRate) { lines.append("a=framerate:\(formatted)") }
+        return lines.map { $0 + "\r\n" }.joined()
+    }
+
+    /// Reads a description back: connection address (media-level c= over session-level),
+    /// port and payload type of the first video m= line, its rtpmap and fmtp sprops,
+    /// rtcp, rtcp-mux and framerate. Accepts LF or CRLF endings; ignores other lines.
+    public init(parsing text: String) throws(SDPError) {
+        self.init(connectionAddress: "", port: 0)
+        var sessionConnection: String?
+        var mediaConnection: String?
+        var sawMedia = false
+        var sawVideo = false
+        var inVideo = false
+        for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).enumerated() {
+            let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine[...]
+            let number = index + 1
+            guard line.count >= 2, line.dropFirst().first == "=" else {
+                if line.isEmpty { continue }
+                throw SDPError("sdp: line \(number): not a type=value line")
+            }
+            let value = String(line.dropFirst(2))
+            switch line.first {
+            case "o":
+                let fields = value.split(separator: " ")
+                guard fields.count == 6, let id = UInt64(fields[1]), let version = UInt64(fields[2]) else {
+                    throw SDPError("sdp: line \(number): bad o= line")
+                }
+                sessionID = id
+                sessionVersion = version
+                originAddress = String(fields[5])
+            case "s":
+                sessionName = value
+            case "c":
+                let fields = value.split(separator: " ")
+                guard fields.count == 3, fields[0] == "IN", fields[1] == "IP4" || fields[1] == "IP6" else {
+                    throw SDPError("sdp: line \(number): bad c= line")
+                }
+                let address = String(fields[2].split(separator: "/", omittingEmptySubsequences: false)[0])
+                if !sawMedia { sessionConnection = address } else if inVideo { mediaConnection = address }
+            case "m":
+                sawMedia = true
+                let fields = value.split(separator: " ")
+                inVideo = !sawVideo && fields.first == "video"
+                guard inVideo else { continue }
+                guard fields.count >= 4, let mediaPort = UInt16(fields[1]), let type = UInt8(fields[3]) else {
+                    throw SDPError("sdp: line \(number): bad m= line")
+                }
+                sawVideo = true
+                port = mediaPort
+                payloadType = type
+            case "a" where inVideo || !sawMedia:
+                try parseAttribute(value, line: number)
+            default:
+                continue
+            }
+        }
+        guard sawVideo else { throw SDPError("sdp: no m=video line") }
+        guard let address = mediaConnection ?? sessionConnection else { throw SDPError("sdp: no c= line") }
+        connectionAddress = address
+    }
+
+    private mutating func parseAttribute(_ value: String, line number: Int) throws(SDPError) {
+        let (name, argument) = Self.splitOnce(value, at: ":")
+        switch name {
+        case "rtpmap":
+            let (type, mapping) = Self.splitOnce(argument, at: " ")
+            guard UInt8(type) == payloadType else { return }
+            let parts = mapping.split(separator: "/")
+            guard parts.count >= 2, let rate = UInt32(parts[1]) else {
+                throw SDPError("sdp: line \(number): bad rtpmap")
+            }
+            encodingName = String(parts[0])
+            clockRate = rate
+        case "fmtp":
+            let (type, parameters) = Self.splitOnce(argument, at: " ")
+            guard UInt8(type) == payloadType else { return }
+            for parameter in parameters.split(separator: ";") {
+                let (key, rawValue) = Self.splitOnce(String(parameter), at: "=")
+                let trimmedKey = key.trimmingSpaces
+                guard ["sprop-vps", "sprop-sps", "sprop-pps"].contains(trimmedKey) else { continue }
+                var units = [[UInt8]]()
+                for encoded in rawValue.trimmingSpaces.split(separator: ",") {
+                    do {
+                        units.append(try Base64.decode(String(encoded)))
+                    } catch {
+                        throw SDPError("sdp: line \(number): \(trimmedKey): \(error)")
+                    }
+                }
+                switch trimmedKey {
+                case "sprop-vps": vps = units
+                case "sprop-sps": sps = units
+                default: pps = units
+                }
+            }
+        case "rtcp":
+            guard let rtcp = UInt16(Self.splitOnce(argument, at: " ").0) else {
+                throw SDPError("sdp: line \(number): bad a=rtcp")
+            }
+            rtcpPort = rtcp
+        case "rtcp-mux":
+            rtcpMux = true
+        case "framerate":
+            frameRate = Self.parseRate(argument)
+        default:
+            return
+        }
+    }
+
+    private static func splitOnce(_ text: String, at separator: Character) -> (String, String) {
+        guard let index = text.firstIndex(of: separator) else { return (text, "") }
+        return (String(text[..<index]), String(text[text.index(after: index)...]))
+    }
+
+    private static func family(_ address: String) -> String { address.contains(":") ? "IP6" : "IP4" }
+
+    /// One SDP line may not contain CR or LF: replace them so a value cannot add lines.
+    private static func clean(_ text: String) -> String {
+        String(text.map { $0 == "\r" || $0 == "\n" || $0 == "\r\n" ? " " : $0 })
+    }
+
+    /// "30" for 30/1, "29.97" for 30000/1001 (two decimals, rounded); nil for a bad rate.
+    static func format(_ rate: (numerator: Int, denominator: Int)) -> String? {
+        guard rate.numerator > 0, rate.denominator > 0, rate.numerator <= 1_000_000, rate.denominator <= 1_000_000 else {
+            return nil
+        }
+        if rate.numerator % rate.denominator == 0 { return "\(rate.numerator / rate.denominator)" }
+        let hundredths = (rate.numerator * 100 + rate.denominator / 2) / rate.denominator
+        let fraction = hundredths % 100
+        return "\(hundredths / 100)." + (fraction < 10 ? "0\(fraction)" : "\(fraction)")
+    }
+
+    /// Reads "30" or "29.97" (at most 6 decimals) back as a ratio.
+    static func parseRate(_ text: String) -> (numerator: Int, denominator: Int)? {
+        let parts = text.trimmingSpaces.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let whole = Int(parts[0]), whole >= 0, whole <= 1_000_000 else { return nil }
+        guard parts.count == 2 else { return whole > 0 ? (whole, 1) : nil }
+        let digits = parts[1]
+        guard !digits.isEmpty, digits.count <= 6, let fraction = Int(digits), fraction >= 0 else { return nil }
+        var denominator = 1
+        for _ in 0..<digits.count { denominator *= 10 }
+        let numerator = whole * denominator + fraction
+        return numerator > 0 ? (numerator, denominator) : nil
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces and tabs.
+    fileprivate var trimmingSpaces: String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
+            let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" })
+        else { return "" }
+        return String(scalars[first...last])
+    }
+}

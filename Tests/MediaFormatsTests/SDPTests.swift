@@ -1,0 +1,114 @@
+import Testing
+@testable import MediaFormats
+
+@Suite("Base64")
+struct SDPBase64Tests {
+    @Test func rfc4648Vectors() throws {
+        let vectors = ["": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy"]
+        for (plain, encoded) in vectors {
+            #expect(Base64.encode(Array(plain.utf8)) == encoded)
+            #expect(try Base64.decode(encoded) == Array(plain.utf8))
+        }
+        let all = (0...255).map { UInt8($0) }
+        #expect(try Base64.decode(Base64.encode(all)) == all)
+        #expect(Base64.encode([0xFB, 0xFF]) == "+/8=")
+    }
+
+    @Test func rejectsBadInput() {
+        func failure(_ text: String) -> Base64.DecodingError? {
+            do { _ = try Base64.decode(text) } catch { return error }
+            return nil
+        }
+        #expect(failure("Zm9") == .badLength(3))
+        #expect(failure("Zm9v YmFy") == .badLength(9))
+        #expect(failure("Zm9*") == .badCharacter(offset: 3))
+        #expect(failure("Z===") == .badCharacter(offset: 1))
+        #expect(failure("Zg==Zm8=") == .badCharacter(offset: 2))
+        #expect(failure("Zm=v") == .badPadding)
+        #expect(failure("Zh==") == .badPadding)  // leftover bits not zero
+        #expect(failure("Zm9=") == .badPadding)
+    }
+}
+
+@Suite("SDP")
+struct SDPTests {
+    static let vps: [UInt8] = [0x40, 0x01, 0x0C, 0x01, 0xFF, 0xFF]
+    static let sps: [UInt8] = [0x42, 0x01, 0x01, 0x01, 0x60]
+    static let pps: [UInt8] = [0x44, 0x01, 0xC1, 0x72]
+
+    @Test func goldenText() {
+        let sdp = SDPSessionDescription(
+            sessionID: 12345, sessionVersion: 1, sessionName: "streamer", originAddress: "192.0.2.1",
+            connectionAddress: "192.0.2.10", port: 5004, vps: [Self.vps], sps: [Self.sps], pps: [Self.pps],
+            rtcpPort: 5005, frameRate: (30000, 1001))
+        let expected =
+            "v=0\r\n" + "o=- 12345 1 IN IP4 192.0.2.1\r\n" + "s=streamer\r\n" + "c=IN IP4 192.0.2.10\r\n" + "t=0 0\r\n"
+            + "m=video 5004 RTP/AVP 96\r\n" + "a=rtpmap:96 H265/90000\r\n"
+            + "a=fmtp:96 sprop-vps=QAEMAf//;sprop-sps=QgEBAWA=;sprop-pps=RAHBcg==\r\n" + "a=rtcp:5005\r\n"
+            + "a=framerate:29.97\r\n"
+        #expect(sdp.text == expected)
+    }
+
+    @Test func ipv6MuxAndNoSprops() {
+        let sdp = SDPSessionDescription(
+            sessionName: "", originAddress: "::1", connectionAddress: "fe80::1", port: 6000, rtcpMux: true,
+            frameRate: (25, 1))
+        #expect(
+            sdp.text
+                == "v=0\r\no=- 0 0 IN IP6 ::1\r\ns=-\r\nc=IN IP6 fe80::1\r\nt=0 0\r\nm=video 6000 RTP/AVP 96\r\n"
+                + "a=rtpmap:96 H265/90000\r\na=rtcp-mux\r\na=framerate:25\r\n")
+    }
+
+    @Test func roundTrip() throws {
+        let sdp = SDPSessionDescription(
+            sessionID: 99, sessionVersion: 3, sessionName: "cam", originAddress: "10.0.0.1", connectionAddress: "10.0.0.2",
+            port: 7000, payloadType: 97, vps: [Self.vps], sps: [Self.sps, Self.sps + [0]], pps: [Self.pps],
+            rtcpPort: 7001, rtcpMux: true, frameRate: (2997, 100))
+        #expect(try SDPSessionDescription(parsing: sdp.text) == sdp)
+    }
+
+    @Test func parsesFFmpegStyleSDP() throws {
+        // As ffmpeg writes it (LF endings, session-level c= with TTL, extra lines).
+        let text = """
+            v=0
+            o=- 0 0 IN IP4 127.0.0.1
+            s=No Name
+            c=IN IP4 239.0.0.1/127
+            t=0 0
+            a=tool:libavformat 60.16.100
+            m=audio 5000 RTP/AVP 97
+            a=rtpmap:97 opus/48000/2
+            m=video 5004 RTP/AVP 96
+            b=AS:2000
+            a=rtpmap:96 H265/90000
+            a=fmtp:96 sprop-vps=QAEMAf//; sprop-sps=QgEBAWA=; sprop-pps=RAHBcg==
+
+            """
+        let sdp = try SDPSessionDescription(parsing: text)
+        #expect(sdp.connectionAddress == "239.0.0.1")
+        #expect(sdp.port == 5004 && sdp.payloadType == 96)
+        #expect(sdp.encodingName == "H265" && sdp.clockRate == 90_000)
+        #expect(sdp.vps == [Self.vps] && sdp.sps == [Self.sps] && sdp.pps == [Self.pps])
+        #expect(sdp.sessionName == "No Name")
+    }
+
+    @Test func rejectsBrokenSDP() {
+        func failure(_ text: String) -> String? {
+            do { _ = try SDPSessionDescription(parsing: text) } catch { return error.description }
+            return nil
+        }
+        #expect(failure("v=0\nc=IN IP4 1.2.3.4\n") == "sdp: no m=video line")
+        #expect(failure("v=0\nm=video 5004 RTP/AVP 96\n") == "sdp: no c= line")
+        #expect(failure("v=0\nc=IN IP4 1.2.3.4\nm=video x RTP/AVP 96\n") == "sdp: line 3: bad m= line")
+        #expect(failure("v=0\ngarbage\n") == "sdp: line 2: not a type=value line")
+        #expect(
+            failure("v=0\nc=IN IP4 1.2.3.4\nm=video 1 RTP/AVP 96\na=fmtp:96 sprop-sps=QgE*\n")
+                == "sdp: line 4: sprop-sps: base64: invalid character at offset 3")
+    }
+
+    @Test func linesCannotBeInjected() throws {
+        let sdp = SDPSessionDescription(sessionName: "evil\r\na=rtcp-mux", connectionAddress: "1.2.3.4", port: 1)
+        #expect(!sdp.text.contains("\r\na=rtcp-mux"))
+        #expect(try SDPSessionDescription(parsing: sdp.text).rtcpMux == false)
+    }
+}
