@@ -1,0 +1,330 @@
+/// Annex B byte streams (H.265 annex B): NAL units behind `00 00 01` or `00 00 00 01` start codes.
+public enum AnnexB {
+    /// Splits a whole Annex B buffer into its NAL units, without start codes.
+    ///
+    /// Zero bytes just before a start code (the leading zero of a four-byte start code,
+    /// trailing_zero_8bits) belong to the start code, not to the NAL unit before it.
+    /// Bytes before the first start code and empty NAL units are skipped.
+    public static func nalUnits(in bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        var result: [ArraySlice<UInt8>] = []
+        var nalStart: Int? = nil
+        var index = 0
+        while let startCode = nextStartCode(in: bytes, from: index) {
+            if let start = nalStart {
+                let end = trimmedEnd(of: bytes, from: start, to: startCode)
+                if end > start { result.append(bytes[start..<end]) }
+            }
+            nalStart = startCode + 3
+            index = startCode + 3
+        }
+        if let start = nalStart {
+            let end = trimmedEnd(of: bytes, from: start, to: bytes.count)
+            if end > start { result.append(bytes[start..<end]) }
+        }
+        return result
+    }
+
+    /// Index of the next `00 00 01` at or after `from`, or nil.
+    static func nextStartCode(in bytes: [UInt8], from: Int) -> Int? {
+        var index = from
+        let count = bytes.count
+        while index + 2 < count {
+            let third = bytes[index + 2]
+            if third > 1 {
+                index += 3  // no start code can contain this byte
+            } else if third == 1 {
+                if bytes[index + 1] == 0 && bytes[index] == 0 { return index }
+                index += 3
+            } else {
+                index += 1
+            }
+        }
+        return nil
+    }
+
+    /// `end` moved back over zero bytes, not before `start`.
+    static func trimmedEnd(of bytes: [UInt8], from start: Int, to end: Int) -> Int {
+        var end = end
+        while end > start && bytes[end - 1] == 0 { end -= 1 }
+        return end
+    }
+}
+
+/// Counters kept by `AnnexBAccessUnitSplitter`.
+public struct AnnexBSplitterCounters: Sendable, Equatable {
+    /// Access units returned.
+    public var accessUnits = 0
+    /// NAL units placed in returned or pending access units.
+    public var nalUnits = 0
+    /// Non-zero bytes before the first start code, skipped.
+    public var garbageBytes = 0
+    /// NAL units with fewer than two bytes, the forbidden bit set or TemporalId + 1 = 0, skipped.
+    public var invalidNALUnits = 0
+    /// Access units dropped because they grew beyond `maxAccessUnitSize`.
+    public var oversizedAccessUnits = 0
+    /// NAL units skipped while resynchronizing after an oversized access unit.
+    public var skippedNALUnits = 0
+    /// Groups of NAL units without any VCL NAL unit (no picture), dropped.
+    public var accessUnitsWithoutPicture = 0
+
+    /// Makes zeroed counters.
+    public init() {}
+}
+
+/// Splits an Annex B byte stream, fed in chunks of any size, into HEVC access units
+/// (H.265 section 7.4.2.4.4).
+///
+/// A new access unit begins at an access unit delimiter; at a VPS, SPS, PPS, prefix SEI
+/// (or NAL types 41...44, 48...55) that follows a VCL NAL unit of the current access unit;
+/// or at a VCL NAL unit with first_slice_segment_in_pic_flag set when the current access
+/// unit already has one. An access unit is returned once the first NAL unit of the next
+/// one is complete (or at `finish()`). Timestamps are left 0 for the caller to set.
+///
+/// Memory is bounded: the splitter keeps at most about `maxAccessUnitSize` bytes between
+/// calls. An access unit that grows beyond it (counted in stream bytes: NAL units plus any
+/// zero bytes before the next start code) is dropped and counted, and NAL units are then
+/// skipped until one that can begin an access unit.
+public struct AnnexBAccessUnitSplitter: Sendable {
+    /// The largest access unit kept, in bytes.
+    public let maxAccessUnitSize: Int
+    /// What has been seen so far.
+    public private(set) var counters = AnnexBSplitterCounters()
+
+    /// Unconsumed input; the current NAL unit begins at `nalStart`.
+    private var buffer: [UInt8] = []
+    private var nalStart = 0
+    /// Where the start code search resumes in `buffer`.
+    private var scanPosition = 0
+    private var seenStartCode = false
+    /// The current NAL unit belongs to an oversized access unit: its bytes are thrown away.
+    private var discardingNAL = false
+    /// After an oversized access unit: skip NAL units until one that can begin an access unit.
+    private var resynchronizing = false
+
+    private var currentNALUnits: [[UInt8]] = []
+    private var currentStreamBytes = 0
+    private var currentHasVCL = false
+    private var currentHasIRAP = false
+
+    /// Makes a splitter that keeps access units of at most `maxAccessUnitSize` bytes.
+    /// - Precondition: `maxAccessUnitSize > 0`.
+    public init(maxAccessUnitSize: Int = 16 << 20) {
+        precondition(maxAccessUnitSize > 0, "maxAccessUnitSize must be positive, got \(maxAccessUnitSize)")
+        self.maxAccessUnitSize = maxAccessUnitSize
+    }
+
+    /// Feeds the next bytes of the stream; returns the access units completed by them.
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) -> [AccessUnit] {
+        buffer.append(contentsOf: bytes)
+        return scan()
+    }
+
+    /// Feeds the next bytes of the stream; returns the access units completed by them.
+    public mutating func append(_ bytes: [UInt8]) -> [AccessUnit] {
+        buffer.append(contentsOf: bytes)
+        return scan()
+    }
+
+    /// Ends the stream: completes the last NAL unit and returns the remaining access units.
+    /// The splitter is then ready for a new stream (counters are kept).
+    public mutating func finish() -> [AccessUnit] {
+        var output: [AccessUnit] = []
+        if seenStartCode {
+            let end = AnnexB.trimmedEnd(of: buffer, from: nalStart, to: buffer.count)
+            completeNAL(end: end, streamEnd: buffer.count, into: &output)
+        } else {
+            countGarbage(buffer[...])
+        }
+        emitCurrent(into: &output)
+        buffer = []
+        nalStart = 0
+        scanPosition = 0
+        seenStartCode = false
+        discardingNAL = false
+        resynchronizing = false
+        return output
+    }
+
+    private mutating func scan() -> [AccessUnit] {
+        var output: [AccessUnit] = []
+        while let startCode = AnnexB.nextStartCode(in: buffer, from: scanPosition) {
+            if seenStartCode {
+                let end = AnnexB.trimmedEnd(of: buffer, from: nalStart, to: startCode)
+                completeNAL(end: end, streamEnd: startCode, into: &output)
+            } else {
+                countGarbage(buffer[nalStart..<startCode])
+                seenStartCode = true
+            }
+            nalStart = startCode + 3
+            scanPosition = nalStart
+        }
+        // No start code begins before count - 2: the last two bytes may still start one.
+        scanPosition = max(nalStart, buffer.count - 2)
+        boundPendingBytes(into: &output)
+        return output
+    }
+
+    /// Keeps the retained bytes bounded when no start code arrives.
+    ///
+    /// The decision matches what `completeNAL` would decide once the NAL unit ends, so the
+    /// result does not depend on how the input was chunked: the NAL unit's type and
+    /// first-slice flag come from its first three bytes, and the last two retained bytes
+    /// (possibly the next start code's zeros) are not counted yet.
+    private mutating func boundPendingBytes(into output: inout [AccessUnit]) {
+        let keepFrom = max(nalStart, buffer.count - 2)
+        if !seenStartCode {
+            countGarbage(buffer[nalStart..<keepFrom])
+            nalStart = keepFrom
+        } else if !discardingNAL && keepFrom - nalStart >= 3 {
+            let pendingBytes = keepFrom - nalStart
+            let disposition = disposition(buffer[nalStart], buffer[nalStart + 1], buffer[nalStart + 2])
+            switch disposition {
+            case .invalid:
+                if pendingBytes > maxAccessUnitSize {
+                    counters.invalidNALUnits += 1
+                    discardingNAL = true
+                }
+            case .skip:
+                if pendingBytes > maxAccessUnitSize {
+                    counters.skippedNALUnits += 1
+                    discardingNAL = true
+                }
+            case .beginAccessUnit:
+                if pendingBytes > maxAccessUnitSize {
+                    beginAccessUnit(into: &output)
+                    dropOversized()
+                    discardingNAL = true
+                }
+            case .append:
+                if currentStreamBytes + pendingBytes > maxAccessUnitSize {
+                    dropOversized()
+                    discardingNAL = true
+                }
+            }
+        }
+        if discardingNAL { nalStart = keepFrom }
+        if nalStart > 0 && nalStart >= buffer.count / 2 {
+            buffer.removeFirst(nalStart)
+            scanPosition -= nalStart
+            nalStart = 0
+        }
+    }
+
+    private mutating func countGarbage(_ bytes: ArraySlice<UInt8>) {
+        for byte in bytes where byte != 0 { counters.garbageBytes += 1 }
+    }
+
+    private mutating func dropOversized() {
+        counters.oversizedAccessUnits += 1
+        currentNALUnits = []
+        currentStreamBytes = 0
+        currentHasVCL = false
+        currentHasIRAP = false
+        resynchronizing = true
+    }
+
+    private enum NALDisposition {
+        /// Fewer than two bytes, forbidden bit set, or TemporalId + 1 = 0: skipped and counted.
+        case invalid
+        /// Skipped while resynchronizing.
+        case skip
+        /// Begins a new access unit.
+        case beginAccessUnit
+        /// Joins the current access unit.
+        case append
+    }
+
+    /// What to do with a NAL unit given its first three bytes (absent bytes read as 0).
+    private func disposition(_ byte0: UInt8, _ byte1: UInt8, _ byte2: UInt8) -> NALDisposition {
+        // A NAL unit of one byte ends in 0 after trimming, so byte1 == 0 covers it too.
+        guard byte0 & 0x80 == 0, byte1 & 0x07 != 0 else { return .invalid }
+        let type = HEVCNALUnitType(rawValue: byte0 >> 1)
+        let firstSlice = type.isVCL && byte2 & 0x80 != 0
+        if resynchronizing {
+            return Self.canBeginAccessUnit(type, firstSlice: firstSlice) ? .beginAccessUnit : .skip
+        }
+        if !currentNALUnits.isEmpty && beginsNewAccessUnit(type, firstSlice: firstSlice) {
+            return .beginAccessUnit
+        }
+        return .append
+    }
+
+    /// Closes the current access unit (or ends resynchronization) before a NAL unit that begins one.
+    private mutating func beginAccessUnit(into output: inout [AccessUnit]) {
+        if resynchronizing {
+            resynchronizing = false
+        } else {
+            emitCurrent(into: &output)
+        }
+    }
+
+    /// Handles the NAL unit `buffer[nalStart..<end]`, which spans the stream up to `streamEnd`.
+    private mutating func completeNAL(end: Int, streamEnd: Int, into output: inout [AccessUnit]) {
+        if discardingNAL {
+            discardingNAL = false
+            return
+        }
+        guard end > nalStart else { return }  // empty: two start codes in a row
+        let byte1 = end - nalStart >= 2 ? buffer[nalStart + 1] : 0
+        let byte2 = end - nalStart >= 3 ? buffer[nalStart + 2] : 0
+        let byte0 = buffer[nalStart]
+        switch disposition(byte0, byte1, byte2) {
+        case .invalid:
+            counters.invalidNALUnits += 1
+            return
+        case .skip:
+            counters.skippedNALUnits += 1
+            return
+        case .beginAccessUnit:
+            beginAccessUnit(into: &output)
+        case .append:
+            break
+        }
+        let streamBytes = streamEnd - nalStart
+        if currentStreamBytes + streamBytes > maxAccessUnitSize {
+            dropOversized()
+            return
+        }
+        currentNALUnits.append(Array(buffer[nalStart..<end]))
+        currentStreamBytes += streamBytes
+        counters.nalUnits += 1
+        let type = HEVCNALUnitType(rawValue: byte0 >> 1)
+        if type.isVCL {
+            currentHasVCL = true
+            if type.isIRAP { currentHasIRAP = true }
+        }
+    }
+
+    private func beginsNewAccessUnit(_ type: HEVCNALUnitType, firstSlice: Bool) -> Bool {
+        switch type.rawValue {
+        case HEVCNALUnitType.accessUnitDelimiter.rawValue: true
+        case 32...34, 39, 41...44, 48...55: currentHasVCL
+        case 0...31: currentHasVCL && firstSlice
+        default: false
+        }
+    }
+
+    private static func canBeginAccessUnit(_ type: HEVCNALUnitType, firstSlice: Bool) -> Bool {
+        switch type.rawValue {
+        case 32...35, 39: true
+        case 0...31: firstSlice
+        default: false
+        }
+    }
+
+    private mutating func emitCurrent(into output: inout [AccessUnit]) {
+        defer {
+            currentNALUnits = []
+            currentStreamBytes = 0
+            currentHasVCL = false
+            currentHasIRAP = false
+        }
+        guard !currentNALUnits.isEmpty else { return }
+        guard currentHasVCL else {
+            counters.accessUnitsWithoutPicture += 1
+            return
+        }
+        counters.accessUnits += 1
+        output.append(AccessUnit(nalUnits: currentNALUnits, timestamp: 0, isKeyframe: currentHasIRAP))
+    }
+}

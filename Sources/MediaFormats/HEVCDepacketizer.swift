@@ -1,0 +1,600 @@
+/// An access unit rebuilt from RTP packets by `HEVCDepacketizer`.
+public struct DepacketizedAccessUnit: Sendable, Equatable {
+    /// The RTP timestamp shared by the access unit's packets.
+    public var timestamp: UInt32
+    /// The whole NAL units received, in order, each without start code. A NAL unit that lost
+    /// a fragment, or came in a malformed packet, is left out rather than emitted corrupt.
+    public var nalUnits: [[UInt8]]
+    /// True when every packet from the previous access unit's last through this one's marker
+    /// arrived and was well formed.
+    public var isComplete: Bool
+    /// True when an IRAP VCL NAL unit (IDR, CRA, BLA) is among `nalUnits`.
+    public var isKeyframe: Bool
+    /// Extended (wrap-free) sequence number of the first packet received for this access unit.
+    public var firstSequence: Int64
+    /// Extended sequence number of the last packet received for this access unit.
+    public var lastSequence: Int64
+    /// Packets received for this access unit, malformed ones included.
+    public var packetCount: Int
+    /// Sequence numbers given up as lost and attributed to this access unit.
+    public var missingPackets: Int
+
+    /// Makes a depacketized access unit.
+    public init(timestamp: UInt32, nalUnits: [[UInt8]], isComplete: Bool, isKeyframe: Bool,
+                firstSequence: Int64, lastSequence: Int64, packetCount: Int, missingPackets: Int) {
+        self.timestamp = timestamp
+        self.nalUnits = nalUnits
+        self.isComplete = isComplete
+        self.isKeyframe = isKeyframe
+        self.firstSequence = firstSequence
+        self.lastSequence = lastSequence
+        self.packetCount = packetCount
+        self.missingPackets = missingPackets
+    }
+
+    /// The NAL units as an `AccessUnit`.
+    public var accessUnit: AccessUnit {
+        AccessUnit(nalUnits: nalUnits, timestamp: timestamp, isKeyframe: isKeyframe)
+    }
+
+    /// The NAL units in Annex B form (four-byte start codes).
+    public var annexB: [UInt8] { accessUnit.annexB }
+}
+
+/// Why `HEVCDepacketizer` dropped a packet's payload; `rawValue` is the stable statistics key.
+public enum HEVCPayloadRejection: String, Sendable, CaseIterable {
+    /// Payload shorter than its PayloadHdr (2 bytes; 3 for an FU).
+    case truncatedPayloadHeader
+    /// The PayloadHdr's forbidden bit (F) is set.
+    case forbiddenBitSet
+    /// An Aggregation Packet size field runs past the end of the payload.
+    case aggregationSizeOverrun
+    /// An Aggregation Packet unit of size 0 or 1 (no room for a NAL header).
+    case aggregationUnitTooShort
+    /// An Aggregation Packet unit with the forbidden bit set or of type 48...63.
+    case aggregationInvalidUnit
+    /// A Fragmentation Unit with both S and E set.
+    case fragmentStartAndEnd
+    /// A Fragmentation Unit whose FuType is 48...63.
+    case fragmentInvalidType
+    /// A Fragmentation Unit with no bytes after its FU header.
+    case fragmentEmpty
+    /// A middle or end fragment whose start was never seen, with no loss to explain it.
+    case fragmentWithoutStart
+    /// A fragment whose FuType differs from the start fragment's.
+    case fragmentTypeMismatch
+    /// A fragmented NAL unit cut off by a new NAL unit or the access unit's end, with no loss to explain it.
+    case fragmentWithoutEnd
+    /// A PACI packet (type 50), not supported.
+    case paciUnsupported
+    /// A payload of reserved type 51...63.
+    case unsupportedNALType
+}
+
+/// Counters kept by `HEVCDepacketizer`.
+public struct DepacketizerCounters: Sendable, Equatable {
+    /// Packets pushed.
+    public var packets = 0
+    /// Access units returned.
+    public var accessUnits = 0
+    /// Access units returned with `isComplete == false`.
+    public var incompleteAccessUnits = 0
+    /// NAL units returned.
+    public var nalUnits = 0
+    /// Sequence numbers given up as lost.
+    public var lostPackets = 0
+    /// Packets arriving after their sequence number was consumed or given up; dropped.
+    public var late = 0
+    /// Packets whose sequence number was already received; dropped.
+    public var duplicate = 0
+    /// NAL units dropped because a fragment was lost or malformed.
+    public var droppedNALUnits = 0
+    /// Access units abandoned for growing beyond `maxAccessUnitSize`; not returned.
+    public var oversizedAccessUnits = 0
+    /// Times the sequence state was reset: SSRC change, or a sender restart far behind.
+    public var resynchronizations = 0
+    /// Malformed payloads by reason (`HEVCPayloadRejection.rawValue`).
+    public var rejected: [String: Int] = [:]
+
+    /// Makes zeroed counters.
+    public init() {}
+
+    /// The count for one rejection reason.
+    public subscript(reason: HEVCPayloadRejection) -> Int { rejected[reason.rawValue, default: 0] }
+
+    /// All malformed payloads.
+    public var rejectedTotal: Int { rejected.values.reduce(0, +) }
+}
+
+/// Rebuilds HEVC access units from RTP packets (RFC 7798, no DONL, no PACI).
+///
+/// Packets of an access unit share a timestamp; the marker bit ends it (a timestamp change
+/// also does). Sequence numbers are extended to 64 bits. Packets are consumed in sequence
+/// order; a packet after a gap waits in a reorder window of `reorderWindow` sequence
+/// numbers. A gap is given up as lost when a packet arrives more than `reorderWindow` past
+/// it, or when a later access unit is provably complete behind it (its packets run
+/// contiguously from a marker packet to a marker packet): a complete frame is never held
+/// back for an earlier frame's straggler. Access units come out in order.
+///
+/// Memory is bounded: at most `reorderWindow` held packets, one access unit under
+/// assembly (at most `maxAccessUnitSize` bytes, else abandoned), and a fixed history for
+/// telling duplicates from late packets. Packets from a new SSRC reset the sequence state.
+public struct HEVCDepacketizer: Sendable {
+    /// The largest access unit assembled, in NAL unit bytes.
+    public let maxAccessUnitSize: Int
+    /// How many sequence numbers past a gap a packet may arrive before the gap is given up.
+    public let reorderWindow: Int
+    /// What has been seen so far.
+    public private(set) var counters = DepacketizerCounters()
+
+    private enum Content: Sendable {
+        case nal([UInt8])
+        case units([[UInt8]])
+        case fragment(start: Bool, end: Bool, type: UInt8, nalHeader: (UInt8, UInt8), data: [UInt8])
+        case rejected
+    }
+
+    private struct Packet: Sendable {
+        var sequence: Int64
+        var timestamp: UInt32
+        var marker: Bool
+        var content: Content
+    }
+
+    private struct Assembly {
+        var timestamp: UInt32
+        var nalUnits: [[UInt8]] = []
+        var byteCount = 0
+        /// The fragmented NAL unit being rebuilt (header included) and its FuType.
+        var openFragment: [UInt8]? = nil
+        var openFragmentType: UInt8 = 0
+        /// Non-start fragments are dropped silently until an end fragment: their start was lost.
+        var discardingFragments = false
+        var firstSequence: Int64
+        var lastSequence: Int64
+        var packetCount = 0
+        var missing = 0
+        var damaged = false
+        var abandoned = false
+        var isKeyframe = false
+    }
+
+    private var ssrc: UInt32? = nil
+    /// The highest extended sequence number seen: the reference for extending the next one.
+    private var highestSequence: Int64 = 0
+    /// The next sequence number to consume; nil before the first packet.
+    private var nextSequence: Int64? = nil
+    /// Packets after a gap, at index `sequence % held.count`.
+    private var held: [Packet?]
+    private var heldCount = 0
+    /// Missing sequence numbers given up and not yet attributed to an access unit.
+    private var pendingGap = 0
+    /// The access unit after `pendingGap` may have lost its start (the gap followed no marker).
+    private var gapFollowsOpenAccessUnit = false
+    private var assembly: Assembly? = nil
+    /// Recently consumed sequence numbers, at index `sequence % recent.count`, to tell duplicates from late packets.
+    private var recent: [Int64]
+    /// A packet far behind the stream: if the next one follows it, the sender restarted.
+    private var restartCandidate: Int64? = nil
+
+    /// Packets further behind than this are a possible sender restart, not a late packet.
+    static let restartDistance: Int64 = 3000
+
+    /// Makes a depacketizer.
+    /// - Precondition: `maxAccessUnitSize > 0` and `reorderWindow >= 0`.
+    public init(maxAccessUnitSize: Int = 8 << 20, reorderWindow: Int = 32) {
+        precondition(maxAccessUnitSize > 0, "maxAccessUnitSize must be positive, got \(maxAccessUnitSize)")
+        precondition(reorderWindow >= 0, "reorderWindow must not be negative, got \(reorderWindow)")
+        self.maxAccessUnitSize = maxAccessUnitSize
+        self.reorderWindow = reorderWindow
+        held = Array(repeating: nil, count: reorderWindow + 1)
+        recent = Array(repeating: Int64.min, count: max(64, 2 * reorderWindow))
+    }
+
+    /// Packets waiting behind a gap (at most `reorderWindow`).
+    public var heldPacketCount: Int { heldCount }
+
+    /// Takes one RTP packet; returns the access units it completed or forced out, in order.
+    public mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer) -> [DepacketizedAccessUnit] {
+        counters.packets += 1
+        var output: [DepacketizedAccessUnit] = []
+        if let current = ssrc, current != header.ssrc {
+            counters.resynchronizations += 1
+            giveUpEverything(into: &output)
+            resetSequenceState()
+        }
+        ssrc = header.ssrc
+
+        let sequence: Int64
+        if let next = nextSequence {
+            let delta = Int16(bitPattern: header.sequenceNumber &- UInt16(truncatingIfNeeded: highestSequence))
+            sequence = highestSequence + Int64(delta)
+            if sequence < next {
+                if next - sequence > Self.restartDistance {
+                    if restartCandidate == sequence - 1 {
+                        counters.resynchronizations += 1
+                        giveUpEverything(into: &output)
+                        resetSequenceState()
+                        return output + startStream(at: Int64(header.sequenceNumber), header, payload)
+                    }
+                    restartCandidate = sequence
+                }
+                if recent[slot(sequence, recent.count)] == sequence {
+                    counters.duplicate += 1
+                } else {
+                    counters.late += 1
+                }
+                return output
+            }
+            restartCandidate = nil
+            if held[slot(sequence, held.count)]?.sequence == sequence {
+                counters.duplicate += 1
+                return output
+            }
+        } else {
+            return output + startStream(at: Int64(header.sequenceNumber), header, payload)
+        }
+        accept(Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker,
+                      content: parseContent(payload)), into: &output)
+        return output
+    }
+
+    /// Takes one RTP packet whose payload is an array; see `push(_:payload:)`.
+    public mutating func push(_ header: RTPHeader, payload: [UInt8]) -> [DepacketizedAccessUnit] {
+        payload.withUnsafeBytes { push(header, payload: $0) }
+    }
+
+    /// Ends the stream: gives up every gap and returns what is left, in order. An access unit
+    /// without its marker comes out incomplete. The sequence state is reset for a new stream.
+    public mutating func flush() -> [DepacketizedAccessUnit] {
+        var output: [DepacketizedAccessUnit] = []
+        giveUpEverything(into: &output)
+        resetSequenceState()
+        ssrc = nil
+        return output
+    }
+
+    // MARK: Sequence handling
+
+    private func slot(_ sequence: Int64, _ count: Int) -> Int {
+        let remainder = Int(sequence % Int64(count))
+        return remainder < 0 ? remainder + count : remainder
+    }
+
+    private mutating func startStream(at sequence: Int64, _ header: RTPHeader,
+                                      _ payload: UnsafeRawBufferPointer) -> [DepacketizedAccessUnit] {
+        var output: [DepacketizedAccessUnit] = []
+        nextSequence = sequence
+        highestSequence = sequence
+        accept(Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker,
+                      content: parseContent(payload)), into: &output)
+        return output
+    }
+
+    private mutating func resetSequenceState() {
+        nextSequence = nil
+        restartCandidate = nil
+        pendingGap = 0
+        gapFollowsOpenAccessUnit = false
+        for index in recent.indices { recent[index] = Int64.min }
+    }
+
+    private mutating func accept(_ packet: Packet, into output: inout [DepacketizedAccessUnit]) {
+        guard let next = nextSequence else { return }
+        highestSequence = max(highestSequence, packet.sequence)
+        // Give up gaps more than reorderWindow behind this packet.
+        let windowStart = packet.sequence - Int64(reorderWindow)
+        if windowStart > next { advance(to: windowStart, into: &output) }
+        held[slot(packet.sequence, held.count)] = packet
+        heldCount += 1
+        drainContiguous(into: &output)
+        if heldCount > 0, let end = laterCompleteAccessUnitEnd() {
+            advance(to: end + 1, into: &output)
+            drainContiguous(into: &output)
+        }
+    }
+
+    /// Consumes held packets from `nextSequence` while there is no gap.
+    private mutating func drainContiguous(into output: inout [DepacketizedAccessUnit]) {
+        while let next = nextSequence, heldCount > 0 {
+            let index = slot(next, held.count)
+            guard let packet = held[index], packet.sequence == next else { return }
+            held[index] = nil
+            heldCount -= 1
+            consume(packet, into: &output)
+            nextSequence = next + 1
+        }
+    }
+
+    /// Consumes or gives up every sequence number before `target`.
+    private mutating func advance(to target: Int64, into output: inout [DepacketizedAccessUnit]) {
+        while let next = nextSequence, next < target {
+            if heldCount == 0 {
+                recordGap(Int(target - next))
+                nextSequence = target
+                return
+            }
+            let index = slot(next, held.count)
+            if let packet = held[index], packet.sequence == next {
+                held[index] = nil
+                heldCount -= 1
+                consume(packet, into: &output)
+            } else {
+                recordGap(1)
+            }
+            nextSequence = next + 1
+        }
+    }
+
+    private mutating func recordGap(_ count: Int) {
+        counters.lostPackets += count
+        if pendingGap == 0 { gapFollowsOpenAccessUnit = assembly != nil }
+        pendingGap += count
+    }
+
+    /// The marker sequence number of an access unit that is complete behind the current gap:
+    /// held packets running without a gap from just after a held marker packet to a marker.
+    private func laterCompleteAccessUnitEnd() -> Int64? {
+        guard let next = nextSequence, highestSequence > next else { return nil }
+        var runFollowsMarker = false
+        var sequence = next + 1
+        while sequence <= highestSequence {
+            if let packet = held[slot(sequence, held.count)], packet.sequence == sequence {
+                if runFollowsMarker && packet.marker { return sequence }
+                if packet.marker { runFollowsMarker = true }
+            } else {
+                runFollowsMarker = false
+            }
+            sequence += 1
+        }
+        return nil
+    }
+
+    private mutating func giveUpEverything(into output: inout [DepacketizedAccessUnit]) {
+        if nextSequence != nil, heldCount > 0 {
+            advance(to: highestSequence + 1, into: &output)
+        }
+        if var current = assembly {
+            // No marker: the end of this access unit was never seen.
+            current.damaged = true
+            assembly = nil
+            emit(current, into: &output)
+        }
+        pendingGap = 0
+    }
+
+    // MARK: Assembly
+
+    private mutating func consume(_ packet: Packet, into output: inout [DepacketizedAccessUnit]) {
+        recent[slot(packet.sequence, recent.count)] = packet.sequence
+        let gap = pendingGap
+        pendingGap = 0
+        var startDamaged = false
+        var startMissing = 0
+        if var current = assembly {
+            if packet.timestamp != current.timestamp {
+                // A new access unit without a marker on the last one.
+                if gap > 0 {
+                    // Ambiguous: the lost packets ended the old access unit or began the new one.
+                    current.missing += gap
+                    current.damaged = true
+                    startDamaged = true
+                }
+                assembly = nil
+                emit(current, into: &output)
+            } else if gap > 0 {
+                current.missing += gap
+                current.damaged = true
+                breakFragment(&current, byLoss: true)
+                current.discardingFragments = true
+                assembly = current
+            }
+        } else if gap > 0 {
+            startMissing = gap
+            startDamaged = true
+        }
+        if gap > 0 && gapFollowsOpenAccessUnit && assembly == nil { startDamaged = true }
+
+        var current = assembly ?? Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence,
+                                           lastSequence: packet.sequence, missing: startMissing,
+                                           damaged: startDamaged)
+        if assembly == nil && startDamaged { current.discardingFragments = true }
+        current.lastSequence = packet.sequence
+        current.packetCount += 1
+        if !current.abandoned { apply(packet.content, to: &current) }
+        if packet.marker {
+            assembly = nil
+            emit(current, into: &output)
+        } else {
+            assembly = current
+        }
+    }
+
+    private mutating func apply(_ content: Content, to current: inout Assembly) {
+        switch content {
+        case .rejected:
+            current.damaged = true
+            breakFragment(&current, byLoss: true)
+            current.discardingFragments = true
+        case .nal(let nal):
+            breakFragment(&current, byLoss: false)
+            current.discardingFragments = false
+            append(nal, to: &current)
+        case .units(let units):
+            breakFragment(&current, byLoss: false)
+            current.discardingFragments = false
+            for unit in units where !current.abandoned { append(unit, to: &current) }
+        case .fragment(let start, let end, let type, let nalHeader, let data):
+            if start {
+                breakFragment(&current, byLoss: false)
+                current.discardingFragments = false
+                guard reserve(data.count + 2, in: &current) else { return }
+                var nal = [nalHeader.0, nalHeader.1]
+                nal.append(contentsOf: data)
+                current.openFragment = nal
+                current.openFragmentType = type
+                return
+            }
+            if current.openFragment != nil {
+                guard current.openFragmentType == type else {
+                    reject(.fragmentTypeMismatch)
+                    current.damaged = true
+                    breakFragment(&current, byLoss: true)
+                    current.discardingFragments = !end
+                    return
+                }
+                guard reserve(data.count, in: &current) else { return }
+                current.openFragment!.append(contentsOf: data)
+                if end {
+                    let nal = current.openFragment!
+                    current.openFragment = nil
+                    current.nalUnits.append(nal)
+                    noteNAL(nal, in: &current)
+                }
+            } else if current.discardingFragments {
+                if end { current.discardingFragments = false }
+            } else {
+                reject(.fragmentWithoutStart)
+                counters.droppedNALUnits += 1
+                current.damaged = true
+                current.discardingFragments = !end
+            }
+        }
+    }
+
+    /// Drops an unfinished fragmented NAL unit. Without a loss to explain it, it is malformed.
+    private mutating func breakFragment(_ current: inout Assembly, byLoss: Bool) {
+        guard let open = current.openFragment else { return }
+        current.byteCount -= open.count
+        current.openFragment = nil
+        current.damaged = true
+        counters.droppedNALUnits += 1
+        if !byLoss { reject(.fragmentWithoutEnd) }
+    }
+
+    /// Accounts `count` more bytes; abandons the access unit when it would grow too large.
+    private mutating func reserve(_ count: Int, in current: inout Assembly) -> Bool {
+        guard current.byteCount + count <= maxAccessUnitSize else {
+            counters.oversizedAccessUnits += 1
+            current.abandoned = true
+            current.nalUnits = []
+            current.openFragment = nil
+            current.byteCount = 0
+            return false
+        }
+        current.byteCount += count
+        return true
+    }
+
+    private mutating func append(_ nal: [UInt8], to current: inout Assembly) {
+        guard reserve(nal.count, in: &current) else { return }
+        current.nalUnits.append(nal)
+        noteNAL(nal, in: &current)
+    }
+
+    private func noteNAL(_ nal: [UInt8], in current: inout Assembly) {
+        if HEVCNALUnitType(rawValue: nal[0] >> 1).isIRAP { current.isKeyframe = true }
+    }
+
+    private mutating func emit(_ finished: Assembly, into output: inout [DepacketizedAccessUnit]) {
+        var current = finished
+        guard !current.abandoned else { return }
+        if current.openFragment != nil {
+            breakFragment(&current, byLoss: current.missing > 0 || current.damaged)
+        }
+        let unit = DepacketizedAccessUnit(
+            timestamp: current.timestamp, nalUnits: current.nalUnits, isComplete: !current.damaged,
+            isKeyframe: current.isKeyframe, firstSequence: current.firstSequence,
+            lastSequence: current.lastSequence, packetCount: current.packetCount,
+            missingPackets: current.missing)
+        counters.accessUnits += 1
+        counters.nalUnits += unit.nalUnits.count
+        if !unit.isComplete { counters.incompleteAccessUnits += 1 }
+        output.append(unit)
+    }
+
+    // MARK: Payload parsing
+
+    private mutating func reject(_ reason: HEVCPayloadRejection) {
+        counters.rejected[reason.rawValue, default: 0] += 1
+    }
+
+    /// Validates a payload's structure and copies out its NAL units or fragment.
+    private mutating func parseContent(_ payload: UnsafeRawBufferPointer) -> Content {
+        guard payload.count >= 2 else {
+            reject(.truncatedPayloadHeader)
+            return .rejected
+        }
+        let byte0 = payload[0]
+        guard byte0 & 0x80 == 0 else {
+            reject(.forbiddenBitSet)
+            return .rejected
+        }
+        let type = (byte0 >> 1) & 0x3f
+        switch type {
+        case 0...47:
+            return .nal(Array(payload))
+        case HEVCNALUnitType.aggregationPacket.rawValue:
+            var units: [[UInt8]] = []
+            var offset = 2
+            while offset < payload.count {
+                guard offset + 2 <= payload.count else {
+                    reject(.aggregationSizeOverrun)
+                    return .rejected
+                }
+                let size = Int(payload[offset]) << 8 | Int(payload[offset + 1])
+                offset += 2
+                guard size >= 2 else {
+                    reject(.aggregationUnitTooShort)
+                    return .rejected
+                }
+                guard offset + size <= payload.count else {
+                    reject(.aggregationSizeOverrun)
+                    return .rejected
+                }
+                let unitByte0 = payload[offset]
+                guard unitByte0 & 0x80 == 0, (unitByte0 >> 1) & 0x3f < 48 else {
+                    reject(.aggregationInvalidUnit)
+                    return .rejected
+                }
+                units.append(Array(UnsafeRawBufferPointer(rebasing: payload[offset..<(offset + size)])))
+                offset += size
+            }
+            guard !units.isEmpty else {
+                reject(.aggregationUnitTooShort)
+                return .rejected
+            }
+            return .units(units)
+        case HEVCNALUnitType.fragmentationUnit.rawValue:
+            guard payload.count >= 3 else {
+                reject(.truncatedPayloadHeader)
+                return .rejected
+            }
+            let fuHeader = payload[2]
+            let start = fuHeader & 0x80 != 0
+            let end = fuHeader & 0x40 != 0
+            let fuType = fuHeader & 0x3f
+            guard !(start && end) else {
+                reject(.fragmentStartAndEnd)
+                return .rejected
+            }
+            guard fuType < 48 else {
+                reject(.fragmentInvalidType)
+                return .rejected
+            }
+            guard payload.count > 3 else {
+                reject(.fragmentEmpty)
+                return .rejected
+            }
+            let nalHeader = ((byte0 & 0x81) | fuType << 1, payload[1])
+            let data = Array(UnsafeRawBufferPointer(rebasing: payload[3...]))
+            return .fragment(start: start, end: end, type: fuType, nalHeader: nalHeader, data: data)
+        case HEVCNALUnitType.paci.rawValue:
+            reject(.paciUnsupported)
+            return .rejected
+        default:
+            reject(.unsupportedNALType)
+            return .rejected
+        }
+    }
+}

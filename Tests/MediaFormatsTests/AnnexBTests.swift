@@ -1,0 +1,147 @@
+import Testing
+import MediaFormats
+
+@Suite struct AnnexBTests {
+    @Test func splitsOnThreeAndFourByteStartCodes() {
+        let a: [UInt8] = [0x40, 0x01, 0x0C]
+        let b: [UInt8] = [0x42, 0x01, 0x01, 0x60]
+        let c: [UInt8] = [0x26, 0x01, 0xAF, 0x00, 0x03, 0x05]
+        // Garbage and leading zeros, 4-byte code, 3-byte code with trailing zeros before it, 4-byte code.
+        let stream: [UInt8] = [0x77, 0x00, 0x00, 0x00, 0x01] + a + [0x00, 0x00, 0x01] + b + [0x00, 0x00]
+            + [0x00, 0x00, 0x00, 0x01] + c + [0x00]
+        let units = AnnexB.nalUnits(in: stream).map(Array.init)
+        #expect(units == [a, b, c])
+        #expect(AnnexB.nalUnits(in: [0x00, 0x00, 0x01, 0x00, 0x00, 0x01]).isEmpty)
+        #expect(AnnexB.nalUnits(in: [1, 2, 3]).isEmpty)
+        #expect(AnnexB.nalUnits(in: []).isEmpty)
+    }
+
+    /// Three access units: IDR with parameter sets and two slices, P with AUD and suffix SEI, P with two slices.
+    static func sampleStream() -> (stream: [UInt8], expected: [AccessUnit]) {
+        let vps = makeNAL(type: 32, size: 24)
+        let sps = makeNAL(type: 33, size: 40)
+        let pps = makeNAL(type: 34, size: 8)
+        let sei = makeNAL(type: 39, size: 12)
+        let idr1 = makeNAL(type: 19, size: 300, firstSlice: true)
+        let idr2 = makeNAL(type: 19, size: 200, firstSlice: false)
+        let aud = makeNAL(type: 35, size: 3)
+        let p1 = makeNAL(type: 1, size: 120, firstSlice: true, fill: 7)
+        let suffix = makeNAL(type: 40, size: 9)
+        let p2a = makeNAL(type: 1, size: 90, firstSlice: true, fill: 9)
+        let p2b = makeNAL(type: 1, size: 95, firstSlice: false, fill: 11)
+        let expected = [
+            AccessUnit(nalUnits: [vps, sps, pps, sei, idr1, idr2], timestamp: 0, isKeyframe: true),
+            AccessUnit(nalUnits: [aud, p1, suffix], timestamp: 0, isKeyframe: false),
+            AccessUnit(nalUnits: [p2a, p2b], timestamp: 0, isKeyframe: false),
+        ]
+        var stream: [UInt8] = []
+        for (index, nal) in expected.flatMap(\.nalUnits).enumerated() {
+            stream += index % 2 == 0 ? [0, 0, 0, 1] : [0, 0, 1]
+            stream += nal
+        }
+        return (stream, expected)
+    }
+
+    @Test func splitsAccessUnitsWholeBuffer() {
+        let (stream, expected) = Self.sampleStream()
+        var splitter = AnnexBAccessUnitSplitter()
+        var out = splitter.append(stream)
+        #expect(out == Array(expected.prefix(2)))  // the last one needs the end of stream
+        out += splitter.finish()
+        #expect(out == expected)
+        #expect(splitter.counters.accessUnits == 3 && splitter.counters.nalUnits == 11)
+        #expect(splitter.counters.garbageBytes == 0 && splitter.counters.oversizedAccessUnits == 0)
+    }
+
+    @Test(arguments: [1, 2, 3, 7, 64])
+    func chunkedFeedingMatchesWholeBuffer(chunk: Int) {
+        let (stream, expected) = Self.sampleStream()
+        var splitter = AnnexBAccessUnitSplitter()
+        var out: [AccessUnit] = []
+        var offset = 0
+        while offset < stream.count {
+            let end = min(offset + chunk, stream.count)
+            out += Array(stream[offset..<end]).withUnsafeBytes { splitter.append($0) }
+            offset = end
+        }
+        out += splitter.finish()
+        #expect(out == expected)
+    }
+
+    @Test func randomChunkingAndRandomStreamsMatchWholeBuffer() {
+        var rng = SplitMix64(seed: 42)
+        for round in 0..<40 {
+            var stream: [UInt8] = Array(repeating: 0, count: Int.random(in: 0...3, using: &rng))
+            for _ in 0..<Int.random(in: 1...30, using: &rng) {
+                stream += Bool.random(using: &rng) ? [0, 0, 1] : [0, 0, 0, 1]
+                let types: [UInt8] = [1, 1, 1, 19, 32, 33, 34, 35, 39, 40, 0]
+                let type = types.randomElement(using: &rng)!
+                var nal = randomNAL(type: type, size: Int.random(in: 2...400, using: &rng), using: &rng)
+                if nal.count > 2 && Bool.random(using: &rng) { nal[2] &= 0x7f; if nal[2] == 0 { nal[2] = 1 } }
+                stream += nal
+                if Int.random(in: 0..<5, using: &rng) == 0 { stream += [0] }  // trailing zero
+            }
+            let limit = round % 4 == 0 ? 700 : 16 << 20
+            var whole = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
+            let wholeOut = whole.append(stream) + whole.finish()
+            var chunked = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
+            var chunkedOut: [AccessUnit] = []
+            var offset = 0
+            while offset < stream.count {
+                let end = min(stream.count, offset + Int.random(in: 1...50, using: &rng))
+                chunkedOut += chunked.append(Array(stream[offset..<end]))
+                offset = end
+            }
+            chunkedOut += chunked.finish()
+            #expect(chunkedOut == wholeOut, "round \(round)")
+            #expect(chunked.counters == whole.counters, "round \(round)")
+            #expect(wholeOut.allSatisfy { $0.byteCount <= limit })
+        }
+    }
+
+    @Test func oversizedAccessUnitIsDroppedAndCounted() {
+        let small = makeNAL(type: 1, size: 50, firstSlice: true, fill: 1)
+        let big = makeNAL(type: 19, size: 5000, firstSlice: true, fill: 2)
+        let after = makeNAL(type: 1, size: 60, firstSlice: true, fill: 3)
+        let trailing = makeNAL(type: 1, size: 70, firstSlice: false, fill: 4)
+        var stream: [UInt8] = []
+        for nal in [small, big, trailing, after] { stream += [0, 0, 0, 1] + nal }
+        for chunk in [1, 13, stream.count] {
+            var splitter = AnnexBAccessUnitSplitter(maxAccessUnitSize: 1000)
+            var out: [AccessUnit] = []
+            var offset = 0
+            while offset < stream.count {
+                let end = min(offset + chunk, stream.count)
+                out += splitter.append(Array(stream[offset..<end]))
+                offset = end
+            }
+            out += splitter.finish()
+            #expect(out.map(\.nalUnits) == [[small], [after]], "chunk \(chunk)")
+            #expect(splitter.counters.oversizedAccessUnits == 1)
+            #expect(splitter.counters.skippedNALUnits == 1)  // the rest of the dropped picture
+        }
+    }
+
+    @Test func garbageWithoutStartCodesIsCountedAndBounded() {
+        var splitter = AnnexBAccessUnitSplitter(maxAccessUnitSize: 4096)
+        var rng = SplitMix64(seed: 3)
+        for _ in 0..<200 {
+            let chunk = (0..<1000).map { _ in UInt8.random(in: 2...255, using: &rng) }
+            #expect(splitter.append(chunk).isEmpty)
+        }
+        #expect(splitter.counters.garbageBytes >= 199_998)
+        let nal = makeNAL(type: 19, size: 30)
+        let out = splitter.append([0, 0, 1] + nal) + splitter.finish()
+        #expect(out.map(\.nalUnits) == [[nal]])
+        #expect(splitter.counters.garbageBytes == 200_000)
+    }
+
+    @Test func invalidNALUnitsAreSkipped() {
+        let good = makeNAL(type: 1, size: 10)
+        let stream: [UInt8] = [0, 0, 1, 0x80 | 2, 1, 5] + [0, 0, 1, 0x02] + [0, 0, 1] + good
+        var splitter = AnnexBAccessUnitSplitter()
+        let out = splitter.append(stream) + splitter.finish()
+        #expect(out.map(\.nalUnits) == [[good]])
+        #expect(splitter.counters.invalidNALUnits == 2)
+    }
+}
