@@ -116,6 +116,10 @@ public struct DepacketizerCounters: Sendable, Equatable {
 /// contiguously from a marker packet to a marker packet): a complete frame is never held
 /// back for an earlier frame's straggler. Access units come out in order.
 ///
+/// At stream start nothing comes out until a later access unit is provably complete (or the
+/// window overflows, or `flush()`), so packets reordered ahead of the first one are kept:
+/// the first access unit is delayed by about one frame.
+///
 /// Memory is bounded: at most `reorderWindow` held packets, one access unit under
 /// assembly (at most `maxAccessUnitSize` bytes, else abandoned), and a fixed history for
 /// telling duplicates from late packets. Packets from a new SSRC reset the sequence state.
