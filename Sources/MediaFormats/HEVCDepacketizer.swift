@@ -116,6 +116,10 @@ public struct DepacketizerCounters: Sendable, Equatable {
 /// contiguously from a marker packet to a marker packet): a complete frame is never held
 /// back for an earlier frame's straggler. Access units come out in order.
 ///
+/// At stream start nothing comes out until a later access unit is provably complete (or the
+/// window overflows, or `flush()`), so packets reordered ahead of the first one are kept:
+/// the first access unit is delayed by about one frame.
+///
 /// Memory is bounded: at most `reorderWindow` held packets, one access unit under
 /// assembly (at most `maxAccessUnitSize` bytes, else abandoned), and a fixed history for
 /// telling duplicates from late packets. Packets from a new SSRC reset the sequence state.
@@ -141,6 +145,14 @@ public struct HEVCDepacketizer: Sendable {
         var content: Content
     }
 
+    private enum Discarding {
+        case none
+        /// Dropping the rest of a NAL unit already counted in `droppedNALUnits`.
+        case countedNAL
+        /// After a gap: a non-start fragment here belongs to a NAL unit whose start was lost.
+        case afterGap
+    }
+
     private struct Assembly {
         var timestamp: UInt32
         var nalUnits: [[UInt8]] = []
@@ -148,8 +160,8 @@ public struct HEVCDepacketizer: Sendable {
         /// The fragmented NAL unit being rebuilt (header included) and its FuType.
         var openFragment: [UInt8]? = nil
         var openFragmentType: UInt8 = 0
-        /// Non-start fragments are dropped silently until an end fragment: their start was lost.
-        var discardingFragments = false
+        /// Non-start fragments are dropped until an end fragment: their start was lost.
+        var discarding = Discarding.none
         var firstSequence: Int64
         var lastSequence: Int64
         var packetCount = 0
@@ -169,8 +181,10 @@ public struct HEVCDepacketizer: Sendable {
     private var heldCount = 0
     /// Missing sequence numbers given up and not yet attributed to an access unit.
     private var pendingGap = 0
-    /// The access unit after `pendingGap` may have lost its start (the gap followed no marker).
-    private var gapFollowsOpenAccessUnit = false
+    /// No packet consumed yet: the first packets may be the tail of an access unit we joined late.
+    private var joining = true
+    /// False at stream start, while earlier packets may still arrive reordered.
+    private var started = false
     private var assembly: Assembly? = nil
     /// Recently consumed sequence numbers, at index `sequence % recent.count`, to tell duplicates from late packets.
     private var recent: [Int64]
@@ -209,7 +223,11 @@ public struct HEVCDepacketizer: Sendable {
         if let next = nextSequence {
             let delta = Int16(bitPattern: header.sequenceNumber &- UInt16(truncatingIfNeeded: highestSequence))
             sequence = highestSequence + Int64(delta)
-            if sequence < next {
+            if sequence < next && !started && highestSequence - sequence <= Int64(reorderWindow)
+                && held[slot(sequence, held.count)]?.sequence != sequence {
+                // Stream start: an earlier packet arrived late; the stream begins at it instead.
+                nextSequence = sequence
+            } else if sequence < next {
                 if next - sequence > Self.restartDistance {
                     if restartCandidate == sequence - 1 {
                         counters.resynchronizations += 1
@@ -275,7 +293,8 @@ public struct HEVCDepacketizer: Sendable {
         nextSequence = nil
         restartCandidate = nil
         pendingGap = 0
-        gapFollowsOpenAccessUnit = false
+        joining = true
+        started = false
         for index in recent.indices { recent[index] = Int64.min }
     }
 
@@ -296,6 +315,9 @@ public struct HEVCDepacketizer: Sendable {
 
     /// Consumes held packets from `nextSequence` while there is no gap.
     private mutating func drainContiguous(into output: inout [DepacketizedAccessUnit]) {
+        // At stream start nothing is consumed until a later access unit is provably complete
+        // (or the window overflows): packets reordered ahead of the first one must not be lost.
+        guard started else { return }
         while let next = nextSequence, heldCount > 0 {
             let index = slot(next, held.count)
             guard let packet = held[index], packet.sequence == next else { return }
@@ -308,6 +330,7 @@ public struct HEVCDepacketizer: Sendable {
 
     /// Consumes or gives up every sequence number before `target`.
     private mutating func advance(to target: Int64, into output: inout [DepacketizedAccessUnit]) {
+        started = true
         while let next = nextSequence, next < target {
             if heldCount == 0 {
                 recordGap(Int(target - next))
@@ -328,7 +351,6 @@ public struct HEVCDepacketizer: Sendable {
 
     private mutating func recordGap(_ count: Int) {
         counters.lostPackets += count
-        if pendingGap == 0 { gapFollowsOpenAccessUnit = assembly != nil }
         pendingGap += count
     }
 
@@ -375,30 +397,31 @@ public struct HEVCDepacketizer: Sendable {
             if packet.timestamp != current.timestamp {
                 // A new access unit without a marker on the last one.
                 if gap > 0 {
-                    // Ambiguous: the lost packets ended the old access unit or began the new one.
+                    // The old access unit lost at least its marker packet. One lost packet is
+                    // exactly that; more are ambiguous: they may also have begun the new one.
                     current.missing += gap
                     current.damaged = true
-                    startDamaged = true
+                    startDamaged = gap > 1
                 }
                 assembly = nil
                 emit(current, into: &output)
             } else if gap > 0 {
                 current.missing += gap
                 current.damaged = true
+                current.discarding = current.openFragment == nil ? .afterGap : .countedNAL
                 breakFragment(&current, byLoss: true)
-                current.discardingFragments = true
                 assembly = current
             }
         } else if gap > 0 {
             startMissing = gap
             startDamaged = true
         }
-        if gap > 0 && gapFollowsOpenAccessUnit && assembly == nil { startDamaged = true }
 
         var current = assembly ?? Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence,
                                            lastSequence: packet.sequence, missing: startMissing,
                                            damaged: startDamaged)
-        if assembly == nil && startDamaged { current.discardingFragments = true }
+        if assembly == nil && (startDamaged || joining) { current.discarding = .afterGap }
+        joining = false
         current.lastSequence = packet.sequence
         current.packetCount += 1
         if !current.abandoned { apply(packet.content, to: &current) }
@@ -414,20 +437,20 @@ public struct HEVCDepacketizer: Sendable {
         switch content {
         case .rejected:
             current.damaged = true
+            current.discarding = current.openFragment == nil ? .afterGap : .countedNAL
             breakFragment(&current, byLoss: true)
-            current.discardingFragments = true
         case .nal(let nal):
             breakFragment(&current, byLoss: false)
-            current.discardingFragments = false
+            current.discarding = .none
             append(nal, to: &current)
         case .units(let units):
             breakFragment(&current, byLoss: false)
-            current.discardingFragments = false
+            current.discarding = .none
             for unit in units where !current.abandoned { append(unit, to: &current) }
         case .fragment(let start, let end, let type, let nalHeader, let data):
             if start {
                 breakFragment(&current, byLoss: false)
-                current.discardingFragments = false
+                current.discarding = .none
                 guard reserve(data.count + 2, in: &current) else { return }
                 var nal = [nalHeader.0, nalHeader.1]
                 nal.append(contentsOf: data)
@@ -440,7 +463,7 @@ public struct HEVCDepacketizer: Sendable {
                     reject(.fragmentTypeMismatch)
                     current.damaged = true
                     breakFragment(&current, byLoss: true)
-                    current.discardingFragments = !end
+                    current.discarding = end ? .none : .countedNAL
                     return
                 }
                 guard reserve(data.count, in: &current) else { return }
@@ -451,13 +474,16 @@ public struct HEVCDepacketizer: Sendable {
                     current.nalUnits.append(nal)
                     noteNAL(nal, in: &current)
                 }
-            } else if current.discardingFragments {
-                if end { current.discardingFragments = false }
+            } else if current.discarding != .none {
+                // The start of this NAL unit was lost (or came before we joined the stream).
+                if current.discarding == .afterGap { counters.droppedNALUnits += 1 }
+                current.damaged = true
+                current.discarding = end ? .none : .countedNAL
             } else {
                 reject(.fragmentWithoutStart)
                 counters.droppedNALUnits += 1
                 current.damaged = true
-                current.discardingFragments = !end
+                current.discarding = end ? .none : .countedNAL
             }
         }
     }
