@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>

@@ -16,6 +16,8 @@ public struct CompletionTag: Sendable, Equatable {
     public static let receiveKind: UInt8 = 2
     /// Timer (IORING_OP_TIMEOUT) completions.
     public static let timerKind: UInt8 = 3
+    /// Wake-up (eventfd read) completions.
+    public static let wakeKind: UInt8 = 4
 
     /// Makes a tag; `payload` must fit 56 bits.
     @inline(__always)
@@ -63,6 +65,9 @@ public final class Ring {
     public private(set) var completions = 0
 
     private var timerSpec: UnsafeMutablePointer<__kernel_timespec>
+    let wakeBuffer = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
+    /// True while a wake-up read is in flight.
+    public internal(set) var wakeArmed = false
     /// True while a timer SQE is in flight.
     public private(set) var timerArmed = false
 
@@ -93,6 +98,7 @@ public final class Ring {
         io_uring_queue_exit(ring)
         ring.deallocate()
         timerSpec.deallocate()
+        wakeBuffer.deallocate()
     }
 
     /// Whether io_uring can be used here (kernel support and `kernel.io_uring_disabled`).
@@ -163,6 +169,7 @@ public final class Ring {
             io_uring_cqe_seen(ring, entry)
             count += 1
             if completion.tag.kind == CompletionTag.timerKind { timerArmed = false }
+            if completion.tag.kind == CompletionTag.wakeKind { wakeArmed = false }
             handle(completion)
         }
         completions += count
