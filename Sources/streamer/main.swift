@@ -1,1 +1,34 @@
-print("streamer")
+import Foundation
+
+let usage = """
+usage: streamer <command> [options]
+  send   send an HEVC RTP stream (streamer send --help)
+  recv   receive one (streamer recv --help)
+  demo   send and receive on loopback, print a summary
+"""
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else {
+    printError(usage)
+    exit(2)
+}
+arguments.removeFirst()
+do {
+    let code: Int32
+    switch command {
+    case "send": code = try runSend(arguments)
+    case "recv": code = try runRecv(arguments)
+    case "demo": code = try runDemo(arguments)
+    case "--help", "-h", "help":
+        print(usage)
+        code = 0
+    default: throw UsageError("unknown command '\(command)' (send, recv, demo)")
+    }
+    exit(code)
+} catch let error as UsageError {
+    printError("streamer: \(error)")
+    exit(2)
+} catch {
+    printError("streamer: \(error)")
+    exit(1)
+}

@@ -1,0 +1,107 @@
+import Foundation
+import StreamEngine
+import UringIO
+
+/// A bad command line: printed as one line, exit 2.
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+    init(_ text: String) { description = text }
+}
+
+/// Walks `--name value` arguments.
+struct ArgumentReader {
+    private var arguments: [String]
+    private var index = 0
+    init(_ arguments: [String]) { self.arguments = arguments }
+
+    mutating func next() -> String? {
+        guard index < arguments.count else { return nil }
+        defer { index += 1 }
+        return arguments[index]
+    }
+
+    mutating func value(for option: String) throws -> String {
+        guard let value = next() else { throw UsageError("\(option) needs a value") }
+        return value
+    }
+}
+
+/// Parses `4M`, `500k`, `1.5G`, `2000000` into bits per second.
+func parseRate(_ text: String, option: String) throws -> Double {
+    let multipliers: [Character: Double] = ["k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9]
+    var number = Substring(text)
+    var multiplier = 1.0
+    if let last = number.last, let factor = multipliers[last] {
+        multiplier = factor
+        number = number.dropLast()
+    }
+    guard let value = Double(number), value > 0, value.isFinite else {
+        throw UsageError("\(option): '\(text)' is not a rate (e.g. 4M, 500k)")
+    }
+    return value * multiplier
+}
+
+func parsePositiveInt(_ text: String, option: String, range: ClosedRange<Int> = 1...Int.max) throws -> Int {
+    guard let value = Int(text), range.contains(value) else {
+        throw UsageError("\(option): '\(text)' must be a whole number in \(range.lowerBound)...\(range.upperBound)")
+    }
+    return value
+}
+
+func parseSeconds(_ text: String, option: String) throws -> Double {
+    guard let value = Double(text), value > 0, value.isFinite else {
+        throw UsageError("\(option): '\(text)' must be a positive number of seconds")
+    }
+    return value
+}
+
+func parseAddress(_ text: String, option: String, defaultHost: String? = nil) throws -> SocketAddress {
+    do { return try SocketAddress.parse(text, defaultHost: defaultHost) } catch { throw UsageError("\(option): \(error)") }
+}
+
+/// Prints a line to stderr.
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
+/// Writes `object` as JSON to a path or `-` (stdout).
+func writeJSON(_ object: [String: Any], to path: String) throws {
+    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+    if path == "-" {
+        FileHandle.standardOutput.write(data)
+        FileHandle.standardOutput.write(Data("\n".utf8))
+    } else {
+        try data.write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// The process's CPU time as the stats JSON spells it.
+func cpuObject() -> [String: Any] {
+    let cpu = ProcessCPUTime.now()
+    return ["userSeconds": Double(cpu.userNanoseconds) / 1e9, "systemSeconds": Double(cpu.systemNanoseconds) / 1e9]
+}
+
+/// SIGINT/SIGTERM: the first asks for a clean stop, the second exits at once.
+final class SignalTrap {
+    private let sources: [DispatchSourceSignal]
+    init(onFirst: @escaping @Sendable () -> Void) {
+        let count = ManagedAtomicCounter()
+        var made: [DispatchSourceSignal] = []
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler {
+                if count.increment() == 1 { onFirst() } else { exit(130) }
+            }
+            source.resume()
+            made.append(source)
+        }
+        sources = made
+    }
+}
+
+import Synchronization
+final class ManagedAtomicCounter: Sendable {
+    private let value = Atomic<Int>(0)
+    func increment() -> Int { value.add(1, ordering: .relaxed).newValue }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import MediaFormats
+import StreamEngine
+import UringIO
+
+/// The receiver's stats JSON, as in the interface contract.
+func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
+    var dscp: [String: Int] = [:]
+    for (value, count) in stats.dscp { dscp[String(value)] = count }
+    return [
+        "role": "recv",
+        "packets": ["received": stats.received, "lost": stats.lost, "late": stats.late,
+                    "duplicate": stats.duplicate, "reordered": stats.reordered],
+        "ecn": ["notEct": stats.ecn[0], "ect0": stats.ecn[2], "ect1": stats.ecn[1], "ce": stats.ecn[3]],
+        "dscp": dscp,
+        "frames": ["complete": stats.framesComplete, "incomplete": stats.framesIncomplete, "missing": 0],
+        "bytes": ["received": stats.bytesReceived],
+        "rejected": stats.rejected,
+        "kernelDrops": stats.kernelDrops,
+        "source": stats.source ?? NSNull(),
+        "cpu": cpuObject(),
+    ]
+}
+
+let recvHelp = """
+usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -] [--quiet]
+  --out PATH|-     write the complete frames as an Annex B H.265 stream (ffmpeg -i x.hevc)
+  --frames N       stop after N frames;  --duration S  stop after S seconds
+  --stats PATH|-   final stats as JSON
+"""
+
+func runRecv(_ arguments: [String]) throws -> Int32 {
+    if arguments.contains("--help") || arguments.contains("-h") { print(recvHelp); return 0 }
+    var listen: SocketAddress?
+    var outPath: String?
+    var frames: Int?
+    var duration: Double?
+    var statsPath: String?
+    var quiet = false
+    var reader = ArgumentReader(arguments)
+    while let argument = reader.next() {
+        switch argument {
+        case "--listen": listen = try parseAddress(try reader.value(for: argument), option: argument, defaultHost: "0.0.0.0")
+        case "--out": outPath = try reader.value(for: argument)
+        case "--frames": frames = try parsePositiveInt(try reader.value(for: argument), option: argument)
+        case "--duration": duration = try parseSeconds(try reader.value(for: argument), option: argument)
+        case "--stats": statsPath = try reader.value(for: argument)
+        case "--quiet": quiet = true
+        default: throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
+        }
+    }
+    guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
+    let receiver = try MediaReceiver(config: MediaReceiverConfig(listen: listen))
+    var output: FileHandle?
+    if let outPath {
+        if outPath == "-" {
+            output = FileHandle.standardOutput
+        } else {
+            guard FileManager.default.createFile(atPath: outPath, contents: nil),
+                  let handle = FileHandle(forWritingAtPath: outPath) else {
+                throw UsageError("--out: cannot write '\(outPath)'")
+            }
+            output = handle
+        }
+    }
+    let trap = SignalTrap { receiver.stop() }
+    if let duration {
+        DispatchQueue.global().asyncAfter(deadline: .now() + duration) { receiver.stop() }
+    }
+    let progress = Progress(enabled: !quiet && isatty(2) != 0) {
+        let s = receiver.stats
+        return "received \(s.framesComplete) complete / \(s.framesIncomplete) incomplete frames, \(s.received) packets, lost \(s.lost)"
+    }
+    try receiver.run(frameLimit: frames) { unit in
+        // Only complete frames are written: a decoder never sees a corrupt access unit.
+        if unit.isComplete, let output { output.write(Data(unit.annexB)) }
+    }
+    progress.stop()
+    withExtendedLifetime(trap) {}
+    try output?.synchronize()
+    let stats = receiver.stats
+    printError("streamer recv: \(stats.framesComplete) complete and \(stats.framesIncomplete) incomplete frames, \(stats.received) packets, \(stats.lost) lost, \(stats.bytesReceived) bytes")
+    if let statsPath { try writeJSON(receiverStatsObject(stats), to: statsPath) }
+    return 0
+}

@@ -1,0 +1,322 @@
+import Foundation
+import MediaFormats
+import StreamEngine
+import UringIO
+
+/// `streamer send`: options as in the interface contract.
+struct SendOptions {
+    var destination: SocketAddress?
+    var source = "synthetic"
+    var width = 1280
+    var height = 720
+    var fps: Int?
+    var bitrate = 4_000_000.0
+    var frames: Int?
+    var duration: Double?
+    var pace: Double?
+    var serviceClass = ServiceClass.video
+    var ecn = ECNCodepoint.ect0
+    var mtu = MTUSetting.auto
+    var maxUnconfirmed: Int?
+    var noFeedback = false
+    var sdpPath: String?
+    var statsPath: String?
+    var quiet = false
+
+    static let help = """
+    usage: streamer send --to HOST:PORT [options]
+      --source synthetic | PATH.hevc | PATH.y4m | -   default synthetic (x265-encoded test pattern); - reads y4m on stdin
+      --size WxH                 synthetic source size (default 1280x720)
+      --fps N                    frame rate (default 30, or the y4m header's)
+      --bitrate RATE             encoder target (default 4M; k, M, G suffixes)
+      --frames N | --duration S  default: until SIGINT/SIGTERM
+      --pace RATE                pacing rate (default 1.5 x bitrate)
+      --class background|default|video|realtime   DSCP CS1, CS0, AF41, EF (default video)
+      --ecn off|ect0|ect1        default ect0
+      --mtu auto|N               default auto
+      --max-unconfirmed BYTES    bound on sent-but-unconfirmed bytes (needs feedback; see README)
+      --no-feedback              expect no RTCP
+      --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
+      --stats PATH|-             final stats as JSON
+      --quiet                    no progress on stderr
+    """
+
+    static func parse(_ arguments: [String]) throws -> SendOptions {
+        var options = SendOptions()
+        var reader = ArgumentReader(arguments)
+        while let argument = reader.next() {
+            switch argument {
+            case "--to": options.destination = try parseAddress(try reader.value(for: argument), option: argument)
+            case "--source": options.source = try reader.value(for: argument)
+            case "--size":
+                let text = try reader.value(for: argument)
+                let parts = text.split(separator: "x")
+                guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), w > 0, h > 0, w % 2 == 0,
+                      h % 2 == 0, w <= 8192, h <= 8192 else {
+                    throw UsageError("--size: '\(text)' must be WxH with even numbers up to 8192")
+                }
+                options.width = w
+                options.height = h
+            case "--fps": options.fps = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1...240)
+            case "--bitrate": options.bitrate = try parseRate(try reader.value(for: argument), option: argument)
+            case "--frames": options.frames = try parsePositiveInt(try reader.value(for: argument), option: argument)
+            case "--duration": options.duration = try parseSeconds(try reader.value(for: argument), option: argument)
+            case "--pace": options.pace = try parseRate(try reader.value(for: argument), option: argument)
+            case "--class":
+                let text = try reader.value(for: argument)
+                guard let value = ServiceClass(rawValue: text) else {
+                    throw UsageError("--class: '\(text)' is not one of background, default, video, realtime")
+                }
+                options.serviceClass = value
+            case "--ecn":
+                let text = try reader.value(for: argument)
+                switch text {
+                case "off": options.ecn = .notECT
+                case "ect0": options.ecn = .ect0
+                case "ect1": options.ecn = .ect1
+                default: throw UsageError("--ecn: '\(text)' is not one of off, ect0, ect1")
+                }
+            case "--mtu":
+                let text = try reader.value(for: argument)
+                options.mtu = text == "auto" ? .auto : .fixed(try parsePositiveInt(text, option: argument, range: 576...65_535))
+            case "--max-unconfirmed":
+                options.maxUnconfirmed = try parsePositiveInt(try reader.value(for: argument), option: argument)
+            case "--no-feedback": options.noFeedback = true
+            case "--sdp": options.sdpPath = try reader.value(for: argument)
+            case "--stats": options.statsPath = try reader.value(for: argument)
+            case "--quiet": options.quiet = true
+            default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
+            }
+        }
+        guard options.destination != nil else { throw UsageError("send: --to HOST:PORT is required") }
+        return options
+    }
+}
+
+/// Where access units come from, on their own thread, at the stream's frame rate.
+enum SourcePlan {
+    case synthetic(width: Int, height: Int)
+    case hevcFile(String)
+    case y4m(FileHandle)
+}
+
+/// Runs a source on a thread: encodes or reads access units and hands them to the sender
+/// in real time (frame i at start + i / fps), until the limit or `shouldStop`.
+final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set before start and read by the thread only
+    let failure = MutexBox<String?>(nil)
+    let headers = MutexBox<[[UInt8]]>([])
+    let ready = DispatchSemaphore(value: 0)
+
+    func start(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: MediaSender,
+               shouldStop: @escaping @Sendable () -> Bool) {
+        let thread = Thread { [self] in
+            defer { sender.finish() }
+            do {
+                try produce(plan: plan, fps: fps, bitrateKbps: bitrateKbps, frameLimit: frameLimit, sender: sender,
+                            shouldStop: shouldStop)
+            } catch {
+                failure.set("\(error)")
+                ready.signal()
+            }
+        }
+        thread.start()
+    }
+
+    private func produce(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: MediaSender,
+                         shouldStop: @Sendable () -> Bool) throws {
+        let start = monotonicNanoseconds()
+        var index = 0
+        func waitForSlot() {
+            let due = start + Int64(index) * 1_000_000_000 / Int64(fps)
+            let now = monotonicNanoseconds()
+            if due > now { usleep(useconds_t((due - now) / 1000)) }
+        }
+        func done() -> Bool { shouldStop() || (frameLimit.map { index >= $0 } ?? false) }
+        switch plan {
+        case .synthetic(let width, let height):
+            let encoder = try X265Encoder(EncoderConfig(width: width, height: height, fpsNumerator: fps,
+                                                        bitrateKbps: bitrateKbps))
+            headers.set(encoder.headers)
+            ready.signal()
+            let source = SyntheticSource(width: width, height: height)
+            var frame = YUV420Frame(blackWithWidth: width, height: height)
+            while !done() {
+                source.render(frameIndex: index, into: &frame)
+                if let unit = try encoder.encode(frame) { sender.send(unit) }
+                index += 1
+                waitForSlot()
+            }
+        case .hevcFile(let path):
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw UsageError("cannot open \(path): no such file or not readable")
+            }
+            var splitter = AnnexBAccessUnitSplitter()
+            var pending: [AccessUnit] = []
+            var headersSent = false
+            func deliver(_ units: [AccessUnit]) {
+                for var unit in units where !done() {
+                    if !headersSent {
+                        headers.set(unit.nalUnits.filter { [32, 33, 34].contains(($0.first ?? 0) >> 1 & 0x3f) })
+                        headersSent = true
+                        ready.signal()
+                    }
+                    unit.timestamp = UInt32(truncatingIfNeeded: index * 90_000 / fps)
+                    sender.send(unit)
+                    index += 1
+                    waitForSlot()
+                }
+            }
+            while !done() {
+                let chunk = handle.readData(ofLength: 1 << 20)
+                if chunk.isEmpty { break }
+                pending = splitter.append([UInt8](chunk))
+                deliver(pending)
+            }
+            deliver(splitter.finish())
+            if !headersSent { ready.signal() }
+            if index == 0 { throw UsageError("\(path): no HEVC access units found (is it an Annex B .hevc file?)") }
+        case .y4m(let handle):
+            var reader = Y4MReader()
+            var encoder: X265Encoder?
+            var rate = fps
+            while !done() {
+                let chunk = handle.readData(ofLength: 1 << 20)
+                if chunk.isEmpty { break }
+                let frames = try reader.append([UInt8](chunk))
+                for frame in frames where !done() {
+                    if encoder == nil {
+                        let header = reader.header!
+                        if header.frameRateDenominator > 0 && fpsFromUser == nil {
+                            rate = max(1, header.frameRateNumerator / max(1, header.frameRateDenominator))
+                        }
+                        encoder = try X265Encoder(EncoderConfig(width: frame.width, height: frame.height,
+                                                                fpsNumerator: rate, bitrateKbps: bitrateKbps))
+                        headers.set(encoder!.headers)
+                        ready.signal()
+                    }
+                    let yuv = YUV420Frame(width: frame.width, height: frame.height, bytes: frame.data)
+                    if let unit = try encoder!.encode(yuv) { sender.send(unit) }
+                    index += 1
+                    let due = start + Int64(index) * 1_000_000_000 / Int64(rate)
+                    let now = monotonicNanoseconds()
+                    if due > now { usleep(useconds_t((due - now) / 1000)) }
+                }
+            }
+            if encoder == nil { ready.signal(); throw UsageError("y4m input ended before its first frame") }
+            for unit in encoder!.flush() { sender.send(unit) }
+        }
+    }
+
+    var fpsFromUser: Int?
+}
+
+/// A value behind a lock, for a thread to publish.
+final class MutexBox<T: Sendable>: Sendable {
+    private let lock: Mutex<T>
+    init(_ value: T) { lock = Mutex(value) }
+    func set(_ value: T) { lock.withLock { $0 = value } }
+    func get() -> T { lock.withLock { $0 } }
+}
+
+import Synchronization
+
+/// The sender's stats JSON, as in the interface contract.
+func senderStatsObject(_ stats: SenderStats, noFeedback: Bool) -> [String: Any] {
+    [
+        "role": "send",
+        "packets": ["sent": stats.packetsSent, "confirmed": 0, "lost": 0, "unconfirmed": noFeedback ? 0 : stats.packetsSent,
+                    "failed": stats.packetsFailed],
+        "bytes": ["sent": stats.bytesSent, "unconfirmed": noFeedback ? 0 : stats.bytesSent],
+        "frames": ["encoded": stats.framesEncoded, "sent": stats.framesSent, "droppedUnconfirmed": 0,
+                   "droppedQueueFull": stats.framesDroppedQueueFull, "keyframes": stats.keyframes],
+        "path": ["mtu": stats.pathMTU, "mtuSource": stats.mtuSource, "datagramSize": stats.datagramSize,
+                 "clamped": stats.clamped],
+        "rttMs": ["last": NSNull(), "min": NSNull(), "smoothed": NSNull()],
+        "ecn": ["codepoint": stats.ecn, "ceReported": 0],
+        "dscp": Int(stats.dscp),
+        "pacing": ["rateBps": stats.pacingRate, "batches": stats.batches,
+                   "datagramsPerSubmit": stats.batches > 0 ? Double(stats.packetsSent) / Double(stats.batches) : 0,
+                   "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls],
+        "feedback": noFeedback ? "disabled" : "none received (RTCP not implemented yet)",
+        "errors": stats.errors,
+        "cpu": cpuObject(),
+    ]
+}
+
+func runSend(_ arguments: [String]) throws -> Int32 {
+    if arguments.contains("--help") || arguments.contains("-h") { print(SendOptions.help); return 0 }
+    let options = try SendOptions.parse(arguments)
+    let plan: SourcePlan
+    switch options.source {
+    case "synthetic": plan = .synthetic(width: options.width, height: options.height)
+    case "-": plan = .y4m(FileHandle.standardInput)
+    case let path where path.hasSuffix(".y4m"):
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw UsageError("--source: cannot open '\(path)'")
+        }
+        plan = .y4m(handle)
+    case let path:
+        guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("--source: cannot open '\(path)'") }
+        plan = .hevcFile(path)
+    }
+    let fps = options.fps ?? 30
+    var config = MediaSenderConfig(destination: options.destination!)
+    config.serviceClass = options.serviceClass
+    config.ecn = options.ecn
+    config.mtu = options.mtu
+    config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
+    let sender = try MediaSender(config: config)
+    let stopFlag = MutexBox<Bool>(false)
+    let trap = SignalTrap { stopFlag.set(true); sender.finish() }
+    let frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(fps)).rounded(.up)) }
+    let source = SourceThread()
+    source.fpsFromUser = options.fps
+    source.start(plan: plan, fps: fps, bitrateKbps: max(1, Int(options.bitrate / 1000)), frameLimit: frameLimit,
+                 sender: sender, shouldStop: { stopFlag.get() })
+    source.ready.wait()
+    if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
+    if let sdpPath = options.sdpPath {
+        let headerNALs = source.headers.get()
+        let destination = options.destination!
+        let sdp = SDPSessionDescription(
+            sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1, sessionName: "streamer",
+            originAddress: destination.host, connectionAddress: destination.host, port: destination.port,
+            payloadType: 96, encodingName: "H265", clockRate: 90_000,
+            vps: headerNALs.filter { ($0[0] >> 1) & 0x3f == 32 }, sps: headerNALs.filter { ($0[0] >> 1) & 0x3f == 33 },
+            pps: headerNALs.filter { ($0[0] >> 1) & 0x3f == 34 }, rtcpPort: nil, rtcpMux: false,
+            frameRate: (fps, 1))
+        try sdp.text.write(toFile: sdpPath, atomically: true, encoding: .utf8)
+    }
+    let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
+        let s = sender.stats
+        return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes, datagram \(s.datagramSize) B"
+    }
+    try sender.run()
+    progress.stop()
+    withExtendedLifetime(trap) {}
+    if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
+    let stats = sender.stats
+    printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(options.destination!), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
+    if let statsPath = options.statsPath { try writeJSON(senderStatsObject(stats, noFeedback: options.noFeedback), to: statsPath) }
+    if stats.packetsFailed > 0 {
+        printError("streamer send: \(stats.packetsFailed) packets failed to send: \(stats.errors)")
+        return 1
+    }
+    return 0
+}
+
+/// A line of progress on stderr once a second, on its own thread.
+final class Progress: Sendable {
+    private let running = MutexBox<Bool>(true)
+    init(enabled: Bool, line: @escaping @Sendable () -> String) {
+        guard enabled else { return }
+        let running = self.running
+        Thread {
+            while running.get() {
+                sleep(1)
+                if running.get() { printError(line()) }
+            }
+        }.start()
+    }
+    func stop() { running.set(false) }
+}
