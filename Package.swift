@@ -29,6 +29,7 @@ let package = Package(
         .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
         .testTarget(name: "StreamEngineTests", dependencies: ["StreamEngine", "MediaFormats", "UringIO"]),
+        .testTarget(name: "BenchTests", dependencies: ["bench"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,215 @@
+import Dispatch
+import Foundation
+import Glibc
+import StreamEngine
+import Synchronization
+import UringIO
+
+/// The receive paths the bench measures.
+enum ReceivePath: String, CaseIterable {
+    /// One `recvfrom` per datagram.
+    case recvfrom
+    /// `recvmmsg` of up to a batch of datagrams per call.
+    case recvmmsg
+    /// The engine's multishot `recvmsg` on a buffer ring (`DatagramReceiveLoop`).
+    case uring
+    /// The same with `UDP_GRO` on the socket: one completion may carry many segments.
+    case uringGRO = "uring-gro"
+}
+
+/// The receiving half: one socket per receive path, rounds started and stopped over the
+/// control channel. Each round counts and checks every datagram, reports progress every
+/// `step` datagrams (the sender's flow window), and ends with the round's counts and
+/// this process's CPU time.
+final class BenchReceiver {
+    private struct Endpoint {
+        let path: ReceivePath
+        let socket: UDPSocket
+        let port: UInt16
+        var loop: DatagramReceiveLoop?
+    }
+
+    private var endpoints: [Endpoint] = []
+    private let control: ControlChannel
+    private let batch: Int
+    private let inbox = CommandInbox()
+
+    init(listen: SocketAddress, paths: [ReceivePath], batch: Int, control: ControlChannel,
+         receiveBuffer: Int) throws {
+        self.control = control
+        self.batch = batch
+        for (index, path) in paths.enumerated() {
+            var address = listen
+            if listen.port != 0 { address.port = listen.port &+ UInt16(index) }
+            let socket = try UDPSocket(family: listen.family)
+            try socket.bind(address)
+            socket.setReceiveBufferSize(receiveBuffer)
+            try socket.enableDropCounter()
+            var loop: DatagramReceiveLoop?
+            switch path {
+            case .recvfrom, .recvmmsg:
+                try PlainUDP.setReceiveTimeout(socket, nanoseconds: 20_000_000)
+            case .uring:
+                loop = try DatagramReceiveLoop(socket: socket, bufferCount: 256, maxPayload: 65_536)
+            case .uringGRO:
+                try socket.enableGRO()
+                loop = try DatagramReceiveLoop(socket: socket, bufferCount: 256, maxPayload: 65_536)
+            }
+            endpoints.append(Endpoint(path: path, socket: socket, port: try socket.localAddress().port, loop: loop))
+        }
+    }
+
+    /// Announces the ports, then serves rounds until `quit` or the channel closes.
+    /// `commandReader` is the channel the control thread reads from.
+    func serve(commandReader: ControlChannel) throws {
+        let ports = endpoints.map { "\($0.path.rawValue)=\($0.port)" }.joined(separator: " ")
+        try control.send("ready \(ports)")
+        let reader = SendableBox(commandReader)
+        let inbox = self.inbox
+        let thread = Thread {
+            while true {
+                let message: ControlMessage?
+                do { message = try reader.value.receive(timeoutMilliseconds: -1) } catch { message = nil }
+                guard let message else {
+                    inbox.post(ControlMessage("quit"))
+                    return
+                }
+                if message.verb == "stop" {
+                    inbox.stopRound.store(UInt32(message.int("id")), ordering: .relaxed)
+                    continue
+                }
+                inbox.post(message)
+                if message.verb == "quit" { return }
+            }
+        }
+        thread.start()
+        while true {
+            inbox.signal.wait()
+            guard let message = inbox.messages.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { continue }
+            switch message.verb {
+            case "quit":
+                return
+            case "round":
+                do {
+                    try runRound(message)
+                } catch {
+                    try control.send("error text=\(String(describing: error).replacingOccurrences(of: " ", with: "_"))")
+                }
+            default:
+                try control.send("error text=unknown_command_\(message.verb)")
+            }
+        }
+    }
+
+    private func runRound(_ message: ControlMessage) throws {
+        let round = UInt32(message.int("id"))
+        guard let pathName = message.fields["path"], let path = ReceivePath(rawValue: pathName),
+              let index = endpoints.firstIndex(where: { $0.path == path }) else {
+            throw BenchError.runtime("receive path \(message.fields["path"] ?? "?") not served here")
+        }
+        let count = message.int("count")
+        let step = max(1, message.int("step"))
+        var tally = RoundTally(round: round, expected: count, size: message.int("size"))
+        let endpoint = endpoints[index]
+        let dropsBefore = endpoint.loop?.receiver.counters.kernelDrops ?? 0
+        let enterBefore = endpoint.loop?.ring.enterCalls ?? 0
+        let completionsBefore = endpoint.loop?.receiver.counters.completions ?? 0
+        let truncatedBefore = endpoint.loop?.receiver.counters.truncated ?? 0
+        var syscalls = 0
+        var nextProgress = step
+        let control = self.control
+        let stopRound = inbox
+        let cpuBefore = ProcessCPUTime.now()
+        try control.send("started id=\(round)")
+        var firstArrival: Int64 = 0
+        var lastArrival: Int64 = 0
+
+        func shouldStop() -> Bool { tally.isComplete || stopRound.stopRound.load(ordering: .relaxed) == round }
+        func record(_ payload: UnsafeRawBufferPointer) {
+            tally.record(payload)
+            if tally.received >= nextProgress {
+                nextProgress += step
+                try? control.send("progress id=\(round) n=\(tally.received)")
+            }
+        }
+
+        switch path {
+        case .recvfrom:
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 64)
+            defer { buffer.deallocate() }
+            while !shouldStop() {
+                syscalls += 1
+                guard let length = try PlainUDP.receiveFrom(endpoint.socket, into: buffer) else { continue }
+                if firstArrival == 0 { firstArrival = monotonicNanoseconds() }
+                record(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
+            }
+        case .recvmmsg:
+            let slotSize = 65_536
+            let buffers = UnsafeMutableRawPointer.allocate(byteCount: batch * slotSize, alignment: 64)
+            let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
+            let messages = UnsafeMutablePointer<MultiMessageHeader>.allocate(capacity: batch)
+            defer { buffers.deallocate(); vectors.deallocate(); messages.deallocate() }
+            for i in 0..<batch {
+                vectors[i] = iovec(iov_base: buffers + i * slotSize, iov_len: slotSize)
+                messages[i] = MultiMessageHeader()
+                messages[i].header.msg_iov = vectors + i
+                messages[i].header.msg_iovlen = 1
+            }
+            while !shouldStop() {
+                syscalls += 1
+                guard let received = try PlainUDP.receiveMessages(endpoint.socket, messages, count: batch) else {
+                    continue
+                }
+                if firstArrival == 0 { firstArrival = monotonicNanoseconds() }
+                for i in 0..<received {
+                    record(UnsafeRawBufferPointer(start: buffers + i * slotSize, count: Int(messages[i].length)))
+                    messages[i].header.msg_flags = 0
+                }
+            }
+        case .uring, .uringGRO:
+            guard let loop = endpoint.loop else { break }
+            try loop.run(checkInterval: 20_000_000, shouldStop: shouldStop) { datagram in
+                if firstArrival == 0 { firstArrival = monotonicNanoseconds() }
+                record(datagram.payload)
+            }
+            syscalls = loop.ring.enterCalls - enterBefore
+        }
+        lastArrival = monotonicNanoseconds()
+        let cpu = ProcessCPUTime.now() - cpuBefore
+        let counters = endpoint.loop?.receiver.counters
+        var fields = [
+            "id=\(round)", "delivered=\(tally.delivered)", "received=\(tally.received)", "corrupt=\(tally.corrupt)",
+            "duplicates=\(tally.duplicates)", "stale=\(tally.stale)", "bytes=\(tally.bytes)",
+            "userNs=\(cpu.userNanoseconds)", "systemNs=\(cpu.systemNanoseconds)", "syscalls=\(syscalls)",
+            "activeNs=\(firstArrival > 0 ? lastArrival - firstArrival : 0)",
+        ]
+        if let counters {
+            fields.append("completions=\(counters.completions - completionsBefore)")
+            fields.append("truncated=\(counters.truncated - truncatedBefore)")
+            fields.append("kernelDrops=\(Int(counters.kernelDrops) - Int(dropsBefore))")
+        }
+        try control.send("done " + fields.joined(separator: " "))
+    }
+}
+
+/// Commands the control thread read, for the receiving thread; and the round to stop.
+final class CommandInbox: Sendable {
+    let messages = Mutex<[ControlMessage]>([])
+    let signal = DispatchSemaphore(value: 0)
+    /// The round id the sender asked to stop (0: none).
+    let stopRound = Atomic<UInt32>(0)
+
+    func post(_ message: ControlMessage) {
+        messages.withLock { $0.append(message) }
+        signal.signal()
+    }
+}
+
+/// Hands a non-Sendable value to exactly one other thread, which becomes its only user.
+final class SendableBox<Value>: @unchecked Sendable {  // @unchecked: ownership moves, it is never shared
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+@available(*, unavailable, message: "a receiver is driven by its own threads")
+extension BenchReceiver: Sendable {}

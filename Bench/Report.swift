@@ -1,0 +1,207 @@
+import Foundation
+import Glibc
+
+/// The figures of one case over its measured rounds (medians, and the spread of the
+/// sender's CPU per datagram as (max - min) / median).
+struct CaseSummary {
+    let benchCase: BenchCase
+    let rounds: [RoundRecord]
+    var ratioToSendto: Double?
+    var receiverRatioToRecvfrom: Double?
+
+    init(_ benchCase: BenchCase, _ rounds: [RoundRecord]) {
+        self.benchCase = benchCase
+        self.rounds = rounds
+    }
+
+    private func perDatagram(_ value: (RoundRecord) -> Double, by count: (RoundRecord) -> Int) -> [Double] {
+        rounds.map { count($0) > 0 ? value($0) / Double(count($0)) : .nan }
+    }
+
+    var senderUser: [Double] { perDatagram({ Double($0.sender.userNanoseconds) }, by: { $0.sender.sent }) }
+    var senderSystem: [Double] { perDatagram({ Double($0.sender.systemNanoseconds) }, by: { $0.sender.sent }) }
+    var senderTotal: [Double] {
+        perDatagram({ Double($0.sender.userNanoseconds + $0.sender.systemNanoseconds) }, by: { $0.sender.sent })
+    }
+    var receiverUser: [Double] { perDatagram({ Double($0.receiver.int("userNs")) }, by: { $0.delivered }) }
+    var receiverSystem: [Double] { perDatagram({ Double($0.receiver.int("systemNs")) }, by: { $0.delivered }) }
+    var receiverTotal: [Double] {
+        perDatagram({ Double($0.receiver.int("userNs") + $0.receiver.int("systemNs")) }, by: { $0.delivered })
+    }
+    var senderSyscalls: [Double] { perDatagram({ Double($0.sender.syscalls) }, by: { $0.sender.sent }) }
+    var receiverSyscalls: [Double] { perDatagram({ Double($0.receiver.int("syscalls")) }, by: { $0.delivered }) }
+    var segmentsPerSend: Double { median(rounds.map { $0.sender.sends > 0 ? Double($0.sender.sent) / Double($0.sender.sends) : .nan }) }
+    var datagramsPerSubmit: Double {
+        median(rounds.map { $0.sender.submissions > 0 ? Double($0.sender.sent) / Double($0.sender.submissions) : .nan })
+    }
+    var megabitsPerSecond: Double {
+        median(rounds.map { Double($0.sender.sent * benchCase.size * 8) / Double(max(1, $0.sender.wallNanoseconds)) * 1000 })
+    }
+    var sent: Int { rounds.reduce(0) { $0 + $1.sender.sent } }
+    var planned: Int { rounds.reduce(0) { $0 + $1.planned } }
+    var delivered: Int { rounds.reduce(0) { $0 + $1.delivered } }
+    var intact: Bool { rounds.allSatisfy(\.intact) }
+    var spread: Double {
+        let values = senderTotal.filter { $0.isFinite }
+        guard let low = values.min(), let high = values.max() else { return .nan }
+        return (high - low) / median(values)
+    }
+    var notes: [String] { Array(Set(rounds.compactMap(\.sender.note))) }
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.filter { $0.isFinite }.sorted()
+    guard !sorted.isEmpty else { return .nan }
+    let middle = sorted.count / 2
+    return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
+/// Ratios from the same rounds: round i of a case against round i of its reference.
+func pairedRatio(_ values: [Double], _ reference: [Double]) -> Double? {
+    guard values.count == reference.count, !values.isEmpty else { return nil }
+    let ratios = zip(values, reference).map { $1 > 0 ? $0 / $1 : .nan }
+    let result = median(ratios)
+    return result.isFinite ? result : nil
+}
+
+/// Fills in each case's ratio to `sendto` (same group, receive path and size) and its
+/// receiver's ratio to `recvfrom` (same group, send path and size).
+func computeRatios(_ summaries: inout [CaseSummary]) {
+    let snapshot = summaries
+    for index in summaries.indices {
+        let c = summaries[index].benchCase
+        if let reference = snapshot.first(where: {
+            $0.benchCase.group == c.group && $0.benchCase.send == .sendto && $0.benchCase.receive == c.receive
+                && $0.benchCase.size == c.size
+        }) {
+            summaries[index].ratioToSendto = pairedRatio(summaries[index].senderTotal, reference.senderTotal)
+        }
+        if let reference = snapshot.first(where: {
+            $0.benchCase.group == c.group && $0.benchCase.receive == .recvfrom && $0.benchCase.send == c.send
+                && $0.benchCase.size == c.size
+        }) {
+            summaries[index].receiverRatioToRecvfrom = pairedRatio(summaries[index].receiverTotal, reference.receiverTotal)
+        }
+    }
+}
+
+/// The machine the bench ran on.
+struct MachineInfo {
+    let kernel: String
+    let cpu: String
+    let cores: Int
+
+    static func current() -> MachineInfo {
+        var name = utsname()
+        uname(&name)
+        let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+            .flatMap { $0.split(separator: ":", maxSplits: 1).last }
+            .map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
+        return MachineInfo(kernel: release, cpu: model, cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+}
+
+private func format(_ value: Double?, _ digits: Int = 0) -> String {
+    guard let value, value.isFinite else { return "-" }
+    return String(format: "%.\(digits)f", value)
+}
+
+/// The table on stdout.
+func renderTable(_ summaries: [CaseSummary]) -> String {
+    let header = ["group", "send", "recv", "size", "segs/send", "dg/submit",
+                  "snd usr", "snd sys", "snd ns/dg", "rcv usr", "rcv sys", "rcv ns/dg",
+                  "sys/dg", "Mbit/s", "x sendto", "rcv x recvfrom", "spread", "intact"]
+    var rows = [header]
+    for s in summaries {
+        rows.append([
+            s.benchCase.group, s.benchCase.send.rawValue, s.benchCase.receive.rawValue, "\(s.benchCase.size)",
+            format(s.segmentsPerSend, 1), format(s.datagramsPerSubmit, 1),
+            format(median(s.senderUser)), format(median(s.senderSystem)), format(median(s.senderTotal)),
+            format(median(s.receiverUser)), format(median(s.receiverSystem)), format(median(s.receiverTotal)),
+            format(median(s.senderSyscalls), 4), format(s.megabitsPerSecond), format(s.ratioToSendto, 2),
+            format(s.receiverRatioToRecvfrom, 2), format(s.spread, 2),
+            s.intact ? "yes" : "NO \(s.delivered)/\(s.planned)",
+        ])
+    }
+    let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+    return rows.map { row in
+        row.indices.map { column in
+            column < 3 ? row[column].padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                : String(repeating: " ", count: widths[column] - row[column].count) + row[column]
+        }.joined(separator: "  ")
+    }.joined(separator: "\n")
+}
+
+private func json(_ value: Double?) -> String {
+    guard let value, value.isFinite else { return "null" }
+    return String(format: "%.4g", value)
+}
+
+private func json(_ text: String) -> String {
+    var escaped = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": escaped += "\\\""
+        case "\\": escaped += "\\\\"
+        case "\n": escaped += "\\n"
+        default:
+            if scalar.value < 0x20 { escaped += String(format: "\\u%04x", scalar.value) } else { escaped.unicodeScalars.append(scalar) }
+        }
+    }
+    return escaped + "\""
+}
+
+/// `bench.json`: the shape of /work/shared/interface.md, with more keys beside.
+func renderJSON(_ summaries: [CaseSummary], machine: MachineInfo, command: String, options: BenchOptions) -> String {
+    var runs: [String] = []
+    for s in summaries {
+        let c = s.benchCase
+        runs.append("""
+                {"path": \(json(c.send.rawValue)), "group": \(json(c.group)), "datagramSize": \(c.size), \
+            "batch": \(c.batch), "segmentsPerSend": \(json(s.segmentsPerSend)), \
+            "datagramsPerSubmit": \(json(s.datagramsPerSubmit)), "rounds": \(s.rounds.count), \
+            "planned": \(s.planned), "sent": \(s.sent), "delivered": \(s.delivered), "intact": \(s.intact), \
+            "sender": {"cpuNsPerDatagram": \(json(median(s.senderTotal))), "userNsPerDatagram": \(json(median(s.senderUser))), \
+            "systemNsPerDatagram": \(json(median(s.senderSystem))), "syscallsPerDatagram": \(json(median(s.senderSyscalls)))}, \
+            "receiver": {"path": \(json(c.receive.rawValue)), "cpuNsPerDatagram": \(json(median(s.receiverTotal))), \
+            "userNsPerDatagram": \(json(median(s.receiverUser))), "systemNsPerDatagram": \(json(median(s.receiverSystem))), \
+            "syscallsPerDatagram": \(json(median(s.receiverSyscalls))), "ratioToRecvfrom": \(json(s.receiverRatioToRecvfrom))}, \
+            "ratioToSendto": \(json(s.ratioToSendto)), "spread": \(json(s.spread)), \
+            "throughputMbitPerSecond": \(json(s.megabitsPerSecond)), \
+            "notes": [\(s.notes.map(json).joined(separator: ", "))]}
+            """)
+    }
+    return """
+        {"machine": {"kernel": \(json(machine.kernel)), "cpu": \(json(machine.cpu)), "cores": \(machine.cores)},
+         "command": \(json(command)),
+         "method": {"count": \(options.roundCount), "repeat": \(options.repeatCount), "warmup": "one round of each case at count/5", \
+        "flowWindow": "receiver reports progress over the control channel; sender blocks when sent - reported >= window", \
+        "cpu": "getrusage(RUSAGE_SELF) of each process around its own loop", "spread": "(max-min)/median of sender cpuNsPerDatagram"},
+         "runs": [
+        \(runs.joined(separator: ",\n"))
+         ]}
+
+        """
+}
+
+/// `bench.csv`: one line per case.
+func renderCSV(_ summaries: [CaseSummary]) -> String {
+    var lines = ["group,path,receiverPath,datagramSize,batch,segmentsPerSend,datagramsPerSubmit,sent,delivered,intact,"
+        + "senderUserNs,senderSystemNs,senderCpuNs,senderSyscallsPerDatagram,receiverUserNs,receiverSystemNs,receiverCpuNs,"
+        + "receiverSyscallsPerDatagram,throughputMbitPerSecond,ratioToSendto,receiverRatioToRecvfrom,spread"]
+    for s in summaries {
+        let c = s.benchCase
+        let fields: [String] = [
+            c.group, c.send.rawValue, c.receive.rawValue, "\(c.size)", "\(c.batch)", format(s.segmentsPerSend, 2),
+            format(s.datagramsPerSubmit, 2), "\(s.sent)", "\(s.delivered)", "\(s.intact)",
+            format(median(s.senderUser), 1), format(median(s.senderSystem), 1), format(median(s.senderTotal), 1),
+            format(median(s.senderSyscalls), 5), format(median(s.receiverUser), 1), format(median(s.receiverSystem), 1),
+            format(median(s.receiverTotal), 1), format(median(s.receiverSyscalls), 5), format(s.megabitsPerSecond, 1),
+            format(s.ratioToSendto, 3), format(s.receiverRatioToRecvfrom, 3), format(s.spread, 3),
+        ]
+        lines.append(fields.joined(separator: ","))
+    }
+    return lines.joined(separator: "\n") + "\n"
+}

@@ -1,0 +1,352 @@
+import CLibURing
+import Glibc
+import StreamEngine
+import UringIO
+
+/// The send paths the bench measures.
+enum SendPath: String, CaseIterable {
+    /// One `sendto` per datagram: the baseline.
+    case sendto
+    /// `sendmmsg` of a batch of datagrams per call.
+    case sendmmsg
+    /// The engine's io_uring path without GSO: one `sendmsg` SQE per datagram, a batch per submission.
+    case uring
+    /// The engine's io_uring path with GSO: one `sendmsg` SQE per run of equal datagrams (`UDP_SEGMENT`).
+    case uringGSO = "uring-gso"
+    /// Zero-copy `sendmsg` (IORING_OP_SENDMSG_ZC) of GSO runs; a bench-local path, not in the engine.
+    case uringGSOZC = "uring-gso-zc"
+}
+
+/// The sender's bound on datagrams sent but not yet seen by the receiver: UDP has no flow
+/// control, so without it a fast sender would overflow the receiver's socket buffer and
+/// the loss would make the faster path look faster. The receiver reports its count every
+/// `step` datagrams over the control channel; the sender blocks (in `poll`, costing no CPU)
+/// only when the window is full.
+final class FlowWindow {
+    let control: ControlChannel
+    let round: UInt32
+    let limit: Int
+    /// Datagrams the receiver has reported.
+    private(set) var acknowledged = 0
+    /// Control-channel reads made while waiting (harness cost, counted apart from the path's syscalls).
+    private(set) var waits = 0
+    /// Set when the receiver made no progress for `stallMilliseconds`: the round is abandoned.
+    private(set) var stalled = false
+    static let stallMilliseconds: Int32 = 3000
+
+    init(control: ControlChannel, round: UInt32, limit: Int) {
+        self.control = control
+        self.round = round
+        self.limit = limit
+    }
+
+    /// Datagrams that may be sent now, given `sent` so far.
+    @inline(__always)
+    func room(sent: Int) -> Int { stalled ? 0 : max(0, limit - (sent - acknowledged)) }
+
+    /// Blocks until the window has room for `needed` more datagrams (or the receiver stalls).
+    func waitForRoom(sent: Int, needed: Int) throws(BenchError) {
+        while !stalled && room(sent: sent) < min(needed, limit) { try waitForProgress() }
+    }
+
+    /// Reads control messages until one reports more progress; marks a stall after the timeout.
+    func waitForProgress() throws(BenchError) {
+        let before = acknowledged
+        while acknowledged == before {
+            waits += 1
+            guard let message = try control.receive(timeoutMilliseconds: Self.stallMilliseconds) else {
+                stalled = true
+                return
+            }
+            if message.verb == "error" { throw BenchError.runtime("receiver: \(message.line)") }
+            if message.verb == "progress" && message.int("id") == Int(round) {
+                acknowledged = max(acknowledged, message.int("n"))
+            }
+            if message.verb == "done" { pendingDone = message; stalled = true; return }
+        }
+    }
+
+    /// A `done` that arrived while waiting (the receiver ended the round early).
+    var pendingDone: ControlMessage?
+}
+
+/// What the sending half measured in one round.
+struct SenderMeasurement {
+    var sent = 0
+    var bytes = 0
+    var failed = 0
+    var syscalls = 0
+    var sends = 0
+    var submissions = 0
+    var userNanoseconds: Int64 = 0
+    var systemNanoseconds: Int64 = 0
+    var wallNanoseconds: Int64 = 0
+    var note: String?
+}
+
+/// One round's parameters for the sender.
+struct SendRound {
+    let path: SendPath
+    let round: UInt32
+    let count: Int
+    let size: Int
+    let batch: Int
+}
+
+/// Runs the send paths. Each call opens a fresh socket connected to the receiver and
+/// measures only the sending loop (CPU of this whole process, `getrusage`).
+enum BenchSender {
+    static func run(_ spec: SendRound, to destination: SocketAddress, window: FlowWindow) throws -> SenderMeasurement {
+        let socket = try UDPSocket(family: destination.family)
+        try socket.connect(destination)
+        socket.setSendBufferSize(4 << 20)
+        let mark = TrafficMark(.video, ecn: .ect0)
+        try socket.setTrafficMark(mark)
+        switch spec.path {
+        case .sendto: return try sendTo(spec, socket: socket, window: window)
+        case .sendmmsg: return try sendMessages(spec, socket: socket, window: window)
+        case .uring: return try sendEngine(spec, socket: socket, gso: false, mark: mark, window: window)
+        case .uringGSO: return try sendEngine(spec, socket: socket, gso: true, mark: mark, window: window)
+        case .uringGSOZC: return try sendZeroCopy(spec, socket: socket, mark: mark, window: window)
+        }
+    }
+
+    private static func measured(_ body: (inout SenderMeasurement) throws -> Void) rethrows -> SenderMeasurement {
+        var result = SenderMeasurement()
+        let cpuBefore = ProcessCPUTime.now()
+        let start = monotonicNanoseconds()
+        try body(&result)
+        result.wallNanoseconds = monotonicNanoseconds() - start
+        let cpu = ProcessCPUTime.now() - cpuBefore
+        result.userNanoseconds = cpu.userNanoseconds
+        result.systemNanoseconds = cpu.systemNanoseconds
+        return result
+    }
+
+    private static func sendTo(_ spec: SendRound, socket: UDPSocket, window: FlowWindow) throws -> SenderMeasurement {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: spec.size, alignment: 64)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0x5a)
+        return try measured { result in
+            var sequence = 0
+            while sequence < spec.count {
+                if window.room(sent: sequence) == 0 {
+                    try window.waitForRoom(sent: sequence, needed: spec.batch)
+                    if window.stalled { break }
+                }
+                BenchDatagram.stamp(buffer, round: spec.round, sequence: UInt32(sequence))
+                result.syscalls += 1
+                guard try PlainUDP.sendTo(socket, UnsafeRawBufferPointer(buffer)) != nil else { continue }
+                sequence += 1
+                result.bytes += spec.size
+            }
+            result.sent = sequence
+            result.sends = sequence
+            result.submissions = sequence
+        }
+    }
+
+    private static func sendMessages(_ spec: SendRound, socket: UDPSocket, window: FlowWindow) throws
+        -> SenderMeasurement
+    {
+        precondition(MemoryLayout<MultiMessageHeader>.stride == 64, "MultiMessageHeader must match struct mmsghdr")
+        let batch = spec.batch
+        let buffers = UnsafeMutableRawPointer.allocate(byteCount: batch * spec.size, alignment: 64)
+        buffers.initializeMemory(as: UInt8.self, repeating: 0x5a, count: batch * spec.size)
+        let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
+        let messages = UnsafeMutablePointer<MultiMessageHeader>.allocate(capacity: batch)
+        defer { buffers.deallocate(); vectors.deallocate(); messages.deallocate() }
+        for i in 0..<batch {
+            vectors[i] = iovec(iov_base: buffers + i * spec.size, iov_len: spec.size)
+            messages[i] = MultiMessageHeader()
+            messages[i].header.msg_iov = vectors + i
+            messages[i].header.msg_iovlen = 1
+        }
+        return try measured { result in
+            var sent = 0
+            while sent < spec.count {
+                var room = window.room(sent: sent)
+                if room < min(batch, spec.count - sent) {
+                    try window.waitForRoom(sent: sent, needed: min(batch, spec.count - sent))
+                    if window.stalled { break }
+                    room = window.room(sent: sent)
+                }
+                let take = min(batch, spec.count - sent, room)
+                for i in 0..<take {
+                    BenchDatagram.stamp(UnsafeMutableRawBufferPointer(start: buffers + i * spec.size, count: spec.size),
+                                        round: spec.round, sequence: UInt32(sent + i))
+                }
+                var done = 0
+                while done < take {
+                    result.syscalls += 1
+                    guard let went = try PlainUDP.sendMessages(socket, messages + done, count: take - done) else {
+                        continue
+                    }
+                    done += went
+                }
+                result.submissions += 1
+                sent += take
+            }
+            result.sent = sent
+            result.sends = sent
+            result.bytes = sent * spec.size
+        }
+    }
+
+    /// The engine path: `PacedSender` (unpaced) over `UDPSendQueue`, the producer held
+    /// back by the flow window.
+    private static func sendEngine(_ spec: SendRound, socket: UDPSocket, gso: Bool, mark: TrafficMark,
+                                   window: FlowWindow) throws -> SenderMeasurement {
+        let ring = try Ring(entries: 1024)
+        var config = PacedSenderConfig(rateBitsPerSecond: nil)
+        config.useGSO = gso
+        config.maxDatagramsPerSubmission = spec.batch
+        config.slots = max(64, 2 * ((spec.batch + 63) / 64) * 2)
+        let sender = PacedSender(ring: ring, config: config)
+        let route = sender.addRoute(socket: socket, destination: nil, mark: mark)
+        let producer = WindowedProducer(spec: spec, route: route, window: window)
+        let enterBefore = ring.enterCalls
+        var result = try measured { result in
+            var failure: BenchError?
+            try sender.run(producer, isFinished: {
+                if producer.next >= spec.count || window.stalled { return true }
+                do throws(BenchError) { try window.waitForProgress() } catch { failure = error; return true }
+                return false
+            })
+            if let failure { throw failure }
+        }
+        let counters = sender.queue.counters
+        result.sent = counters.datagrams
+        result.bytes = counters.bytes
+        result.failed = counters.failedDatagrams
+        result.syscalls = ring.enterCalls - enterBefore
+        result.sends = counters.sendCalls
+        result.submissions = sender.submissions
+        if counters.gsoFallbacks > 0 { result.note = "GSO turned off after \(counters.errors)" }
+        if counters.failedDatagrams > 0 { result.note = "send errors \(counters.errors)" }
+        return result
+    }
+
+    /// Zero-copy GSO sends straight on a `Ring`: each buffer holds one GSO run and is
+    /// reused only after its notification completion (`IORING_CQE_F_NOTIF`).
+    private static func sendZeroCopy(_ spec: SendRound, socket: UDPSocket, mark: TrafficMark,
+                                     window: FlowWindow) throws -> SenderMeasurement {
+        let zcKind: UInt8 = 9
+        let segmentsPerSend = max(1, min(UDPSendQueue.maxDatagramsPerSlot, UDPSendQueue.maxGSOBytes / spec.size,
+                                         spec.batch))
+        let sendsPerSubmission = max(1, spec.batch / segmentsPerSend)
+        let bufferCount = max(16, 4 * sendsPerSubmission)
+        let bufferBytes = segmentsPerSend * spec.size
+        let ring = try Ring(entries: 1024)
+        let payloads = UnsafeMutableRawPointer.allocate(byteCount: bufferCount * bufferBytes, alignment: 4096)
+        payloads.initializeMemory(as: UInt8.self, repeating: 0x5a, count: bufferCount * bufferBytes)
+        let headers = UnsafeMutablePointer<msghdr>.allocate(capacity: bufferCount)
+        let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: bufferCount)
+        let controlSpace = 64
+        let controls = UnsafeMutableRawPointer.allocate(byteCount: bufferCount * controlSpace, alignment: 8)
+        controls.initializeMemory(as: UInt8.self, repeating: 0, count: bufferCount * controlSpace)
+        defer {
+            payloads.deallocate(); headers.deallocate(); vectors.deallocate(); controls.deallocate()
+        }
+        var free = Array((0..<bufferCount).reversed())
+        var segments = [Int](repeating: 0, count: bufferCount)
+        var inFlight = 0
+        var errors: [Int32: Int] = [:]
+        let enterBefore = ring.enterCalls
+        var result = try measured { result in
+            var next = 0
+            while next < spec.count || inFlight > 0 {
+                var prepared = 0
+                while prepared < sendsPerSubmission, next < spec.count, let buffer = free.last {
+                    let room = window.room(sent: next)
+                    if room < min(segmentsPerSend, spec.count - next) { break }
+                    free.removeLast()
+                    let count = min(segmentsPerSend, spec.count - next)
+                    let base = payloads + buffer * bufferBytes
+                    for i in 0..<count {
+                        BenchDatagram.stamp(UnsafeMutableRawBufferPointer(start: base + i * spec.size, count: spec.size),
+                                            round: spec.round, sequence: UInt32(next + i))
+                    }
+                    vectors[buffer] = iovec(iov_base: base, iov_len: count * spec.size)
+                    let control = controls + buffer * controlSpace
+                    var used = cu_cmsg_put_int(control.assumingMemoryBound(to: cmsghdr.self), Int32(IPPROTO_IP),
+                                               IP_TOS, Int32(mark.tos))
+                    if count > 1 {
+                        used += cu_cmsg_put_u16((control + used).assumingMemoryBound(to: cmsghdr.self),
+                                                Int32(IPPROTO_UDP), cu_udp_segment, UInt16(spec.size))
+                    }
+                    headers[buffer] = msghdr(msg_name: nil, msg_namelen: 0, msg_iov: vectors + buffer, msg_iovlen: 1,
+                                             msg_control: control, msg_controllen: used, msg_flags: 0)
+                    let sqe = try ring.nextEntry()
+                    io_uring_prep_sendmsg_zc(sqe, socket.fd, headers + buffer, 0)
+                    io_uring_sqe_set_data64(sqe, CompletionTag(kind: zcKind, payload: UInt64(buffer)).userData)
+                    segments[buffer] = count
+                    inFlight += 1
+                    next += count
+                    prepared += 1
+                    result.sends += 1
+                }
+                if prepared > 0 { result.submissions += 1 }
+                if inFlight == 0 {
+                    // Nothing in flight and nothing prepared: the window is full.
+                    try window.waitForProgress()
+                    if window.stalled { break }
+                    continue
+                }
+                try ring.submit(waitingFor: 1)
+                _ = ring.reap { completion in
+                    guard completion.tag.kind == zcKind else { return }
+                    let buffer = Int(completion.tag.payload)
+                    if completion.flags & cu_cqe_f_notif != 0 {
+                        // The kernel let go of the pages: the buffer may be written again.
+                        free.append(buffer)
+                        inFlight -= 1
+                        return
+                    }
+                    if completion.result >= 0 {
+                        result.sent += segments[buffer]
+                        result.bytes += Int(completion.result)
+                    } else {
+                        errors[-completion.result, default: 0] += 1
+                        result.failed += segments[buffer]
+                    }
+                    if completion.flags & cu_cqe_f_more == 0 {
+                        // No notification follows (the send failed early): the buffer is free now.
+                        free.append(buffer)
+                        inFlight -= 1
+                    }
+                }
+            }
+        }
+        result.syscalls = ring.enterCalls - enterBefore
+        if !errors.isEmpty {
+            result.note = "sendmsg_zc errors " + errors.map { "\(String(cString: strerror($0.key)))x\($0.value)" }
+                .joined(separator: ",")
+        }
+        return result
+    }
+}
+
+/// Hands the engine datagrams `0..<count` of a round, never more than the flow window allows.
+final class WindowedProducer: DatagramProducer {
+    let spec: SendRound
+    let route: Int
+    let window: FlowWindow
+    private(set) var next = 0
+
+    init(spec: SendRound, route: Int, window: FlowWindow) {
+        self.spec = spec
+        self.route = route
+        self.window = window
+    }
+
+    func peekDatagram() -> PendingDatagram? {
+        guard next < spec.count, window.room(sent: next) > 0 else { return nil }
+        return PendingDatagram(route: route, size: spec.size, tag: UInt64(next))
+    }
+
+    func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
+        BenchDatagram.stamp(buffer, round: spec.round, sequence: UInt32(next))
+        next += 1
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+/// Runs the built `bench --quick` and checks, from its bench.json, that every path
+/// delivered every datagram intact. Never asserts on speed.
+@Suite struct BenchSmokeTests {
+    /// The bench binary beside the test bundle (`.build/<config>/bench`), or `BENCH_BINARY`.
+    static func benchBinary() -> URL? {
+        var candidates: [URL] = []
+        if let override = ProcessInfo.processInfo.environment["BENCH_BINARY"] {
+            candidates.append(URL(fileURLWithPath: override))
+        }
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            candidates.append(directory.appendingPathComponent("bench"))
+            directory = directory.deletingLastPathComponent()
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        candidates.append(root.appendingPathComponent(".build/debug/bench"))
+        candidates.append(root.appendingPathComponent(".build/release/bench"))
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+
+    static var uringAvailable: Bool {
+        (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disabled", encoding: .utf8))
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) == "0" } ?? true
+    }
+
+    @Test(.enabled(if: uringAvailable, "io_uring is disabled here"))
+    func quickRunDeliversEverythingIntact() throws {
+        let binary = try #require(Self.benchBinary(), "bench binary not found; run swift build --product bench")
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-smoke-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["--quick", "--out", out.path]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+
+        let data = try Data(contentsOf: out.appendingPathComponent("bench.json"))
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let runs = try #require(json["runs"] as? [[String: Any]])
+        #expect(!runs.isEmpty)
+        let paths = Set(runs.compactMap { $0["path"] as? String })
+        #expect(paths.isSuperset(of: ["sendto", "sendmmsg", "uring", "uring-gso", "uring-gso-zc"]))
+        for run in runs {
+            let name = "\(run["path"] ?? "?") -> \((run["receiver"] as? [String: Any])?["path"] ?? "?")"
+            let sent = run["sent"] as? Int
+            let delivered = run["delivered"] as? Int
+            #expect(sent != nil && sent! > 0, "\(name): nothing sent")
+            #expect(sent == delivered, "\(name): sent \(sent ?? -1), delivered \(delivered ?? -1)")
+            #expect(run["intact"] as? Bool == true, "\(name): not intact")
+        }
+        #expect(process.terminationStatus == 0, "bench exited with \(process.terminationStatus)")
+    }
+}
