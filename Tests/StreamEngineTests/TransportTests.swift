@@ -112,8 +112,11 @@ struct PacingTests {
             cumulative += Double(arrival.bytes)
             worstExcess = max(worstExcess, cumulative - bytesPerNanosecond * t + bestStart - 0)
         }
-        // worstExcess = max burst above the rate line; the bucket allows Q.
-        #expect(worstExcess <= Double(quantum + 1200), "burst of \(worstExcess) bytes above the rate")
+        // worstExcess = max burst above the rate line; the bucket allows Q. Receive timestamps
+        // jitter on a loaded 2-core machine (other tests run at the same time): allowed are one
+        // datagram and 1 ms at the rate (2,500 B), still well under a doubled quantum (12,000 B).
+        let jitterAllowance = 1200 + Int(rate / 8 * 0.001)
+        #expect(worstExcess <= Double(quantum + jitterAllowance), "burst of \(worstExcess) bytes above the rate")
         let averageBitsPerSecond = Double(got.bytes - quantum) * 8 / span
         #expect(averageBitsPerSecond <= rate * 1.001, "average \(averageBitsPerSecond) bit/s")
     }
