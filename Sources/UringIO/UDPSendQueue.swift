@@ -87,6 +87,7 @@ public final class UDPSendQueue {
     private var slots: [SlotState]
     private var datagramLengths: [Int32]   // slotCount * 64
     private var runLengths: [UInt8]        // datagrams covered by the send starting at that datagram
+    private var addressLength: [socklen_t] // of each slot's destination
     private var freeList: [Int32]
     private var readyList: [Int32] = []
     private var retryList: [Int32] = []
@@ -123,6 +124,7 @@ public final class UDPSendQueue {
         self.slots = Array(repeating: SlotState(), count: slots)
         self.datagramLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
         self.runLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
+        self.addressLength = Array(repeating: 0, count: slots)
         self.freeList = (0..<Int32(slots)).reversed()
         self.payloads = .allocate(byteCount: slots * slotCapacity, alignment: 64)
         self.headers = .allocate(byteCount: slots * Self.headerBytesPerSlot, alignment: 64)
@@ -203,8 +205,6 @@ public final class UDPSendQueue {
         }
         readyList.append(Int32(slot))
     }
-
-    private lazy var addressLength: [socklen_t] = Array(repeating: 0, count: slotCount)
 
     @inline(__always)
     private func addressPointer(_ slot: Int) -> UnsafeMutableRawPointer {

@@ -54,7 +54,7 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     let s = sender.stats
     let r = receiver.stats
     let ecn = "Not-ECT \(r.ecn[0]), ECT(0) \(r.ecn[2]), ECT(1) \(r.ecn[1]), CE \(r.ecn[3])"
-    let dscp = r.dscp.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+    let dscp = r.dscp.indices.filter { r.dscp[$0] > 0 }.map { "\($0): \(r.dscp[$0])" }.joined(separator: ", ")
     print("""
     sent:     \(s.framesSent) frames (\(s.keyframes) keyframes), \(s.packetsSent) datagrams, \(s.bytesSent) bytes
               largest datagram \(s.datagramSize) B (MTU \(s.pathMTU), \(s.mtuSource)); DSCP \(s.dscp), ECN \(s.ecn)

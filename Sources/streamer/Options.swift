@@ -1,5 +1,6 @@
 import Foundation
 import StreamEngine
+import Synchronization
 import UringIO
 
 /// A bad command line: printed as one line, exit 2.
@@ -85,13 +86,13 @@ func cpuObject() -> [String: Any] {
 final class SignalTrap {
     private let sources: [DispatchSourceSignal]
     init(onFirst: @escaping @Sendable () -> Void) {
-        let count = ManagedAtomicCounter()
+        let count = Atomic<Int>(0)
         var made: [DispatchSourceSignal] = []
         for sig in [SIGINT, SIGTERM] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler {
-                if count.increment() == 1 { onFirst() } else { exit(130) }
+                if count.add(1, ordering: .relaxed).newValue == 1 { onFirst() } else { exit(130) }
             }
             source.resume()
             made.append(source)
@@ -100,8 +101,3 @@ final class SignalTrap {
     }
 }
 
-import Synchronization
-final class ManagedAtomicCounter: Sendable {
-    private let value = Atomic<Int>(0)
-    func increment() -> Int { value.add(1, ordering: .relaxed).newValue }
-}

@@ -6,7 +6,7 @@ import UringIO
 /// The receiver's stats JSON, as in the interface contract.
 func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
     var dscp: [String: Int] = [:]
-    for (value, count) in stats.dscp { dscp[String(value)] = count }
+    for (value, count) in stats.dscp.enumerated() where count > 0 { dscp[String(value)] = count }
     return [
         "role": "recv",
         "packets": ["received": stats.received, "lost": stats.lost, "late": stats.late,

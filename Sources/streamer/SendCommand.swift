@@ -1,6 +1,7 @@
 import Foundation
 import MediaFormats
 import StreamEngine
+import Synchronization
 import UringIO
 
 /// `streamer send`: options as in the interface contract.
@@ -97,7 +98,8 @@ struct SendOptions {
 enum SourcePlan {
     case synthetic(width: Int, height: Int)
     case hevcFile(String)
-    case y4m(FileHandle)
+    /// y4m frames, encoded; `fps` overrides the header's frame rate.
+    case y4m(FileHandle, fps: Int?)
 }
 
 /// Runs a source on a thread: encodes or reads access units and hands them to the sender
@@ -126,8 +128,10 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
                          shouldStop: @Sendable () -> Bool) throws {
         let start = monotonicNanoseconds()
         var index = 0
+        var rate = fps
+        /// Sleeps until frame `index` is due (start + index / rate).
         func waitForSlot() {
-            let due = start + Int64(index) * 1_000_000_000 / Int64(fps)
+            let due = start + Int64(index) * 1_000_000_000 / Int64(rate)
             let now = monotonicNanoseconds()
             if due > now { usleep(useconds_t((due - now) / 1000)) }
         }
@@ -151,7 +155,6 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
                 throw UsageError("cannot open \(path): no such file or not readable")
             }
             var splitter = AnnexBAccessUnitSplitter()
-            var pending: [AccessUnit] = []
             var headersSent = false
             func deliver(_ units: [AccessUnit]) {
                 for var unit in units where !done() {
@@ -169,16 +172,14 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
             while !done() {
                 let chunk = handle.readData(ofLength: 1 << 20)
                 if chunk.isEmpty { break }
-                pending = splitter.append([UInt8](chunk))
-                deliver(pending)
+                deliver(splitter.append([UInt8](chunk)))
             }
             deliver(splitter.finish())
             if !headersSent { ready.signal() }
             if index == 0 { throw UsageError("\(path): no HEVC access units found (is it an Annex B .hevc file?)") }
-        case .y4m(let handle):
+        case .y4m(let handle, let fpsOverride):
             var reader = Y4MReader()
             var encoder: X265Encoder?
-            var rate = fps
             while !done() {
                 let chunk = handle.readData(ofLength: 1 << 20)
                 if chunk.isEmpty { break }
@@ -186,8 +187,10 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
                 for frame in frames where !done() {
                     if encoder == nil {
                         let header = reader.header!
-                        if header.frameRateDenominator > 0 && fpsFromUser == nil {
-                            rate = max(1, header.frameRateNumerator / max(1, header.frameRateDenominator))
+                        if let fpsOverride {
+                            rate = fpsOverride
+                        } else if header.frameRateDenominator > 0 {
+                            rate = max(1, header.frameRateNumerator / header.frameRateDenominator)
                         }
                         encoder = try X265Encoder(EncoderConfig(width: frame.width, height: frame.height,
                                                                 fpsNumerator: rate, bitrateKbps: bitrateKbps))
@@ -197,17 +200,13 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
                     let yuv = YUV420Frame(width: frame.width, height: frame.height, bytes: frame.data)
                     if let unit = try encoder!.encode(yuv) { sender.send(unit) }
                     index += 1
-                    let due = start + Int64(index) * 1_000_000_000 / Int64(rate)
-                    let now = monotonicNanoseconds()
-                    if due > now { usleep(useconds_t((due - now) / 1000)) }
+                    waitForSlot()
                 }
             }
             if encoder == nil { ready.signal(); throw UsageError("y4m input ended before its first frame") }
             for unit in encoder!.flush() { sender.send(unit) }
         }
     }
-
-    var fpsFromUser: Int?
 }
 
 /// A value behind a lock, for a thread to publish.
@@ -217,8 +216,6 @@ final class MutexBox<T: Sendable>: Sendable {
     func set(_ value: T) { lock.withLock { $0 = value } }
     func get() -> T { lock.withLock { $0 } }
 }
-
-import Synchronization
 
 /// The sender's stats JSON, as in the interface contract.
 func senderStatsObject(_ stats: SenderStats, noFeedback: Bool) -> [String: Any] {
@@ -249,12 +246,12 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     let plan: SourcePlan
     switch options.source {
     case "synthetic": plan = .synthetic(width: options.width, height: options.height)
-    case "-": plan = .y4m(FileHandle.standardInput)
+    case "-": plan = .y4m(FileHandle.standardInput, fps: options.fps)
     case let path where path.hasSuffix(".y4m"):
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw UsageError("--source: cannot open '\(path)'")
         }
-        plan = .y4m(handle)
+        plan = .y4m(handle, fps: options.fps)
     case let path:
         guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("--source: cannot open '\(path)'") }
         plan = .hevcFile(path)
@@ -270,7 +267,6 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     let trap = SignalTrap { stopFlag.set(true); sender.finish() }
     let frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(fps)).rounded(.up)) }
     let source = SourceThread()
-    source.fpsFromUser = options.fps
     source.start(plan: plan, fps: fps, bitrateKbps: max(1, Int(options.bitrate / 1000)), frameLimit: frameLimit,
                  sender: sender, shouldStop: { stopFlag.get() })
     source.ready.wait()

@@ -32,8 +32,8 @@ public struct ReceiverStats: Sendable, Equatable {
     public var reordered = 0
     /// Datagrams per ECN codepoint: Not-ECT, ECT(1), ECT(0), CE (index = the two bits).
     public var ecn: [Int] = [0, 0, 0, 0]
-    /// Datagrams per DSCP value seen.
-    public var dscp: [UInt8: Int] = [:]
+    /// Datagrams per DSCP value seen (index 0...63).
+    public var dscp: [Int] = Array(repeating: 0, count: 64)
     /// Frames whose every packet arrived.
     public var framesComplete = 0
     /// Frames emitted with packets missing.
@@ -139,9 +139,10 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             }
             let mark = TrafficMark(tos: datagram.tos)
             local.ecn[Int(mark.ecn.rawValue)] += 1
-            local.dscp[mark.dscp, default: 0] += 1
+            local.dscp[Int(mark.dscp)] += 1
             local.bytesReceived += datagram.payload.count
-            let arrival = UInt32(truncatingIfNeeded: datagram.timestampNanoseconds / 11_111)  // 90 kHz units
+            // 90 kHz units, at 10 us resolution (no overflow for any realtime clock value).
+            let arrival = UInt32(truncatingIfNeeded: datagram.timestampNanoseconds / 100_000 * 9)
             _ = tracker.record(sequence: parsed.header.sequenceNumber, rtpTimestamp: parsed.header.timestamp,
                                arrival: arrival)
             let payload = UnsafeRawBufferPointer(rebasing: datagram.payload[parsed.payloadRange])

@@ -183,7 +183,7 @@ public final class MediaSender: Sendable {
 
         var finished = false
         var lastPublish: Int64 = 0
-        while true {
+        try paced.run(flow, idlePoll: 200_000_000, isFinished: { finished }, beforePump: { () throws(SystemError) -> Bool in
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
             let (incoming, isFinished, dropped) = inbox.withLock { box in
                 let taken = box.accessUnits
@@ -193,29 +193,13 @@ public final class MediaSender: Sendable {
             for accessUnit in incoming { flow.enqueue(accessUnit) }
             finished = isFinished
             local.framesDroppedQueueFull = dropped
-            if stopRequested.load(ordering: .relaxed) { break }
-            let state = try paced.pump(flow)
-            if finished && flow.isEmpty && paced.isDrained { break }
-            var timeout: Int64? = 200_000_000
-            if case .paced(let nanoseconds) = state { timeout = nanoseconds }
-            try paced.submitAndWait(timeoutNanoseconds: timeout)
-            _ = ring.reap { completion in
-                switch completion.tag.kind {
-                case CompletionTag.sendKind: paced.handle(completion)
-                default: break
-                }
-            }
             let now = monotonicNanoseconds()
             if now - lastPublish > 50_000_000 {
                 lastPublish = now
                 publish(&local, flow: flow, paced: paced, ring: ring)
             }
-        }
-        // Let what is in flight complete, so every count is final.
-        while !paced.isDrained {
-            try paced.submitAndWait(timeoutNanoseconds: 100_000_000)
-            _ = ring.reap { if $0.tag.kind == CompletionTag.sendKind { paced.handle($0) } }
-        }
+            return !stopRequested.load(ordering: .relaxed)
+        })
         publish(&local, flow: flow, paced: paced, ring: ring)
     }
 

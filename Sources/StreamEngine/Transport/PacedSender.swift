@@ -192,10 +192,13 @@ public final class PacedSender {
 
     /// Sends what `producer` has, paced, until it has nothing more, every send completed,
     /// and `isFinished` says so (while it says no, an idle producer is polled every
-    /// `idlePoll` nanoseconds). Completions of other kinds go to `other`.
+    /// `idlePoll` nanoseconds). `beforePump` runs before each fill (to take new work in);
+    /// when it returns false the loop stops filling and returns once what is in flight
+    /// has completed. Completions of other kinds go to `other`.
     public func run(_ producer: DatagramProducer, idlePoll: Int64 = 200_000, isFinished: () -> Bool = { true },
+                    beforePump: () throws(SystemError) -> Bool = { true },
                     other: (Completion) -> Void = { _ in }) throws(SystemError) {
-        while true {
+        while try beforePump() {
             let state = try pump(producer)
             if state == .idle && isDrained && isFinished() { return }
             var timeout: Int64?
@@ -207,13 +210,22 @@ public final class PacedSender {
             } else {
                 try submitAndWait(timeoutNanoseconds: timeout)
             }
-            _ = ring.reap { completion in
-                if completion.tag.kind == CompletionTag.sendKind { queue.handle(completion) } else { other(completion) }
-            }
+            reapCompletions(other: other)
+        }
+        // Stopped: let what is in flight complete, so every count is final.
+        while !isDrained {
+            if queue.readySlots > 0 { try queue.submitReady() }
+            try submitAndWait(timeoutNanoseconds: 100_000_000)
+            reapCompletions(other: other)
+        }
+    }
+
+    private func reapCompletions(other: (Completion) -> Void) {
+        _ = ring.reap { completion in
+            if completion.tag.kind == CompletionTag.sendKind { queue.handle(completion) } else { other(completion) }
         }
     }
 }
-
 
 @available(*, unavailable, message: "a sender is owned by one engine thread")
 extension PacedSender: Sendable {}
