@@ -28,6 +28,7 @@ let package = Package(
 
         .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
+        .testTarget(name: "StreamerTests", dependencies: ["streamer"]),
         .testTarget(name: "StreamEngineTests", dependencies: ["StreamEngine", "MediaFormats", "UringIO"]),
         .testTarget(name: "BenchTests", dependencies: ["bench"]),
     ],

@@ -1,0 +1,162 @@
+import Foundation
+import Glibc
+import MediaFormats
+import StreamEngine
+import Synchronization
+import Testing
+import UringIO
+
+let ffmpegPath = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+/// A started process with its stderr collected.
+final class RunningProcess: @unchecked Sendable {  // @unchecked: Process is used from the test's thread only
+    let process = Process()
+    private let errorPipe = Pipe()
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardError = errorPipe
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// Waits for exit up to `seconds` (then terminates it); returns the status and stderr.
+    func finish(within seconds: Double) -> (status: Int32, stderr: String) {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        let text = String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return (process.terminationStatus, text)
+    }
+}
+
+/// A free UDP port on loopback (bound, read, released).
+func freeUDPPort() throws -> UInt16 {
+    let socket = try UDPSocket(family: .ipv4)
+    try socket.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
+    return try socket.localAddress().port
+}
+
+/// Waits until something has bound `port` (read from /proc/net/udp, without touching the
+/// port), up to 10 s.
+func waitUntilBound(port: UInt16) throws {
+    let suffix = ":" + String(format: "%04X", port)
+    let deadline = Date().addingTimeInterval(10)
+    while Date() < deadline {
+        let table = (try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? ""
+        if table.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst().first?.hasSuffix(suffix) == true }) {
+            return
+        }
+        Thread.sleep(forTimeInterval: 0.02)
+    }
+    throw SystemError("waiting for ffmpeg to bind", errno: ETIMEDOUT, context: "port \(port)")
+}
+
+/// ffmpeg's per-frame MD5s of decoding `input` (one line per decoded frame).
+func decodedFrameHashes(_ arguments: [String], ffmpeg: String) throws -> [String] {
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent("framemd5-\(UUID().uuidString).txt")
+    defer { try? FileManager.default.removeItem(at: output) }
+    let run = try RunningProcess(ffmpeg, ["-v", "error", "-nostdin"] + arguments + ["-f", "framemd5", "-y", output.path])
+    let result = run.finish(within: 60)
+    #expect(result.status == 0, "ffmpeg: \(result.stderr)")
+    #expect(result.stderr.isEmpty, "ffmpeg reported: \(result.stderr)")
+    let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+    // framemd5 lines: stream, dts, pts, duration, size, hash. Keep size and hash: the picture.
+    return text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { line in
+        line.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")
+    }
+}
+
+@Suite(.enabled(if: uringAvailable && ffmpegPath != nil, "needs io_uring and ffmpeg (tools/setup installs it)"))
+struct FFmpegInteropTests {
+    /// ffmpeg opens our SDP and decodes every frame we send, picture for picture the same as
+    /// decoding the encoder's own output.
+    @Test func ffmpegDecodesOurStream() throws {
+        let ffmpeg = try #require(ffmpegPath)
+        // A live RTP stream has no end: ffmpeg outputs a frame once later data pushes it through
+        // its pipeline, so 10 more frames are sent than are compared.
+        let frameCount = 90
+        let units = try encodeSynthetic(count: frameCount + 10, width: 320, height: 240, bitrateKbps: 800)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("interop-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let original = directory.appendingPathComponent("original.hevc")
+        try Data(units.flatMap(\.annexB)).write(to: original)
+
+        let port = try freeUDPPort()
+        let headers = units[0].nalUnits.filter { (32...34).contains(($0[0] >> 1) & 0x3f) }
+        let sdp = SDPSessionDescription(
+            sessionID: 1, sessionVersion: 1, sessionName: "interop", originAddress: "127.0.0.1",
+            connectionAddress: "127.0.0.1", port: port, payloadType: 96, encodingName: "H265", clockRate: 90_000,
+            vps: headers.filter { ($0[0] >> 1) & 0x3f == 32 }, sps: headers.filter { ($0[0] >> 1) & 0x3f == 33 },
+            pps: headers.filter { ($0[0] >> 1) & 0x3f == 34 }, rtcpPort: nil, rtcpMux: false, frameRate: (30, 1))
+        let sdpFile = directory.appendingPathComponent("stream.sdp")
+        try sdp.text.write(to: sdpFile, atomically: true, encoding: .utf8)
+
+        let output = directory.appendingPathComponent("framemd5.txt")
+        let receiver = try RunningProcess(ffmpeg, [
+            "-v", "error", "-nostdin", "-protocol_whitelist", "file,udp,rtp", "-reorder_queue_size", "0",
+            "-threads", "1", "-i", sdpFile.path, "-frames:v", "\(frameCount)", "-f", "framemd5", "-y", output.path,
+        ])
+        do { try waitUntilBound(port: port) } catch {
+            let result = receiver.finish(within: 0)
+            Issue.record("ffmpeg did not open port \(port): status \(result.status), \(result.stderr)")
+            return
+        }
+        var config = MediaSenderConfig(destination: SocketAddress(ip: "127.0.0.1", port: port)!)
+        config.mtu = .fixed(1280)
+        config.paceBitsPerSecond = 8_000_000
+        config.maxQueuedFrames = units.count
+        let sender = try MediaSender(config: config)
+        for unit in units { sender.send(unit) }
+        sender.finish()
+        try sender.run()
+        let result = receiver.finish(within: 30)
+        #expect(result.status == 0, "ffmpeg: \(result.stderr)")
+        #expect(result.stderr.isEmpty, "ffmpeg reported errors: \(result.stderr)")
+        let overRTP = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n")
+            .filter { !$0.hasPrefix("#") }
+            .map { $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",") }
+        let direct = try decodedFrameHashes(["-i", original.path, "-frames:v", "\(frameCount)"], ffmpeg: ffmpeg)
+        #expect(sender.stats.framesSent == units.count)
+        #expect(direct.count == frameCount)
+        #expect(overRTP.count == frameCount)
+        #expect(overRTP == direct)
+    }
+
+    /// ffmpeg sends RTP H.265 (its own packetizer); `MediaReceiver` rebuilds a stream that
+    /// ffmpeg decodes to the same number of frames, with no decode error.
+    @Test func ourReceiverTakesFFmpegsStream() throws {
+        let ffmpeg = try #require(ffmpegPath)
+        let frameCount = 50
+        let receiver = try MediaReceiver(config: MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!))
+        let written = Mutex<[UInt8]>([])
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            try? receiver.run(frameLimit: frameCount) { unit in
+                if unit.isComplete { written.withLock { $0 += unit.annexB } }
+            }
+            done.signal()
+        }.start()
+        let sending = try RunningProcess(ffmpeg, [
+            "-v", "error", "-nostdin", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-frames:v", "\(frameCount)",
+            "-c:v", "libx265", "-x265-params", "log-level=none", "-f", "rtp",
+            "rtp://127.0.0.1:\(receiver.localAddress.port)",
+        ])
+        let sent = sending.finish(within: 60)
+        #expect(sent.status == 0, "ffmpeg: \(sent.stderr)")
+        if done.wait(timeout: .now() + 10) == .timedOut { receiver.stop(); done.wait() }
+        let stats = receiver.stats
+        #expect(stats.framesComplete == frameCount)
+        #expect(stats.framesIncomplete == 0)
+        #expect(stats.lost == 0)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("from-ffmpeg-\(UUID().uuidString).hevc")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data(written.withLock { $0 }).write(to: file)
+        let frames = try decodedFrameHashes(["-i", file.path], ffmpeg: ffmpeg)
+        #expect(frames.count == frameCount)
+    }
+}

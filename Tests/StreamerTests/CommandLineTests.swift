@@ -1,0 +1,192 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The built `streamer` (beside the test bundle, or in .build/debug).
+func streamerBinary() -> String? {
+    var candidates: [URL] = []
+    var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for _ in 0..<4 {
+        candidates.append(directory.appendingPathComponent("streamer"))
+        directory = directory.deletingLastPathComponent()
+    }
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    candidates.append(root.appendingPathComponent(".build/debug/streamer"))
+    return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }?.path
+}
+
+struct Outcome {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+    var stderrLines: [Substring] { stderr.split(separator: "\n") }
+}
+
+/// Runs `executable` with `arguments`; kills it after `timeout` seconds.
+func run(_ executable: String, _ arguments: [String], timeout: Double = 60) throws -> Outcome {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+    let stderrData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return Outcome(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+                   stderr: String(decoding: stderrData, as: UTF8.self))
+}
+
+/// Waits until something has bound UDP `port` (read from /proc/net/udp), up to 10 s.
+func waitUntilBound(port: UInt16) throws {
+    let suffix = ":" + String(format: "%04X", port)
+    let deadline = Date().addingTimeInterval(10)
+    while Date() < deadline {
+        let table = (try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? ""
+        if table.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst().first?.hasSuffix(suffix) == true }) {
+            return
+        }
+        Thread.sleep(forTimeInterval: 0.02)
+    }
+    Issue.record("nothing bound UDP port \(port) within 10 s")
+}
+
+let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disabled", encoding: .utf8))
+    .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) == "0" } ?? true
+
+@Suite struct CommandLineTests {
+    @Test(arguments: [["--help"], ["send", "--help"], ["recv", "--help"], ["demo", "--help"]])
+    func helpExitsZero(arguments: [String]) throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let outcome = try run(binary, arguments)
+        #expect(outcome.status == 0)
+        #expect(outcome.stdout.contains("usage: streamer"))
+    }
+
+    /// Bad arguments: one line naming the option, exit 2.
+    @Test(arguments: [
+        (["send"], "--to"),
+        (["send", "--to", "127.0.0.1:5004", "--ecn", "foo"], "--ecn"),
+        (["send", "--to", "127.0.0.1:5004", "--class", "gold"], "--class"),
+        (["send", "--to", "127.0.0.1:5004", "--size", "7x5"], "--size"),
+        (["send", "--to", "127.0.0.1:5004", "--bitrate", "fast"], "--bitrate"),
+        (["send", "--to", "127.0.0.1:5004", "--mtu", "12"], "--mtu"),
+        (["send", "--to", "127.0.0.1:5004", "--frames"], "--frames"),
+        (["send", "--to", "nowhere.invalid:5004"], "--to"),
+        (["send", "--to", "127.0.0.1:99999"], "--to"),
+        (["send", "--to", "127.0.0.1:5004", "--source", "/nonexistent.hevc"], "--source"),
+        (["recv", "--listen", "70000"], "--listen"),
+        (["recv"], "--listen"),
+        (["recv", "--listen", "5004", "--bogus"], "--bogus"),
+        (["fly"], "fly"),
+        ([], "usage"),
+    ])
+    func badArgumentsExitTwoWithOneLine(arguments: [String], mentions: String) throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let outcome = try run(binary, arguments)
+        #expect(outcome.status == 2)
+        if !arguments.isEmpty { #expect(outcome.stderrLines.count == 1, "stderr: \(outcome.stderr)") }
+        #expect(outcome.stderr.contains(mentions), "stderr: \(outcome.stderr)")
+    }
+
+    /// A busy port is a runtime failure: one line, exit 1.
+    @Test func busyPortExitsOne() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let holder = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(holder, pointer, length)
+                getsockname(holder, pointer, &length)
+            }
+        }
+        let port = UInt16(bigEndian: address.sin_port)
+        let outcome = try run(binary, ["recv", "--listen", "127.0.0.1:\(port)", "--frames", "1"])
+        #expect(outcome.status == 1)
+        #expect(outcome.stderrLines.count == 1)
+        #expect(outcome.stderr.contains("cannot bind") && outcome.stderr.contains("in use"), "stderr: \(outcome.stderr)")
+    }
+
+    /// No route to the destination (a fresh namespace with only loopback): one line, exit 1.
+    @Test(.enabled(if: geteuid() == 0, "needs root (network namespace)"))
+    func unreachableDestinationExitsOne() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let namespace = "sl-unr-\(getpid())"
+        _ = try run("/usr/sbin/ip", ["netns", "add", namespace])
+        defer { _ = try? run("/usr/sbin/ip", ["netns", "del", namespace]) }
+        _ = try run("/usr/sbin/ip", ["-n", namespace, "link", "set", "lo", "up"])
+        let outcome = try run("/usr/sbin/ip", ["netns", "exec", namespace, binary, "send", "--to", "10.77.9.9:5004",
+                                               "--frames", "3", "--size", "64x64", "--quiet"])
+        #expect(outcome.status == 1)
+        #expect(outcome.stderrLines.count == 1, "stderr: \(outcome.stderr)")
+        #expect(outcome.stderr.lowercased().contains("unreachable"), "stderr: \(outcome.stderr)")
+    }
+
+    /// `streamer recv` and `streamer send` as two processes: every frame arrives, the stats
+    /// JSON has every key of the contract, and the written stream decodes.
+    @Test(.enabled(if: uringEnabled, "io_uring is disabled here"))
+    func sendAndReceiveAsTwoProcesses() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let port = 20_000 + Int(getpid() % 20_000)
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: binary)
+        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--frames", "45", "--quiet",
+                              "--out", directory.appendingPathComponent("x.hevc").path,
+                              "--stats", directory.appendingPathComponent("recv.json").path]
+        receiver.standardError = FileHandle.nullDevice
+        try receiver.run()
+        try waitUntilBound(port: UInt16(port))  // the sender's first frames would otherwise be refused
+        let sent = try run(binary, ["send", "--to", "127.0.0.1:\(port)", "--frames", "45", "--size", "320x240",
+                                    "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
+                                    "--sdp", directory.appendingPathComponent("x.sdp").path])
+        #expect(sent.status == 0, "send: \(sent.stderr)")
+        let deadline = Date().addingTimeInterval(20)
+        while receiver.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        if receiver.isRunning { receiver.terminate() }
+        receiver.waitUntilExit()
+        #expect(receiver.terminationStatus == 0)
+
+        let send = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("send.json")))
+        let recv = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("recv.json")))
+        let sendKeys = ["role", "packets.sent", "packets.confirmed", "packets.lost", "packets.unconfirmed", "bytes.sent",
+                        "bytes.unconfirmed", "frames.encoded", "frames.sent", "frames.droppedUnconfirmed",
+                        "frames.keyframes", "path.mtu", "path.mtuSource", "path.datagramSize", "path.clamped",
+                        "rttMs.last", "rttMs.min", "rttMs.smoothed", "ecn.codepoint", "ecn.ceReported", "dscp",
+                        "pacing.rateBps", "pacing.batches", "pacing.datagramsPerSubmit", "pacing.gso",
+                        "cpu.userSeconds", "cpu.systemSeconds"]
+        let recvKeys = ["role", "packets.received", "packets.lost", "packets.late", "packets.duplicate",
+                        "packets.reordered", "ecn.notEct", "ecn.ect0", "ecn.ect1", "ecn.ce", "dscp", "frames.complete",
+                        "frames.incomplete", "frames.missing", "bytes.received", "cpu.userSeconds", "cpu.systemSeconds"]
+        func value(_ object: Any, _ path: String) -> Any? {
+            path.split(separator: ".").reduce(Optional(object)) { ($0 as? [String: Any])?[String($1)] }
+        }
+        for key in sendKeys { #expect(value(send, key) != nil, "send stats lack \(key)") }
+        for key in recvKeys { #expect(value(recv, key) != nil, "recv stats lack \(key)") }
+        #expect(value(send, "frames.sent") as? Int == 45)
+        #expect(value(recv, "frames.complete") as? Int == 45)
+        #expect(value(recv, "packets.lost") as? Int == 0)
+        #expect(value(recv, "packets.received") as? Int == value(send, "packets.sent") as? Int)
+        #expect(value(recv, "ecn.ect0") as? Int == value(send, "packets.sent") as? Int)
+        #expect((value(recv, "dscp") as? [String: Int])?["34"] == value(send, "packets.sent") as? Int)
+        let sdp = try String(contentsOf: directory.appendingPathComponent("x.sdp"), encoding: .utf8)
+        #expect(sdp.contains("a=rtpmap:96 H265/90000") && sdp.contains("sprop-sps="))
+        if let ffprobe = ["/usr/bin/ffprobe"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
+            let probe = try run(ffprobe, ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                                          "stream=nb_read_frames", "-of", "csv=p=0",
+                                          directory.appendingPathComponent("x.hevc").path])
+            #expect(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "45")
+            #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")
+        }
+    }
+}
