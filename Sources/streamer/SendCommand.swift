@@ -146,7 +146,7 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
             var frame = YUV420Frame(blackWithWidth: width, height: height)
             while !done() {
                 source.render(frameIndex: index, into: &frame)
-                if let unit = try encoder.encode(frame) { sender.send(unit) }
+                if let unit = try encoder.encode(frame, forceKeyframe: sender.takeKeyframeRequest()) { sender.send(unit) }
                 index += 1
                 waitForSlot()
             }
@@ -198,7 +198,7 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
                         ready.signal()
                     }
                     let yuv = YUV420Frame(width: frame.width, height: frame.height, bytes: frame.data)
-                    if let unit = try encoder!.encode(yuv) { sender.send(unit) }
+                    if let unit = try encoder!.encode(yuv, forceKeyframe: sender.takeKeyframeRequest()) { sender.send(unit) }
                     index += 1
                     waitForSlot()
                 }
@@ -218,23 +218,29 @@ final class MutexBox<T: Sendable>: Sendable {
 }
 
 /// The sender's stats JSON, as in the interface contract.
-func senderStatsObject(_ stats: SenderStats, noFeedback: Bool) -> [String: Any] {
-    [
+func senderStatsObject(_ stats: SenderStats) -> [String: Any] {
+    func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
+    return [
         "role": "send",
-        "packets": ["sent": stats.packetsSent, "confirmed": 0, "lost": 0, "unconfirmed": noFeedback ? 0 : stats.packetsSent,
-                    "failed": stats.packetsFailed],
-        "bytes": ["sent": stats.bytesSent, "unconfirmed": noFeedback ? 0 : stats.bytesSent],
-        "frames": ["encoded": stats.framesEncoded, "sent": stats.framesSent, "droppedUnconfirmed": 0,
+        "packets": ["sent": stats.packetsSent, "confirmed": stats.packetsConfirmed, "lost": stats.packetsLost,
+                    "unconfirmed": stats.packetsUnconfirmed, "failed": stats.packetsFailed],
+        "bytes": ["sent": stats.bytesSent, "unconfirmed": stats.bytesUnconfirmed,
+                  "peakUnconfirmed": stats.peakUnconfirmedBytes, "maxUnconfirmed": stats.maxUnconfirmedBytes],
+        "frames": ["encoded": stats.framesEncoded, "sent": stats.framesSent,
+                   "droppedUnconfirmed": stats.framesDroppedUnconfirmed,
                    "droppedQueueFull": stats.framesDroppedQueueFull, "keyframes": stats.keyframes],
         "path": ["mtu": stats.pathMTU, "mtuSource": stats.mtuSource, "datagramSize": stats.datagramSize,
                  "clamped": stats.clamped],
-        "rttMs": ["last": NSNull(), "min": NSNull(), "smoothed": NSNull()],
-        "ecn": ["codepoint": stats.ecn, "ceReported": 0],
+        "rttMs": ["last": number(stats.rttLast), "min": number(stats.rttMin), "smoothed": number(stats.rttSmoothed)],
+        "ecn": ["codepoint": stats.ecn, "ceReported": stats.ceReported],
         "dscp": Int(stats.dscp),
         "pacing": ["rateBps": stats.pacingRate, "batches": stats.batches,
                    "datagramsPerSubmit": stats.batches > 0 ? Double(stats.packetsSent) / Double(stats.batches) : 0,
                    "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls],
-        "feedback": noFeedback ? "disabled" : "none received (RTCP not implemented yet)",
+        "feedback": ["enabled": stats.feedback, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
+                     "senderReports": stats.senderReports, "keyframeRequests": stats.keyframeRequests],
+        "receiverGone": stats.receiverGone,
+        "receiverGoneEvents": stats.receiverGoneEvents,
         "errors": stats.errors,
         "cpu": cpuObject(),
     ]
@@ -262,6 +268,8 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     config.ecn = options.ecn
     config.mtu = options.mtu
     config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
+    config.feedback = !options.noFeedback
+    config.maxUnconfirmedBytes = options.maxUnconfirmed
     let sender = try MediaSender(config: config)
     let stopFlag = MutexBox<Bool>(false)
     let trap = SignalTrap { stopFlag.set(true); sender.finish() }
@@ -285,20 +293,44 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     }
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
         let s = sender.stats
-        return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes, datagram \(s.datagramSize) B"
+        let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
+        return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
     }
+    let goneWatch = GoneWatch(sender: sender)
     try sender.run()
     progress.stop()
+    goneWatch.stop()
     withExtendedLifetime(trap) {}
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
     let stats = sender.stats
     printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(options.destination!), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
-    if let statsPath = options.statsPath { try writeJSON(senderStatsObject(stats, noFeedback: options.noFeedback), to: statsPath) }
+    if let statsPath = options.statsPath { try writeJSON(senderStatsObject(stats), to: statsPath) }
     if stats.packetsFailed > 0 {
         printError("streamer send: \(stats.packetsFailed) packets failed to send: \(stats.errors)")
         return 1
     }
     return 0
+}
+
+/// Says once on stderr when the receiver stops sending feedback, and once when it is back.
+final class GoneWatch: Sendable {
+    private let running = MutexBox<Bool>(true)
+    init(sender: MediaSender) {
+        let running = self.running
+        Thread {
+            var gone = false
+            while running.get() {
+                usleep(100_000)
+                let stats = sender.stats
+                if stats.receiverGone != gone {
+                    gone = stats.receiverGone
+                    printError(gone ? "streamer send: the receiver stopped sending feedback; holding at \(stats.bytesUnconfirmed) unconfirmed bytes"
+                                    : "streamer send: the receiver is back; resuming with a keyframe")
+                }
+            }
+        }.start()
+    }
+    func stop() { running.set(false) }
 }
 
 /// A line of progress on stderr once a second, on its own thread.

@@ -19,6 +19,17 @@ final class MediaFlow: DatagramProducer {
     private var packetizer: HEVCPacketizer
     /// The largest UDP payload allowed on this flow's path.
     private(set) var maxDatagramSize: Int
+    /// Every packet sent and what became of it.
+    var log = SentPacketLog()
+    private var extendedSequence: Int64
+    /// Bound on sent-but-unconfirmed bytes (nil: no bound, e.g. no feedback expected).
+    var maxUnconfirmedBytes: Int?
+    /// After a frame was dropped for the bound, frames are dropped until a keyframe.
+    private(set) var awaitingKeyframe = false
+    /// Set when the flow needs a keyframe from the source (taken by the sender).
+    var keyframeWanted = false
+    /// The clock for send times in the log.
+    var now: Int64 = 0
 
     // Counters (engine thread only).
     private(set) var framesQueued = 0
@@ -27,6 +38,10 @@ final class MediaFlow: DatagramProducer {
     private(set) var packetsWritten = 0
     private(set) var largestDatagram = 0
     private(set) var clamped = 0
+    private(set) var framesDroppedUnconfirmed = 0
+    private(set) var peakUnconfirmedBytes = 0
+    /// RTP timestamp of the last access unit started (for sender reports).
+    private(set) var lastRTPTimestamp: UInt32 = 0
 
     init(route: Int, maxDatagramSize: Int, payloadType: UInt8 = 96) throws(HEVCPacketizerError) {
         self.route = route
@@ -35,6 +50,7 @@ final class MediaFlow: DatagramProducer {
         var generator = SystemRandomNumberGenerator()
         ssrc = generator.next()
         nextSequence = generator.next()
+        extendedSequence = Int64(nextSequence)
         timestampOffset = generator.next()
         packetizer = try HEVCPacketizer(maxPayloadSize: maxDatagramSize - RTPHeader.fixedSize)
     }
@@ -56,8 +72,26 @@ final class MediaFlow: DatagramProducer {
         maxDatagramSize = size
     }
 
+    /// Whether `accessUnit` may start now under the unconfirmed bound; drops (and counts) it if not.
+    private func admit(_ accessUnit: AccessUnit) -> Bool {
+        guard let bound = maxUnconfirmedBytes else { return true }
+        if awaitingKeyframe && !accessUnit.isKeyframe {
+            framesDroppedUnconfirmed += 1
+            return false
+        }
+        if log.unconfirmedBytes > 0 && log.unconfirmedBytes + accessUnit.byteCount > bound {
+            // Not queued: dropped, and the decoder can only start again at a keyframe.
+            framesDroppedUnconfirmed += 1
+            if !awaitingKeyframe { keyframeWanted = true }
+            awaitingKeyframe = true
+            return false
+        }
+        awaitingKeyframe = false
+        return true
+    }
+
     func peekDatagram() -> PendingDatagram? {
-        if planIndex >= plan.count {
+        while planIndex >= plan.count {
             guard queueHead < queue.count else { return nil }
             let next = queue[queueHead]
             queueHead += 1
@@ -65,10 +99,11 @@ final class MediaFlow: DatagramProducer {
                 queue.removeFirst(queueHead)
                 queueHead = 0
             }
+            guard admit(next) else { continue }
             current = next
+            lastRTPTimestamp = next.timestamp &+ timestampOffset
             plan = packetizer.plan(next)
             planIndex = 0
-            if plan.isEmpty { return peekDatagram() }
         }
         return PendingDatagram(route: route, size: RTPHeader.fixedSize + plan[planIndex].size,
                                tag: UInt64(packetsWritten))
@@ -85,6 +120,9 @@ final class MediaFlow: DatagramProducer {
         let size = RTPHeader.fixedSize + written
         if size > maxDatagramSize { clamped += 1 }
         largestDatagram = max(largestDatagram, size)
+        log.recordSent(sequence: extendedSequence, bytes: size, at: now)
+        peakUnconfirmedBytes = max(peakUnconfirmedBytes, log.unconfirmedBytes)
+        extendedSequence += 1
         nextSequence &+= 1
         packetsWritten += 1
         planIndex += 1

@@ -13,6 +13,13 @@ public struct MediaReceiverConfig: Sendable {
     public var reorderWindow: Int = 64
     /// Only accept the stream from this address (default: lock onto the first valid stream).
     public var from: SocketAddress?
+    /// Send RTCP feedback (RR, RFC 8888, PLI) to the sender.
+    public var feedback = true
+    /// Feedback goes to the sender's RTP port + 1 and is received on ours + 1 (what ffmpeg and
+    /// GStreamer do), or, with `rtcpMux`, on the RTP ports themselves.
+    public var rtcpMux = false
+    /// How often feedback goes out while packets arrive (nanoseconds).
+    public var reportInterval: Int64 = 20_000_000
 
     /// Makes a configuration listening on `listen`.
     public init(listen: SocketAddress) { self.listen = listen }
@@ -48,6 +55,16 @@ public struct ReceiverStats: Sendable, Equatable {
     public var ssrc: UInt32?
     /// The sender's address, once locked.
     public var source: String?
+    /// Frames that never arrived at all (gaps in the RTP timestamps of a constant frame rate).
+    public var framesMissing = 0
+    /// RTCP datagrams sent to the sender.
+    public var feedbackSent = 0
+    /// Keyframe requests (PLI) sent.
+    public var keyframeRequests = 0
+    /// RTCP datagrams from the sender (sender reports) accepted.
+    public var senderReports = 0
+    /// Feedback sends that failed (the sender gone, no route): counted, not fatal.
+    public var feedbackErrors = 0
 }
 
 /// Receives an RTP H.265 stream, accounts for every packet, and rebuilds access units.
@@ -60,19 +77,42 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// The address actually bound.
     public let localAddress: SocketAddress
     private let socket: UDPSocket
+    private let rtcpSocket: UDPSocket?
     private let statsBox = Mutex(ReceiverStats())
     private let stopRequested = Atomic<Bool>(false)
 
     /// Binds the socket. Fails with a one-line error when the address is busy or invalid.
     public init(config: MediaReceiverConfig) throws(SystemError) {
         self.config = config
-        socket = try UDPSocket(family: config.listen.family)
-        try socket.bind(config.listen)
+        // RTP on an even port and RTCP on the next one; with port 0, find a free pair.
+        var attempt = 0
+        while true {
+            attempt += 1
+            let rtp = try UDPSocket(family: config.listen.family)
+            try rtp.bind(config.listen)
+            let bound = try rtp.localAddress()
+            guard config.feedback && !config.rtcpMux else {
+                (socket, rtcpSocket, localAddress) = (rtp, nil, bound)
+                break
+            }
+            var rtcpAddress = bound
+            rtcpAddress.port = bound.port &+ 1
+            let rtcp = try UDPSocket(family: config.listen.family)
+            do throws(SystemError) {
+                guard bound.port < 65_535 else { throw SystemError("cannot bind", errno: EADDRINUSE, context: "RTCP port") }
+                try rtcp.bind(rtcpAddress)
+                (socket, rtcpSocket, localAddress) = (rtp, rtcp, bound)
+                break
+            } catch {
+                if config.listen.port != 0 || attempt > 20 {
+                    throw SystemError("cannot bind", errno: error.errno, context: "\(rtcpAddress) (RTCP, RTP port + 1)")
+                }
+            }
+        }
         try socket.enableReceiveTrafficMark()
         try socket.enableReceiveTimestamps()
         try socket.enableDropCounter()
         socket.setReceiveBufferSize(16 << 20)
-        localAddress = try socket.localAddress()
     }
 
     /// Asks `run` to return.
@@ -84,7 +124,14 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// Receives until `stop`, or until `frameLimit` frames were emitted, passing each
     /// rebuilt access unit (complete or not) to `onAccessUnit`.
     public func run(frameLimit: Int? = nil, onAccessUnit: (DepacketizedAccessUnit) -> Void) throws(SystemError) {
-        let loop = try DatagramReceiveLoop(socket: socket, bufferCount: 256, maxPayload: 65_536)
+        var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 256, 65_536)]
+        if let rtcpSocket { sockets.append((rtcpSocket, 16, 2048)) }
+        let loop = try DatagramReceiveLoop(sockets: sockets)
+        var feedback = ReceiverFeedback(ssrc: UInt32.random(in: 1...UInt32.max))
+        var lastReport: Int64 = 0
+        var lastKeyframeRequest: Int64 = 0
+        var lastTimestamp: UInt32?
+        var frameInterval: UInt32?
         var depacketizer = HEVCDepacketizer(maxAccessUnitSize: config.maxAccessUnitSize,
                                             reorderWindow: config.reorderWindow)
         var tracker = RTPSequenceTracker()
@@ -96,10 +143,50 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
 
         func emit(_ units: [DepacketizedAccessUnit]) {
             for unit in units {
-                if unit.isComplete { local.framesComplete += 1 } else { local.framesIncomplete += 1 }
+                if unit.isComplete { local.framesComplete += 1 } else {
+                    local.framesIncomplete += 1
+                    // At most one keyframe request per 200 ms: the first is what matters.
+                    let now = monotonicNanoseconds()
+                    if now - lastKeyframeRequest > 200_000_000 {
+                        lastKeyframeRequest = now
+                        feedback.requestKeyframe()
+                    }
+                }
+                countMissingFrames(before: unit.timestamp)
                 frames += 1
                 onAccessUnit(unit)
             }
+        }
+        /// Frames whose every packet was lost leave a gap of whole frame intervals in the
+        /// timestamps (the interval is the smallest step seen).
+        func countMissingFrames(before timestamp: UInt32) {
+            defer { lastTimestamp = timestamp }
+            guard let last = lastTimestamp else { return }
+            let step = timestamp &- last
+            guard step > 0, step < 90_000 * 10 else { return }
+            if frameInterval == nil || step < frameInterval! {
+                frameInterval = step
+                return
+            }
+            let interval = frameInterval!
+            if step >= interval * 2 - interval / 2 { local.framesMissing += Int((step + interval / 2) / interval) - 1 }
+        }
+        func sendFeedback(now: Int64) {
+            guard let rtcpSocket, let ssrc = lockedSSRC, let source = lockedSource else { return }
+            var destination = source
+            if !config.rtcpMux { destination.port = source.port &+ 1 }
+            let due = feedback.isFull || now - lastReport >= 250_000_000
+                || (feedback.hasNews && now - lastReport >= config.reportInterval)
+            guard due else { return }
+            lastReport = now
+            let pliBefore = feedback.pictureLossIndications
+            for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, tracker: &tracker) {
+                let sent = datagram.withUnsafeBytes { bytes in
+                    (try? PlainUDP.sendTo(rtcpSocket, bytes, destination: destination)) != nil
+                }
+                if sent { local.feedbackSent += 1 } else { local.feedbackErrors += 1 }
+            }
+            local.keyframeRequests += feedback.pictureLossIndications - pliBefore
         }
         func publish() {
             local.received = tracker.received
@@ -115,9 +202,29 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             statsBox.withLock { $0 = snapshot }
         }
 
-        try loop.run(shouldStop: {
+        try loop.run(checkInterval: 10_000_000, shouldStop: {
             stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
-        }) { datagram in
+        }, tick: {
+            if config.feedback { sendFeedback(now: realtimeNanoseconds()) }
+        }) { socketIndex, datagram in
+            if socketIndex == 1 {
+                // RTCP from the sender: only its sender reports matter here (LSR/DLSR).
+                guard let source = lockedSource, let from = datagram.source, from.host == source.host else {
+                    local.rejected["rtcp.foreignSource", default: 0] += 1
+                    return
+                }
+                let parsed = RTCPPacket.parseCompound(datagram.payload)
+                for error in parsed.errors { local.rejected["rtcp." + error.reason, default: 0] += 1 }
+                for packet in parsed.packets {
+                    if case .senderReport(let report) = packet, report.ssrc == lockedSSRC {
+                        feedback.noteSenderReport(ntpTimestamp: report.ntpTimestamp,
+                                                  arrival: datagram.timestampNanoseconds > 0
+                                                      ? datagram.timestampNanoseconds : realtimeNanoseconds())
+                        local.senderReports += 1
+                    }
+                }
+                return
+            }
             let parsed: RTPParsedPacket
             do throws(RTPPacketError) {
                 parsed = try RTPHeader.parse(datagram.payload)
@@ -145,6 +252,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             let arrival = UInt32(truncatingIfNeeded: datagram.timestampNanoseconds / 100_000 * 9)
             _ = tracker.record(sequence: parsed.header.sequenceNumber, rtpTimestamp: parsed.header.timestamp,
                                arrival: arrival)
+            feedback.record(sequence: parsed.header.sequenceNumber, arrival: datagram.timestampNanoseconds,
+                            ecn: mark.ecn.rawValue)
             let payload = UnsafeRawBufferPointer(rebasing: datagram.payload[parsed.payloadRange])
             emit(depacketizer.push(parsed.header, payload: payload))
             let now = monotonicNanoseconds()
@@ -154,6 +263,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             }
         }
         emit(depacketizer.flush())
+        if config.feedback {
+            // The last word: everything received is reported before the receiver goes.
+            lastReport = 0
+            sendFeedback(now: realtimeNanoseconds())
+        }
         publish()
     }
 }

@@ -30,6 +30,15 @@ public struct MediaSenderConfig: Sendable {
     public var payloadType: UInt8 = 96
     /// Access units that may wait for the wire before new ones are dropped (counted).
     public var maxQueuedFrames: Int = 120
+    /// Expect RTCP feedback from the receiver (RR, RFC 8888, PLI) and bound what is
+    /// unconfirmed. Off for receivers that send none (multicast, plain RTP players).
+    public var feedback = true
+    /// Bound on sent-but-unconfirmed bytes (nil: about one second at the pace, at least 256 KB).
+    public var maxUnconfirmedBytes: Int?
+    /// Feedback on the RTP ports themselves instead of RTP port + 1.
+    public var rtcpMux = false
+    /// After the last packet, how long to wait for the final feedback (nanoseconds).
+    public var finalFeedbackWait: Int64 = 2_000_000_000
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -75,6 +84,40 @@ public struct SenderStats: Sendable, Equatable {
     public var ssrc: UInt32 = 0
     /// Send errors by errno name.
     public var errors: [String: Int] = [:]
+    /// Feedback is expected (false with `--no-feedback`).
+    public var feedback = true
+    /// Packets feedback confirmed arrived.
+    public var packetsConfirmed = 0
+    /// Packets reported missing or unconfirmed too long (and not confirmed since).
+    public var packetsLost = 0
+    /// Packets neither confirmed nor lost yet.
+    public var packetsUnconfirmed = 0
+    /// Bytes of those.
+    public var bytesUnconfirmed = 0
+    /// The most unconfirmed bytes at any time.
+    public var peakUnconfirmedBytes = 0
+    /// The bound on unconfirmed bytes (0 when there is none).
+    public var maxUnconfirmedBytes = 0
+    /// Frames dropped because the bound was reached (or while waiting for a keyframe after that).
+    public var framesDroppedUnconfirmed = 0
+    /// Round-trip time in milliseconds: last, min, smoothed (nil until measured).
+    public var rttLast: Double?
+    public var rttMin: Double?
+    public var rttSmoothed: Double?
+    /// Packets the receiver reported CE-marked.
+    public var ceReported = 0
+    /// The receiver stopped sending feedback (and has not come back).
+    public var receiverGone = false
+    /// Times the receiver went silent.
+    public var receiverGoneEvents = 0
+    /// Keyframes asked for (PLI, bound, receiver back).
+    public var keyframeRequests = 0
+    /// RTCP datagrams accepted from the receiver.
+    public var feedbackReports = 0
+    /// RTCP rejected, by reason (malformed, confirmations of packets never sent).
+    public var feedbackRejected: [String: Int] = [:]
+    /// Sender reports sent.
+    public var senderReports = 0
 }
 
 /// Sends HEVC access units as an RTP stream (RFC 7798) through the io_uring engine:
@@ -95,6 +138,7 @@ public final class MediaSender: Sendable {
     private let inbox = Mutex(Inbox())
     private let statsBox = Mutex(SenderStats())
     private let stopRequested = Atomic<Bool>(false)
+    private let keyframeRequested = Atomic<Bool>(false)
     private let wakeEvent: WakeEvent
 
     /// Makes a sender. Nothing is opened until `run`.
@@ -134,6 +178,10 @@ public final class MediaSender: Sendable {
     /// The counters so far.
     public var stats: SenderStats { statsBox.withLock { $0 } }
 
+    /// True (once) when the receiver or the bound asked for a keyframe since the last call:
+    /// a source with an encoder forces its next picture to IDR.
+    public func takeKeyframeRequest() -> Bool { keyframeRequested.exchange(false, ordering: .relaxed) }
+
     private func wake() { wakeEvent.signal() }
 
     /// The largest UDP payload for this path and configuration, and where the MTU came from.
@@ -146,25 +194,60 @@ public final class MediaSender: Sendable {
         }
     }
 
-    /// Opens the socket and the ring and sends until `finish` (and everything is sent) or `stop`.
+    /// Opens an RTP socket on an even local port and, unless muxed, its RTCP socket on the next.
+    private func openSockets() throws(SystemError) -> (rtp: UDPSocket, rtcp: UDPSocket?) {
+        let family = config.destination.family
+        let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: 0)!
+        for _ in 0..<32 {
+            let rtp = try UDPSocket(family: family)
+            try rtp.bind(any)
+            guard config.feedback && !config.rtcpMux else { return (rtp, nil) }
+            var rtcpAddress = try rtp.localAddress()
+            guard rtcpAddress.port < 65_535 else { continue }
+            rtcpAddress.port += 1
+            let rtcp = try UDPSocket(family: family)
+            if (try? rtcp.bind(rtcpAddress)) != nil { return (rtp, rtcp) }
+        }
+        throw SystemError("cannot bind", errno: EADDRINUSE, context: "an RTP/RTCP port pair")
+    }
+
+    /// Opens the sockets and the ring and sends until `finish` (and everything is sent and
+    /// the final feedback is in) or `stop`.
     public func run() throws(SystemError) {
         let ring = try Ring(entries: 256)
         var senderConfig = PacedSenderConfig(rateBitsPerSecond: config.paceBitsPerSecond,
                                              burstQuantum: config.burstQuantum)
         senderConfig.completionWindow = 2
         let paced = PacedSender(ring: ring, config: senderConfig)
-        let socket = try UDPSocket(family: config.destination.family)
+        let (socket, rtcpSocket) = try openSockets()
         try socket.connect(config.destination)
         try socket.setPathMTUDiscovery(.do)
         let mark = TrafficMark(config.serviceClass, ecn: config.ecn)
         try socket.setTrafficMark(mark)
         socket.setSendBufferSize(4 << 20)
+        var feedbackReceiver: UDPMultishotReceiver?
+        let feedbackSocket = config.rtcpMux ? socket : rtcpSocket
+        if config.feedback, let feedbackSocket {
+            if let rtcpSocket {
+                var peer = config.destination
+                peer.port = peer.port &+ 1
+                try rtcpSocket.connect(peer)  // only the receiver's RTCP is accepted
+            }
+            feedbackReceiver = try UDPMultishotReceiver(ring: ring, socket: feedbackSocket, groupID: 2,
+                                                        bufferCount: 32, maxPayload: 4096)
+            try feedbackReceiver?.arm()
+        }
         let route = paced.addRoute(socket: socket, destination: nil, mark: mark)
         let (mtu, source) = Self.datagramBudget(socket: socket, setting: config.mtu)
         let flow: MediaFlow
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead,
                                   payloadType: config.payloadType) }
         catch { throw SystemError("packetizer", errno: EINVAL, context: "MTU \(mtu) is too small") }
+        if config.feedback {
+            flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
+                ?? max(Int((config.paceBitsPerSecond ?? 8_000_000) / 8), 256 * 1024)
+        }
+        let rtcp = SenderFeedback(ssrc: flow.ssrc)
         var local = SenderStats()
         local.pathMTU = mtu
         local.mtuSource = source
@@ -172,6 +255,8 @@ public final class MediaSender: Sendable {
         local.ecn = config.ecn.name
         local.pacingRate = config.paceBitsPerSecond ?? 0
         local.ssrc = flow.ssrc
+        local.feedback = config.feedback
+        local.maxUnconfirmedBytes = flow.maxUnconfirmedBytes ?? 0
         paced.queue.onReport = { report in
             local.packetsSent += report.sentDatagrams
             local.bytesSent += report.sentBytes
@@ -180,30 +265,89 @@ public final class MediaSender: Sendable {
                 local.errors[String(cString: strerror(report.errno)), default: 0] += report.failedDatagrams
             }
         }
+        func requestKeyframe() {
+            local.keyframeRequests += 1
+            keyframeRequested.store(true, ordering: .relaxed)
+        }
 
         var finished = false
+        var lingerDeadline: Int64?
         var lastPublish: Int64 = 0
-        try paced.run(flow, idlePoll: 200_000_000, isFinished: { finished }, beforePump: { () throws(SystemError) -> Bool in
+        var lastSenderReport: Int64 = 0
+        // Periodic work: sender reports, loss by age, liveness. Returns false to stop.
+        func tick(now: Int64) {
+            flow.now = now
+            guard config.feedback, let feedbackSocket else { return }
+            if flow.log.sent > 0 && now - lastSenderReport >= 1_000_000_000 {
+                lastSenderReport = now
+                let report = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
+                                               packets: local.packetsSent, octets: local.bytesSent)
+                let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
+                if sent { local.senderReports += 1 }
+            }
+            if !rtcp.receiverGone {
+                // A receiver that stopped reporting keeps its packets unconfirmed: the bound holds.
+                flow.log.expireUnconfirmed(sentBefore: now - rtcp.lossTimeout)
+            }
+            _ = rtcp.checkLiveness(now: now, sending: flow.log.unconfirmedPackets > 0)
+            if flow.keyframeWanted {
+                flow.keyframeWanted = false
+                requestKeyframe()
+            }
+        }
+
+        try paced.run(flow, idlePoll: 20_000_000, isFinished: {
+            guard finished else { return false }
+            guard config.feedback else { return true }
+            let now = monotonicNanoseconds()
+            if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait }
+            return flow.log.unconfirmedPackets == 0 || now >= lingerDeadline!
+        }, beforePump: { () throws(SystemError) -> Bool in
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
+            let room = config.maxQueuedFrames - flow.queuedAccessUnits
             let (incoming, isFinished, dropped) = inbox.withLock { box in
-                let taken = box.accessUnits
-                box.accessUnits.removeAll(keepingCapacity: true)
-                return (taken, box.finished, box.dropped)
+                let taken = Array(box.accessUnits.prefix(max(0, room)))
+                box.accessUnits.removeFirst(taken.count)
+                return (taken, box.finished && box.accessUnits.isEmpty, box.dropped)
             }
             for accessUnit in incoming { flow.enqueue(accessUnit) }
             finished = isFinished
             local.framesDroppedQueueFull = dropped
             let now = monotonicNanoseconds()
+            tick(now: now)
             if now - lastPublish > 50_000_000 {
                 lastPublish = now
-                publish(&local, flow: flow, paced: paced, ring: ring)
+                publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp)
             }
             return !stopRequested.load(ordering: .relaxed)
+        }, other: { completion in
+            guard completion.tag.kind == CompletionTag.receiveKind, let feedbackReceiver else { return }
+            try? feedbackReceiver.handle(completion) { datagram in
+                if rtcp.handle(datagram.payload, flow: flow, now: monotonicNanoseconds(),
+                               realtime: realtimeNanoseconds()) {
+                    requestKeyframe()
+                }
+            }
         })
-        publish(&local, flow: flow, paced: paced, ring: ring)
+        publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp)
     }
 
-    private func publish(_ local: inout SenderStats, flow: MediaFlow, paced: PacedSender, ring: Ring) {
+    private func publish(_ local: inout SenderStats, flow: MediaFlow, paced: PacedSender, ring: Ring,
+                         feedback: SenderFeedback) {
+        local.packetsConfirmed = flow.log.confirmed
+        local.packetsLost = flow.log.lost
+        local.packetsUnconfirmed = flow.log.unconfirmedPackets
+        local.bytesUnconfirmed = flow.log.unconfirmedBytes
+        local.peakUnconfirmedBytes = flow.peakUnconfirmedBytes
+        local.framesDroppedUnconfirmed = flow.framesDroppedUnconfirmed
+        local.rttLast = feedback.rttLast
+        local.rttMin = feedback.rttMin
+        local.rttSmoothed = feedback.rttSmoothed
+        local.ceReported = feedback.ceReported
+        local.receiverGone = feedback.receiverGone
+        local.receiverGoneEvents = feedback.receiverGoneEvents
+        local.feedbackReports = feedback.reportsAccepted
+        local.feedbackRejected = feedback.rejected
         local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull
         local.framesSent = flow.framesWritten
         local.keyframes = flow.keyframesWritten

@@ -1,35 +1,60 @@
 import UringIO
 
-/// A receive loop on its own ring: a multishot `recvmsg` on a buffer ring, with io_uring
-/// timeouts to check for a stop request. Runs on the thread that calls `run`.
+/// A receive loop on its own ring: a multishot `recvmsg` on a buffer ring per socket, with
+/// io_uring timeouts to check for a stop request and to run periodic work. Runs on the
+/// thread that calls `run`.
 public final class DatagramReceiveLoop {
     /// The ring.
     public let ring: Ring
-    /// The multishot receiver.
-    public let receiver: UDPMultishotReceiver
+    /// One multishot receiver per socket, in the order given.
+    public let receivers: [UDPMultishotReceiver]
+    /// The first socket's receiver.
+    public var receiver: UDPMultishotReceiver { receivers[0] }
 
-    /// Sets up the loop for `socket` (already bound, with the options the caller wants).
+    /// Sets up the loop for one `socket` (already bound, with the options the caller wants).
     /// `maxPayload` must cover 64 segments when GRO is on.
-    public init(socket: UDPSocket, bufferCount: Int = 256, maxPayload: Int = 65_536) throws(SystemError) {
+    public convenience init(socket: UDPSocket, bufferCount: Int = 256, maxPayload: Int = 65_536) throws(SystemError) {
+        try self.init(sockets: [(socket, bufferCount, maxPayload)])
+    }
+
+    /// Sets up the loop for several sockets, each with its own buffers.
+    public init(sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)]) throws(SystemError) {
         ring = try Ring(entries: 64)
-        receiver = try UDPMultishotReceiver(ring: ring, socket: socket, groupID: 1, bufferCount: bufferCount,
-                                            maxPayload: maxPayload)
+        var made: [UDPMultishotReceiver] = []
+        for (index, entry) in sockets.enumerated() {
+            made.append(try UDPMultishotReceiver(ring: ring, socket: entry.socket, groupID: UInt16(index + 1),
+                                                 bufferCount: entry.bufferCount, maxPayload: entry.maxPayload))
+        }
+        receivers = made
     }
 
     /// Receives until `shouldStop` returns true (checked after each wake-up, at least every
     /// `checkInterval` nanoseconds), passing every datagram to `handle`.
     public func run(checkInterval: Int64 = 20_000_000, shouldStop: () -> Bool,
                     handle: (ReceivedDatagram) -> Void) throws(SystemError) {
-        try receiver.arm()
+        try run(checkInterval: checkInterval, shouldStop: shouldStop, tick: {}) { _, datagram in handle(datagram) }
+    }
+
+    /// Receives until `shouldStop` returns true, passing every datagram to `handle` with the
+    /// index of its socket, and calling `tick` after each wake-up (at least every
+    /// `checkInterval` nanoseconds).
+    public func run(checkInterval: Int64, shouldStop: () -> Bool, tick: () -> Void,
+                    handle: (Int, ReceivedDatagram) -> Void) throws(SystemError) {
+        for receiver in receivers { try receiver.arm() }
         var failure: SystemError?
         while !shouldStop() {
             try ring.armTimer(nanoseconds: checkInterval)
             try ring.submit(waitingFor: 1)
             _ = ring.reap { completion in
                 guard completion.tag.kind == CompletionTag.receiveKind else { return }
-                do throws(SystemError) { try receiver.handle(completion, deliver: handle) } catch { failure = error }
+                let index = Int(completion.tag.payload) - 1
+                guard receivers.indices.contains(index) else { return }
+                do throws(SystemError) {
+                    try receivers[index].handle(completion) { handle(index, $0) }
+                } catch { failure = error }
             }
             if let failure { throw failure }
+            tick()
         }
     }
 }

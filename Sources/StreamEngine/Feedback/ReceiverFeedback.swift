@@ -1,0 +1,125 @@
+import MediaFormats
+
+/// What a receiver tells its sender: a receiver report (loss, jitter, LSR/DLSR for the
+/// sender's RTT), RFC 8888 per-packet feedback (arrival and ECN codepoint of each packet
+/// since the last report), and a PLI when a frame could not be rebuilt.
+///
+/// Pure: times are passed in (nanoseconds since the Unix epoch, the clock of kernel
+/// receive timestamps). Memory is bounded by `maxPending` packets between reports.
+public struct ReceiverFeedback: Sendable {
+    private struct Arrival {
+        var sequence: Int64
+        var time: Int64
+        var ecn: UInt8
+    }
+
+    /// This receiver's own SSRC (reports are sent from it).
+    public let ssrc: UInt32
+    /// Most packets remembered between two reports; past that a report is due at once.
+    public let maxPending: Int
+    private var pending: [Arrival] = []
+    private var highest: Int64 = -1
+    private var lastSRCompact: UInt32 = 0
+    private var lastSRArrival: Int64 = 0
+    private var pictureLossPending = false
+    /// Reports built.
+    public private(set) var reportsBuilt = 0
+    /// PLIs built.
+    public private(set) var pictureLossIndications = 0
+
+    /// Makes the feedback state of a receiver with SSRC `ssrc`.
+    public init(ssrc: UInt32, maxPending: Int = 8192) {
+        self.ssrc = ssrc
+        self.maxPending = maxPending
+    }
+
+    /// True when packets arrived since the last report.
+    public var hasNews: Bool { !pending.isEmpty || pictureLossPending }
+
+    /// True when so many packets wait that a report should go now.
+    public var isFull: Bool { pending.count >= maxPending }
+
+    /// Notes a received media packet (its 16-bit sequence number, arrival, ECN bits).
+    public mutating func record(sequence: UInt16, arrival: Int64, ecn: UInt8) {
+        let extended: Int64
+        if highest < 0 {
+            extended = Int64(sequence) + (1 << 16)  // room below for reordered early packets
+        } else {
+            extended = highest + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: highest)))
+        }
+        highest = max(highest, extended)
+        if pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
+    }
+
+    /// Notes a sender report (its NTP timestamp), for LSR/DLSR.
+    public mutating func noteSenderReport(ntpTimestamp: UInt64, arrival: Int64) {
+        lastSRCompact = UInt32(truncatingIfNeeded: ntpTimestamp >> 16)
+        lastSRArrival = arrival
+    }
+
+    /// Asks for a keyframe in the next report.
+    public mutating func requestKeyframe() { pictureLossPending = true }
+
+    /// Sequence numbers one datagram's CCFB covers at most (keeps reports near 1 KB, under any MTU).
+    public static let metricsPerDatagram = 480
+
+    /// Builds the RTCP datagrams for now and starts a new interval: the first is a compound
+    /// RR (with the tracker's report block) + CCFB + PLI if asked; when more packets arrived
+    /// than one datagram's CCFB covers, further datagrams carry the rest (RR + CCFB each).
+    public mutating func makeReports(now: Int64, mediaSSRC: UInt32, tracker: inout RTPSequenceTracker) -> [[UInt8]] {
+        pending.sort { $0.sequence < $1.sequence }
+        var all = pending
+        var datagrams: [[UInt8]] = []
+        repeat {
+            var cut = 0
+            if let first = all.first {
+                cut = all.firstIndex { $0.sequence - first.sequence >= Int64(Self.metricsPerDatagram) } ?? all.count
+            }
+            pending = Array(all[..<cut])
+            all.removeFirst(cut)
+            datagrams.append(makeReport(now: now, mediaSSRC: mediaSSRC, tracker: &tracker))
+        } while !all.isEmpty
+        return datagrams
+    }
+
+    private mutating func makeReport(now: Int64, mediaSSRC: UInt32, tracker: inout RTPSequenceTracker) -> [UInt8] {
+        reportsBuilt += 1
+        let nowNTP = NTPTime(unixSeconds: now / 1_000_000_000, nanoseconds: UInt32(now % 1_000_000_000))
+        var packets: [RTCPPacket] = []
+        let delay = lastSRCompact == 0 ? 0 : UInt32(clamping: (now - lastSRArrival) * 65_536 / 1_000_000_000)
+        let block = tracker.makeReportBlock(ssrc: mediaSSRC, lastSR: lastSRCompact, delaySinceLastSR: delay)
+        packets.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reportBlocks: block.map { [$0] } ?? [])))
+        if !pending.isEmpty {
+            var reports: [RTCPCongestionControlFeedback.StreamReport] = []
+            var index = 0
+            while index < pending.count {
+                // One stream report covers a contiguous range of sequence numbers.
+                let begin = pending[index].sequence
+                var metrics: [RTCPCongestionControlFeedback.Metric] = []
+                var next = begin
+                while index < pending.count && pending[index].sequence - begin < Int64(Self.metricsPerDatagram) {
+                    let arrival = pending[index]
+                    if arrival.sequence < next { index += 1; continue }  // duplicate
+                    while next < arrival.sequence { metrics.append(.notReceived); next += 1 }
+                    let delayCompact = UInt32(clamping: max(0, now - arrival.time) * 65_536 / 1_000_000_000)
+                    metrics.append(.init(received: true, ecn: arrival.ecn,
+                                         arrivalTimeOffset: RTCPCongestionControlFeedback.arrivalTimeOffset(
+                                             compactNTPDelay: delayCompact)))
+                    next += 1
+                    index += 1
+                }
+                reports.append(.init(mediaSSRC: mediaSSRC, beginSequence: UInt16(truncatingIfNeeded: begin),
+                                     metrics: metrics))
+            }
+            packets.append(.congestionControlFeedback(RTCPCongestionControlFeedback(
+                senderSSRC: ssrc, reports: reports, reportTimestamp: nowNTP.compact)))
+            pending.removeAll(keepingCapacity: true)
+        }
+        if pictureLossPending {
+            packets.append(.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: ssrc, mediaSSRC: mediaSSRC)))
+            pictureLossPending = false
+            pictureLossIndications += 1
+        }
+        return RTCPCompoundBuilder.build(packets)
+    }
+}

@@ -1,0 +1,128 @@
+import MediaFormats
+import UringIO
+
+/// The sender's side of RTCP for one flow: sender reports out; receiver reports, RFC 8888
+/// feedback and PLIs in. Confirms packets in the flow's log, measures RTT (RFC 3550 LSR/DLSR),
+/// counts CE marks, and notices a receiver that stopped reporting.
+///
+/// Feedback is believed only as far as it names packets this flow sent: confirmations of
+/// anything else are rejected and counted.
+final class SenderFeedback {
+    let ssrc: UInt32
+    /// Round-trip time, milliseconds.
+    private(set) var rttLast: Double?
+    private(set) var rttMin: Double?
+    private(set) var rttSmoothed: Double?
+    /// Monotonic time of the last accepted feedback.
+    private(set) var lastFeedback: Int64 = 0
+    private(set) var feedbackSeen = false
+    /// The receiver sends per-packet (RFC 8888) feedback; otherwise receiver reports confirm.
+    private(set) var perPacketFeedback = false
+    /// The receiver stopped reporting.
+    private(set) var receiverGone = false
+    private(set) var receiverGoneEvents = 0
+    private(set) var ceReported = 0
+    private(set) var reportsAccepted = 0
+    private(set) var keyframeRequests = 0
+    private(set) var rejected: [String: Int] = [:]
+
+    init(ssrc: UInt32) { self.ssrc = ssrc }
+
+    /// How long a packet may stay unconfirmed before it counts as lost.
+    var lossTimeout: Int64 {
+        guard let rtt = rttSmoothed else { return 1_000_000_000 }
+        return max(Int64(rtt * 3e6), 200_000_000)
+    }
+
+    /// How long without feedback before the receiver counts as gone.
+    var silenceLimit: Int64 {
+        guard let rtt = rttSmoothed else { return 1_000_000_000 }
+        return max(Int64(rtt * 10e6), 1_000_000_000)
+    }
+
+    /// Marks the receiver gone when it has been silent too long. Returns true on the change.
+    func checkLiveness(now: Int64, sending: Bool) -> Bool {
+        guard feedbackSeen, !receiverGone, sending, now - lastFeedback > silenceLimit else { return false }
+        receiverGone = true
+        receiverGoneEvents += 1
+        return true
+    }
+
+    /// A sender report for now.
+    func senderReport(flow: MediaFlow, realtime: Int64, packets: Int, octets: Int) -> [UInt8] {
+        let ntp = NTPTime(unixSeconds: realtime / 1_000_000_000, nanoseconds: UInt32(realtime % 1_000_000_000))
+        let report = RTCPSenderReport(ssrc: ssrc, ntpTimestamp: ntp.rawValue, rtpTimestamp: flow.lastRTPTimestamp,
+                                      packetCount: UInt32(truncatingIfNeeded: packets),
+                                      octetCount: UInt32(truncatingIfNeeded: octets))
+        return RTCPCompoundBuilder.build([.senderReport(report)])
+    }
+
+    /// Handles one RTCP datagram from the receiver. Returns true when it asks for a keyframe
+    /// (a PLI, or reports returning after silence).
+    func handle(_ datagram: UnsafeRawBufferPointer, flow: MediaFlow, now: Int64, realtime: Int64) -> Bool {
+        let parsed = RTCPPacket.parseCompound(datagram)
+        for error in parsed.errors { rejected[error.reason, default: 0] += 1 }
+        var wantsKeyframe = false
+        var accepted = false
+        for packet in parsed.packets {
+            switch packet {
+            case .receiverReport(let report):
+                for block in report.reportBlocks where block.ssrc == ssrc {
+                    accepted = true
+                    noteRTT(block, realtime: realtime)
+                    if !perPacketFeedback, let highest = flow.log.extend(UInt16(truncatingIfNeeded: block.extendedHighestSequence)) {
+                        flow.log.confirmThrough(highest)
+                    }
+                }
+            case .senderReport(let report):
+                for block in report.reportBlocks where block.ssrc == ssrc {
+                    accepted = true
+                    noteRTT(block, realtime: realtime)
+                }
+            case .congestionControlFeedback(let feedback):
+                for stream in feedback.reports where stream.mediaSSRC == ssrc {
+                    accepted = true
+                    perPacketFeedback = true
+                    for (offset, metric) in stream.metrics.enumerated() where metric.received {
+                        let sequence = stream.beginSequence &+ UInt16(truncatingIfNeeded: offset)
+                        guard let extended = flow.log.extend(sequence) else {
+                            rejected["confirmsUnsentPacket", default: 0] += 1
+                            continue
+                        }
+                        switch flow.log.confirm(extended) {
+                        case .confirmed: if metric.ecn == ECNCodepoint.ce.rawValue { ceReported += 1 }
+                        case .repeated: break
+                        case .rejected: rejected["confirmsUnsentPacket", default: 0] += 1
+                        }
+                    }
+                }
+            case .pictureLossIndication(let pli) where pli.mediaSSRC == ssrc:
+                accepted = true
+                keyframeRequests += 1
+                wantsKeyframe = true
+            default:
+                break
+            }
+        }
+        if accepted {
+            reportsAccepted += 1
+            lastFeedback = now
+            feedbackSeen = true
+            if receiverGone {
+                receiverGone = false
+                wantsKeyframe = true
+            }
+        }
+        return wantsKeyframe
+    }
+
+    private func noteRTT(_ block: RTCPReportBlock, realtime: Int64) {
+        let ntp = NTPTime(unixSeconds: realtime / 1_000_000_000, nanoseconds: UInt32(realtime % 1_000_000_000))
+        guard let compact = NTPTime.roundTripTime(arrivalCompact: ntp.compact, lastSR: block.lastSR,
+                                                  delaySinceLastSR: block.delaySinceLastSR) else { return }
+        let milliseconds = Double(NTPTime.microseconds(compact: compact)) / 1000
+        rttLast = milliseconds
+        rttMin = min(rttMin ?? milliseconds, milliseconds)
+        rttSmoothed = rttSmoothed.map { $0 * 7 / 8 + milliseconds / 8 } ?? milliseconds
+    }
+}

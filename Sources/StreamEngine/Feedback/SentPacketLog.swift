@@ -1,0 +1,158 @@
+/// The sender's record of every packet it put on the wire and what became of it:
+/// unconfirmed, confirmed by feedback, or lost (reported missing, or unconfirmed for too
+/// long). Bounded: a fixed ring of entries indexed by extended sequence number.
+///
+/// Counts are exact: a packet declared lost that feedback later confirms moves from
+/// `lost` to `confirmed`.
+public struct SentPacketLog: Sendable {
+    private enum State: UInt8 { case empty = 0, unconfirmed, confirmed, lost }
+
+    private struct Entry {
+        var sequence: Int64 = -1
+        var sentAt: Int64 = 0
+        var bytes: Int32 = 0
+        var state: State = .empty
+    }
+
+    private var entries: [Entry]
+    private let mask: Int64
+    /// Extended sequence of the oldest packet that may still be unconfirmed.
+    private var oldestOpen: Int64 = 0
+    /// Extended sequence of the newest packet logged (-1 before the first).
+    public private(set) var newest: Int64 = -1
+    private var first: Int64 = -1
+
+    /// Packets logged.
+    public private(set) var sent = 0
+    /// Packets feedback confirmed.
+    public private(set) var confirmed = 0
+    /// Packets declared lost (and not confirmed since).
+    public private(set) var lost = 0
+    /// Packets neither confirmed nor lost.
+    public private(set) var unconfirmedPackets = 0
+    /// Bytes of those.
+    public private(set) var unconfirmedBytes = 0
+    /// Packets that fell out of the log while unconfirmed (counted lost too).
+    public private(set) var expired = 0
+    /// Confirmations for sequence numbers never sent or long gone: rejected, counted.
+    public private(set) var rejectedConfirmations = 0
+
+    /// Makes a log that remembers `capacity` (a power of two) packets.
+    public init(capacity: Int = 1 << 16) {
+        precondition(capacity > 0 && capacity & (capacity - 1) == 0)
+        entries = Array(repeating: Entry(), count: capacity)
+        mask = Int64(capacity - 1)
+    }
+
+    /// Records a packet put on the wire with the next extended sequence number.
+    public mutating func recordSent(sequence: Int64, bytes: Int, at time: Int64) {
+        if first < 0 { first = sequence; oldestOpen = sequence }
+        let index = Int(sequence & mask)
+        if entries[index].state == .unconfirmed {
+            // Overwritten while still unconfirmed: it leaves as lost.
+            markLost(index)
+            expired += 1
+        }
+        entries[index] = Entry(sequence: sequence, sentAt: time, bytes: Int32(bytes), state: .unconfirmed)
+        newest = sequence
+        sent += 1
+        unconfirmedPackets += 1
+        unconfirmedBytes += bytes
+    }
+
+    /// Maps a 16-bit sequence number from feedback to the nearest logged extended one.
+    public func extend(_ sequence: UInt16) -> Int64? {
+        guard newest >= 0 else { return nil }
+        let delta = Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: newest)))
+        let extended = newest + delta
+        return extended >= first && extended <= newest ? extended : nil
+    }
+
+    /// What `confirm` made of a confirmation.
+    public enum Confirmation: Sendable, Equatable {
+        /// The packet was unconfirmed (or declared lost) and is now confirmed.
+        case confirmed
+        /// It was confirmed before.
+        case repeated
+        /// No such packet was sent (or it is no longer in the log): rejected and counted.
+        case rejected
+    }
+
+    /// Feedback says `sequence` arrived.
+    @discardableResult
+    public mutating func confirm(_ sequence: Int64) -> Confirmation {
+        guard sequence >= first, sequence <= newest else { rejectedConfirmations += 1; return .rejected }
+        let index = Int(sequence & mask)
+        guard entries[index].sequence == sequence else { rejectedConfirmations += 1; return .rejected }
+        switch entries[index].state {
+        case .unconfirmed:
+            unconfirmedPackets -= 1
+            unconfirmedBytes -= Int(entries[index].bytes)
+        case .lost:
+            lost -= 1
+        case .confirmed, .empty:
+            return .repeated
+        }
+        entries[index].state = .confirmed
+        confirmed += 1
+        return .confirmed
+    }
+
+    /// Confirms every unconfirmed packet up to `sequence` (a receiver report's cumulative
+    /// highest, from receivers that report nothing per packet).
+    public mutating func confirmThrough(_ sequence: Int64) {
+        guard sequence >= first else { return }
+        var current = max(oldestOpen, sequence - mask)
+        while current <= min(sequence, newest) {
+            let index = Int(current & mask)
+            if entries[index].sequence == current && entries[index].state == .unconfirmed { confirm(current) }
+            current += 1
+        }
+        advanceOldestOpen()
+    }
+
+    /// Declares lost every unconfirmed packet sent before `deadline`. Returns how many.
+    @discardableResult
+    public mutating func expireUnconfirmed(sentBefore deadline: Int64) -> Int {
+        var count = 0
+        var current = oldestOpen
+        while current <= newest {
+            let index = Int(current & mask)
+            let entry = entries[index]
+            if entry.sequence == current && entry.state == .unconfirmed {
+                guard entry.sentAt < deadline else { break }
+                markLost(index)
+                count += 1
+            }
+            current += 1
+        }
+        advanceOldestOpen()
+        return count
+    }
+
+    /// Send time of the oldest unconfirmed packet, if any.
+    public var oldestUnconfirmedSendTime: Int64? {
+        var current = oldestOpen
+        while current <= newest {
+            let entry = entries[Int(current & mask)]
+            if entry.sequence == current && entry.state == .unconfirmed { return entry.sentAt }
+            current += 1
+        }
+        return nil
+    }
+
+    private mutating func markLost(_ index: Int) {
+        entries[index].state = .lost
+        unconfirmedPackets -= 1
+        unconfirmedBytes -= Int(entries[index].bytes)
+        lost += 1
+    }
+
+    private mutating func advanceOldestOpen() {
+        while oldestOpen <= newest {
+            let entry = entries[Int(oldestOpen & mask)]
+            if entry.sequence == oldestOpen && entry.state == .unconfirmed { break }
+            oldestOpen += 1
+        }
+    }
+}
