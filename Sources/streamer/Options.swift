@@ -101,3 +101,24 @@ final class SignalTrap {
     }
 }
 
+
+/// Rewrites a stats JSON file every `interval` seconds (atomically: temp file, rename),
+/// so a script can sample a running stream.
+final class StatsWriter: Sendable {
+    private let running = MutexBox<Bool>(true)
+    init(path: String?, interval: Double?, snapshot: @escaping @Sendable () -> [String: Any]) {
+        guard let path, let interval, path != "-" else { return }
+        let running = self.running
+        Thread {
+            while running.get() {
+                usleep(useconds_t(interval * 1_000_000))
+                guard running.get(),
+                      let data = try? JSONSerialization.data(withJSONObject: snapshot(), options: [.sortedKeys])
+                else { continue }
+                let temporary = path + ".tmp"
+                if FileManager.default.createFile(atPath: temporary, contents: data) { rename(temporary, path) }
+            }
+        }.start()
+    }
+    func stop() { running.set(false) }
+}

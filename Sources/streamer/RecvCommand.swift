@@ -25,10 +25,12 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
 }
 
 let recvHelp = """
-usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -] [--quiet]
+usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
+                     [--stats-every SECONDS] [--no-feedback] [--quiet]
   --out PATH|-     write the complete frames as an Annex B H.265 stream (ffmpeg -i x.hevc)
   --frames N       stop after N frames;  --duration S  stop after S seconds
-  --stats PATH|-   final stats as JSON
+  --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
+  --no-feedback    send no RTCP to the sender
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {
@@ -38,6 +40,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var frames: Int?
     var duration: Double?
     var statsPath: String?
+    var statsEvery: Double?
+    var feedback = true
     var quiet = false
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
@@ -47,12 +51,17 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         case "--frames": frames = try parsePositiveInt(try reader.value(for: argument), option: argument)
         case "--duration": duration = try parseSeconds(try reader.value(for: argument), option: argument)
         case "--stats": statsPath = try reader.value(for: argument)
+        case "--stats-every": statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
+        case "--no-feedback": feedback = false
         case "--quiet": quiet = true
         default: throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
         }
     }
     guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
-    let receiver = try MediaReceiver(config: MediaReceiverConfig(listen: listen))
+    var config = MediaReceiverConfig(listen: listen)
+    config.feedback = feedback
+    let receiver = try MediaReceiver(config: config)
+    let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }
     var output: FileHandle?
     if let outPath {
         if outPath == "-" {
@@ -78,6 +87,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         if unit.isComplete, let output { output.write(Data(unit.annexB)) }
     }
     progress.stop()
+    statsWriter.stop()
     withExtendedLifetime(trap) {}
     try output?.synchronize()
     let stats = receiver.stats

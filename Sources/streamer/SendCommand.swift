@@ -22,6 +22,7 @@ struct SendOptions {
     var noFeedback = false
     var sdpPath: String?
     var statsPath: String?
+    var statsEvery: Double?
     var quiet = false
 
     static let help = """
@@ -39,6 +40,7 @@ struct SendOptions {
       --no-feedback              expect no RTCP
       --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
       --stats PATH|-             final stats as JSON
+      --stats-every SECONDS      also rewrite the --stats file while running
       --quiet                    no progress on stderr
     """
 
@@ -85,6 +87,7 @@ struct SendOptions {
             case "--no-feedback": options.noFeedback = true
             case "--sdp": options.sdpPath = try reader.value(for: argument)
             case "--stats": options.statsPath = try reader.value(for: argument)
+            case "--stats-every": options.statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--quiet": options.quiet = true
             default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
             }
@@ -297,9 +300,13 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
     }
     let goneWatch = GoneWatch(sender: sender)
+    let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) {
+        senderStatsObject(sender.stats)
+    }
     try sender.run()
     progress.stop()
     goneWatch.stop()
+    statsWriter.stop()
     withExtendedLifetime(trap) {}
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
     let stats = sender.stats

@@ -1,0 +1,102 @@
+import Foundation
+import Glibc
+import Testing
+
+let isRoot = geteuid() == 0
+let hasNft = FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft")
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+/// One lab of tools/netlab (sender, router, receiver namespaces), torn down on deinit.
+final class Lab {
+    let name: String
+    private let tool = packageRoot.appendingPathComponent("tools/netlab").path
+
+    init(name: String, up arguments: [String]) throws {
+        self.name = name
+        let outcome = try run(tool, ["up", "--name", name] + arguments)
+        guard outcome.status == 0 else {
+            throw LabError("netlab up failed: \(outcome.stderr)")
+        }
+    }
+
+    deinit { _ = try? run(tool, ["down", "--name", name]) }
+
+    /// Changes impairments in place (`netlab set`).
+    func set(_ arguments: [String]) throws {
+        let outcome = try run(tool, ["set", "--name", name] + arguments)
+        guard outcome.status == 0 else { throw LabError("netlab set failed: \(outcome.stderr)") }
+    }
+
+    /// The router's counters (`netlab counters --json`).
+    func counters() throws -> [String: Int] {
+        let outcome = try run(tool, ["counters", "--name", name, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(outcome.stdout.utf8)) as? [String: Int]
+        return try #require(object)
+    }
+
+    /// Starts `arguments` inside a host (snd, rcv) of the lab.
+    func spawn(_ host: String, _ executable: String, _ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+        process.arguments = ["netns", "exec", "sl-\(name)-\(host)", executable] + arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// Runs `arguments` inside a host to completion.
+    func exec(_ host: String, _ executable: String, _ arguments: [String]) throws -> Outcome {
+        try run("/usr/sbin/ip", ["netns", "exec", "sl-\(name)-\(host)", executable] + arguments)
+    }
+
+    /// Waits until UDP `port` is bound inside `host`, up to 10 s.
+    func waitUntilBound(_ host: String, port: UInt16) throws {
+        let suffix = ":" + String(format: "%04X", port)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let table = try exec(host, "/bin/cat", ["/proc/net/udp"]).stdout
+            if table.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst().first?.hasSuffix(suffix) == true }) {
+                return
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        throw LabError("nothing bound UDP port \(port) in \(host) within 10 s")
+    }
+}
+
+struct LabError: Error, CustomStringConvertible {
+    let description: String
+    init(_ text: String) { description = text }
+}
+
+/// Waits for a process to exit within `seconds` (then kills it); returns its status.
+@discardableResult
+func waitForExit(_ process: Process, seconds: Double) -> Int32 {
+    let deadline = Date().addingTimeInterval(seconds)
+    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+    if process.isRunning { process.terminate() }
+    process.waitUntilExit()
+    return process.terminationStatus
+}
+
+/// Reads a JSON object from a file.
+func readJSON(_ url: URL) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+}
+
+/// `object["a"]["b"]` for "a.b".
+func field(_ object: [String: Any], _ path: String) -> Any? {
+    path.split(separator: ".").reduce(Optional(object) as Any?) { ($0 as? [String: Any])?[String($1)] }
+}
+
+func intField(_ object: [String: Any], _ path: String) -> Int? { field(object, path) as? Int }
+
+/// A fresh temporary directory.
+func temporaryDirectory(_ prefix: String) throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
