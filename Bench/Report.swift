@@ -26,6 +26,8 @@ struct CaseSummary {
     var senderTotal: [Double] {
         perDatagram({ Double($0.sender.userNanoseconds + $0.sender.systemNanoseconds) }, by: { $0.sender.sent })
     }
+    var interrupt: [Double] { perDatagram({ Double($0.sender.interruptNanoseconds) }, by: { $0.sender.sent }) }
+    var softirq: [Double] { perDatagram({ Double($0.sender.softirqNanoseconds) }, by: { $0.sender.sent }) }
     var receiverUser: [Double] { perDatagram({ Double($0.receiver.int("userNs")) }, by: { $0.delivered }) }
     var receiverSystem: [Double] { perDatagram({ Double($0.receiver.int("systemNs")) }, by: { $0.delivered }) }
     var receiverTotal: [Double] {
@@ -194,7 +196,7 @@ private func format(_ value: Double?, _ digits: Int = 0) -> String {
 func renderTable(_ summaries: [CaseSummary]) -> String {
     let header = ["group", "send", "recv", "size", "segs/send", "dg/submit",
                   "snd usr", "snd sys", "snd ns/dg", "rcv usr", "rcv sys", "rcv ns/dg",
-                  "sys/dg", "Mbit/s", "x sendto", "x uring-gso", "rcv x recvfrom", "spread", "intact"]
+                  "irq+si", "ksoftirqd", "sys/dg", "Mbit/s", "x sendto", "x uring-gso", "rcv x recvfrom", "spread", "intact"]
     var rows = [header]
     for s in summaries {
         rows.append([
@@ -202,8 +204,8 @@ func renderTable(_ summaries: [CaseSummary]) -> String {
             format(s.segmentsPerSend, 1), format(s.datagramsPerSubmit, 1),
             format(median(s.senderUser)), format(median(s.senderSystem)), format(median(s.senderTotal)),
             format(median(s.receiverUser)), format(median(s.receiverSystem)), format(median(s.receiverTotal)),
-            format(median(s.senderSyscalls), 4), format(s.megabitsPerSecond), format(s.ratioToSendto, 2),
-            format(s.ratioToUringGSO, 2), format(s.receiverRatioToRecvfrom, 2), format(s.spread, 2),
+            format(median(s.interrupt)), format(median(s.softirq)), format(median(s.senderSyscalls), 4), format(s.megabitsPerSecond),
+            format(s.ratioToSendto, 2), format(s.ratioToUringGSO, 2), format(s.receiverRatioToRecvfrom, 2), format(s.spread, 2),
             s.intact ? "yes" : "NO \(s.delivered)/\(s.planned)",
         ])
     }
@@ -252,7 +254,9 @@ func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], machine: Ma
             "datagramsPerSubmit": \(json(s.datagramsPerSubmit)), "rounds": \(s.rounds.count), \
             "planned": \(s.planned), "sent": \(s.sent), "delivered": \(s.delivered), "intact": \(s.intact), \
             "sender": {"cpuNsPerDatagram": \(json(median(s.senderTotal))), "userNsPerDatagram": \(json(median(s.senderUser))), \
-            "systemNsPerDatagram": \(json(median(s.senderSystem))), "syscallsPerDatagram": \(json(median(s.senderSyscalls)))}, \
+            "systemNsPerDatagram": \(json(median(s.senderSystem))), "syscallsPerDatagram": \(json(median(s.senderSyscalls))), \
+            "ksoftirqdNsPerDatagram": \(json(median(s.softirq))), \
+            "machineIrqSoftirqNsPerDatagram": \(json(median(s.interrupt)))}, \
             "receiver": {"path": \(json(c.receive.rawValue)), "cpuNsPerDatagram": \(json(median(s.receiverTotal))), \
             "userNsPerDatagram": \(json(median(s.receiverUser))), "systemNsPerDatagram": \(json(median(s.receiverSystem))), \
             "syscallsPerDatagram": \(json(median(s.receiverSyscalls))), "ratioToRecvfrom": \(json(s.receiverRatioToRecvfrom))}, \
@@ -281,7 +285,9 @@ func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], machine: Ma
          "command": \(json(command)),
          "method": {"count": \(options.roundCount), "repeat": \(options.repeatCount), "warmup": "one round of each case at count/5", \
         "flowWindow": "receiver reports progress over the control channel; sender blocks when sent - reported >= window", \
-        "cpu": "getrusage(RUSAGE_SELF) of each process around its own loop", "spread": "(max-min)/median of sender cpuNsPerDatagram"},
+        "cpu": "getrusage(RUSAGE_SELF) of each process around its own loop", \
+        "ksoftirqd": "on-CPU time of the ksoftirqd/N threads (/proc/PID/schedstat) during the sender's loop, per datagram: loopback receive work deferred out of both processes; machine-wide, so other load on the machine shows in it", \
+        "irqSoftirq": "machine-wide irq + softirq time from /proc/stat (10 ms ticks) during the sender's loop, per datagram: with IRQ time accounting, softirq work (loopback delivery) is charged to no process", "spread": "(max-min)/median of sender cpuNsPerDatagram"},
          "runs": [
         \(runs.joined(separator: ",\n"))
          ],
@@ -297,7 +303,8 @@ func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], machine: Ma
 func renderCSV(_ summaries: [CaseSummary]) -> String {
     var lines = ["group,path,receiverPath,datagramSize,batch,segmentsPerSend,datagramsPerSubmit,sent,delivered,intact,"
         + "senderUserNs,senderSystemNs,senderCpuNs,senderSyscallsPerDatagram,receiverUserNs,receiverSystemNs,receiverCpuNs,"
-        + "receiverSyscallsPerDatagram,throughputMbitPerSecond,ratioToSendto,receiverRatioToRecvfrom,spread,ratioToUringGSO"]
+        + "receiverSyscallsPerDatagram,throughputMbitPerSecond,ratioToSendto,receiverRatioToRecvfrom,spread,ratioToUringGSO,"
+        + "ksoftirqdNs,machineIrqSoftirqNs"]
     for s in summaries {
         let c = s.benchCase
         let fields: [String] = [
@@ -307,7 +314,8 @@ func renderCSV(_ summaries: [CaseSummary]) -> String {
             format(median(s.senderSyscalls), 5), format(median(s.receiverUser), 1), format(median(s.receiverSystem), 1),
             format(median(s.receiverTotal), 1), format(median(s.receiverSyscalls), 5), format(s.megabitsPerSecond, 1),
             format(s.ratioToSendto, 3), format(s.receiverRatioToRecvfrom, 3), format(s.spread, 3),
-            format(s.ratioToUringGSO, 3),
+            format(s.ratioToUringGSO, 3), format(median(s.softirq), 1),
+            format(median(s.interrupt), 1),
         ]
         lines.append(fields.joined(separator: ","))
     }

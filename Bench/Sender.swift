@@ -93,6 +93,10 @@ struct SenderMeasurement {
     var userNanoseconds: Int64 = 0
     var systemNanoseconds: Int64 = 0
     var wallNanoseconds: Int64 = 0
+    /// CPU time of the `ksoftirqd` threads during the sending loop (see `SoftirqThreads`).
+    var softirqNanoseconds: Int64 = 0
+    /// Machine-wide irq + softirq time during the sending loop (`/proc/stat`, 10 ms ticks).
+    var interruptNanoseconds: Int64 = 0
     var note: String?
 }
 
@@ -128,11 +132,15 @@ enum BenchSender {
 
     static func measured(_ body: (inout SenderMeasurement) throws -> Void) rethrows -> SenderMeasurement {
         var result = SenderMeasurement()
+        let softirqBefore = SoftirqThreads.nanoseconds()
+        let interruptBefore = SoftirqThreads.machineInterruptNanoseconds()
         let cpuBefore = ProcessCPUTime.now()
         let start = monotonicNanoseconds()
         try body(&result)
         result.wallNanoseconds = monotonicNanoseconds() - start
         let cpu = ProcessCPUTime.now() - cpuBefore
+        result.softirqNanoseconds = SoftirqThreads.nanoseconds() - softirqBefore
+        result.interruptNanoseconds = SoftirqThreads.machineInterruptNanoseconds() - interruptBefore
         result.userNanoseconds = cpu.userNanoseconds
         result.systemNanoseconds = cpu.systemNanoseconds
         return result

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The bench datagram: a 16-byte header, a filler, and the sequence number again in
 /// the last 4 bytes, so the receiver can tell which round and datagram it holds, and
 /// that its length and both ends are intact, without reading every byte.
@@ -204,4 +206,40 @@ struct PaceTally {
 
     /// Bits per second over the round (0 with fewer than two timestamps).
     var achievedBitsPerSecond: Double { last > first ? Double(bytes) * 8e9 / Double(last - first) : 0 }
+}
+
+/// CPU time of the kernel's `ksoftirqd/N` threads (from `/proc/PID/schedstat`, nanoseconds).
+/// On loopback the receive half of a send runs in softirq context: in the sender's system
+/// call when it can, in `ksoftirqd` when the kernel defers it. Work deferred there is in
+/// neither process's `getrusage`, so the bench reports it beside the sender's CPU.
+enum SoftirqThreads {
+    static let pids: [Int32] = {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+        return entries.compactMap { name -> Int32? in
+            guard let pid = Int32(name),
+                  let comm = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8),
+                  comm.hasPrefix("ksoftirqd/") else { return nil }
+            return pid
+        }
+    }()
+
+    /// Machine-wide time in hard and soft interrupt context now (`/proc/stat`, the `irq` and
+    /// `softirq` columns of the `cpu` line), nanoseconds: with IRQ time accounting the kernel
+    /// charges softirq work (loopback delivery included) to no task at all, only here.
+    static func machineInterruptNanoseconds() -> Int64 {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return 0 }
+        let fields = line.split(separator: " ").dropFirst().compactMap { Int64($0) }
+        guard fields.count >= 7 else { return 0 }
+        return (fields[5] + fields[6]) * (1_000_000_000 / Int64(sysconf(Int32(_SC_CLK_TCK))))
+    }
+
+    /// Their total on-CPU time now, nanoseconds (0 when unreadable).
+    static func nanoseconds() -> Int64 {
+        pids.reduce(0) { total, pid in
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/schedstat", encoding: .utf8),
+                  let first = text.split(separator: " ").first, let value = Int64(first) else { return total }
+            return total + value
+        }
+    }
 }
