@@ -90,6 +90,8 @@ final class BenchReceiver {
                 let message: ControlMessage?
                 do { message = try reader.value.receive(timeoutMilliseconds: -1) } catch { message = nil }
                 guard let message else {
+                    // The sender is gone: end the round in progress too.
+                    inbox.stopRound.store(CommandInbox.everyRound, ordering: .relaxed)
                     inbox.post(ControlMessage("quit"))
                     return
                 }
@@ -147,7 +149,9 @@ final class BenchReceiver {
         var lastArrival: Int64 = 0
 
         func shouldStop() -> Bool {
-            (kind == .rtp ? rtp.isComplete : tally.isComplete) || stopRound.stopRound.load(ordering: .relaxed) == round
+            if kind == .rtp ? rtp.isComplete : tally.isComplete { return true }
+            let stop = stopRound.stopRound.load(ordering: .relaxed)
+            return stop == round || stop == CommandInbox.everyRound
         }
         func record(_ payload: UnsafeRawBufferPointer, timestamp: Int64 = 0) {
             let received: Int
@@ -250,8 +254,9 @@ final class BenchReceiver {
 final class CommandInbox: Sendable {
     let messages = Mutex<[ControlMessage]>([])
     let signal = DispatchSemaphore(value: 0)
-    /// The round id the sender asked to stop (0: none).
+    /// The round id the sender asked to stop (0: none; `everyRound`: the channel closed).
     let stopRound = Atomic<UInt32>(0)
+    static let everyRound = UInt32.max
 
     func post(_ message: ControlMessage) {
         messages.withLock { $0.append(message) }
