@@ -5,7 +5,7 @@ struct BenchOptions {
     var mode = Mode.both
     var quick = false
     var sendPaths = SendPath.allCases
-    var receivePaths = ReceivePath.allCases
+    var receivePaths = ReceivePath.measured
     var size = 1200
     var count: Int?
     var batch = 64
@@ -17,11 +17,14 @@ struct BenchOptions {
     var to: String?
     var control = "tcp"
     var receiveBuffer = 64 << 20
+    var pacing: Bool?
+    var streamSize = 1472
 
     static let usage = """
-        usage: bench [--quick] [--paths sendto,sendmmsg,uring,uring-gso,uring-gso-zc] [--size BYTES]
-                     [--count N] [--batch N] [--repeat N] [--out DIR]
+        usage: bench [--quick] [--paths sendto,sendmmsg,uring,uring-gso,uring-gso-zc,uring-unlinked,stream]
+                     [--size BYTES] [--count N] [--batch N] [--repeat N] [--out DIR]
                      [--recv-paths recvfrom,recvmmsg,uring,uring-gro] [--sweep | --no-sweep] [--window N]
+                     [--stream-size BYTES] [--pacing | --no-pacing]
                bench recv --listen [ADDR:]PORT [--recv-paths LIST] [--batch N]
                bench send --to HOST:PORT [the options of bench]
 
@@ -30,7 +33,13 @@ struct BenchOptions {
         bench recv / bench send; the control channel is TCP on the same port number).
 
           --quick          smaller counts, one warm-up and three repetitions; under a minute
-          --paths LIST     send paths (default: all)
+          --paths LIST     send paths (default: all); uring-unlinked is uring with unlinked SQEs
+                           (PacedSenderConfig.ordered = false); stream is the media path (pre-encoded
+                           1280x720 HEVC through an unpaced MediaSender), run in its own group beside
+                           sendto and uring-gso at --stream-size
+          --stream-size    largest datagram of the stream group: MTU - 28 (default 1472, MTU 1500)
+          --pacing         PacedSender at 10 Mbit/s, 100 Mbit/s and 1 Gbit/s, 1200-byte datagrams, rate
+                           and bursts from the receiver's kernel timestamps (on by default; --no-pacing)
           --recv-paths     receive paths (default: all); each send path runs against each
           --size BYTES     UDP payload per datagram, 20...65507 (default 1200)
           --count N        datagrams per round (default 200000, quick 50000)
@@ -87,6 +96,9 @@ struct BenchOptions {
             case "--repeat": options.repeats = try number(argument, 1...1000)
             case "--window": options.window = try number(argument, 1...10_000_000)
             case "--out": options.out = try value(argument)
+            case "--stream-size": options.streamSize = try number(argument, 100...65_507)
+            case "--pacing": options.pacing = true
+            case "--no-pacing": options.pacing = false
             case "--sweep": options.sweep = true
             case "--no-sweep": options.sweep = false
             case "--listen": options.listen = try value(argument)
@@ -122,4 +134,6 @@ struct BenchOptions {
     var repeatCount: Int { repeats ?? (quick ? 3 : 5) }
     /// Whether the size and batch sweeps run.
     var runsSweeps: Bool { sweep ?? !quick }
+    /// Whether the pacing rounds run.
+    var runsPacing: Bool { pacing ?? true }
 }

@@ -17,6 +17,8 @@ struct RoundRecord {
     let sender: SenderMeasurement
     let receiver: ControlMessage
     let stalled: Bool
+    /// The stream's plan (`stream` rounds only).
+    var stream: StreamPlan?
 
     var delivered: Int { receiver.int("delivered") }
     var intact: Bool {
@@ -33,6 +35,9 @@ final class BenchDriver {
     let receiverHost: String
     private var ports: [ReceivePath: UInt16] = [:]
     private var nextRound: UInt32 = 0
+    /// The pre-encoded access units of the `stream` path (encoded at its first round).
+    private var media: StreamMedia?
+    private var streamPlans: [[Int]: StreamPlan] = [:]
 
     init(options: BenchOptions, control: ControlChannel, receiverHost: String) throws {
         self.options = options
@@ -53,21 +58,64 @@ final class BenchDriver {
         return min(count, max(256, (options.receiveBuffer / 2) / (size + 1024)))
     }
 
-    /// Runs one round of `benchCase` with `count` datagrams.
-    func runRound(_ benchCase: BenchCase, count: Int) throws -> RoundRecord {
+    /// The pre-encoded media, encoded now if not yet.
+    func streamMedia() throws -> StreamMedia {
+        if let media { return media }
+        let frames = options.quick ? 30 : 60
+        progress("encoding \(frames) frames of 1280x720 for the stream path (not timed)")
+        let encoded = try StreamMedia.encode(frames: frames)
+        let bytes = encoded.accessUnits.reduce(0) { $0 + $1.byteCount }
+        progress(String(format: "encoded %d access units, %.0f bytes each on average, in %.1f s",
+                        encoded.accessUnits.count, Double(bytes) / Double(encoded.accessUnits.count),
+                        encoded.encodeSeconds))
+        media = encoded
+        return encoded
+    }
+
+    /// The plan of a `stream` round of at least `count` packets of at most `size` bytes.
+    func streamPlan(size: Int, count: Int) throws -> StreamPlan {
+        if let plan = streamPlans[[size, count]] { return plan }
+        let plan = try StreamPlan(media: try streamMedia(), datagramSize: size, count: count)
+        streamPlans[[size, count]] = plan
+        return plan
+    }
+
+    /// Runs one round of `benchCase` with `count` datagrams (a `stream` round: the whole
+    /// access units that make at least `count` packets). `rate` paces the engine path
+    /// (`uring-gso` only) and makes the receiver time the arrivals.
+    func runRound(_ benchCase: BenchCase, count requested: Int, rate: Double? = nil) throws -> RoundRecord {
         nextRound += 1
         let round = nextRound
         guard let port = ports[benchCase.receive],
               let destination = SocketAddress(ip: receiverHost, port: port) else {
             throw BenchError.runtime("the receiver does not serve \(benchCase.receive.rawValue)")
         }
+        let plan = benchCase.send == .stream ? try streamPlan(size: benchCase.size, count: requested) : nil
+        let count = plan?.datagrams ?? requested
         let limit = windowLimit(size: benchCase.size, count: count)
         let step = max(32, limit / 8)
-        try control.send("round id=\(round) path=\(benchCase.receive.rawValue) count=\(count) size=\(benchCase.size) step=\(step)")
+        var kind = "kind=bench"
+        if let plan { kind = plan.controlFields }
+        if let rate { kind = "kind=pace rate=\(Int(rate))" }
+        try control.send("round id=\(round) path=\(benchCase.receive.rawValue) count=\(count) size=\(benchCase.size) "
+                         + "step=\(step) \(kind)")
         _ = try control.expect("started", timeoutMilliseconds: 10_000)
         let window = FlowWindow(control: control, round: round, limit: limit)
         let spec = SendRound(path: benchCase.send, round: round, count: count, size: benchCase.size, batch: benchCase.batch)
-        let sender = try BenchSender.run(spec, to: destination, window: window)
+        let sender: SenderMeasurement
+        if let plan {
+            sender = try StreamSender.run(plan: plan, media: try streamMedia(), to: destination, window: window)
+        } else if let rate {
+            let socket = try UDPSocket(family: destination.family)
+            try socket.connect(destination)
+            socket.setSendBufferSize(4 << 20)
+            let mark = TrafficMark(.video, ecn: .ect0)
+            try socket.setTrafficMark(mark)
+            sender = try BenchSender.sendEngine(spec, socket: socket, gso: benchCase.send != .uring, mark: mark,
+                                                window: window, rateBitsPerSecond: rate)
+        } else {
+            sender = try BenchSender.run(spec, to: destination, window: window)
+        }
         var done = window.pendingDone
         if done == nil {
             do {
@@ -78,7 +126,7 @@ final class BenchDriver {
                 done = try control.expect("done", timeoutMilliseconds: 10_000)
             }
         }
-        return RoundRecord(planned: count, sender: sender, receiver: done!, stalled: window.stalled)
+        return RoundRecord(planned: count, sender: sender, receiver: done!, stalled: window.stalled, stream: plan)
     }
 
     /// Runs the cases of one group: a warm-up round each, then `repeats` interleaved passes.
@@ -99,6 +147,28 @@ final class BenchDriver {
             }
         }
         return records
+    }
+
+    /// Paced rounds through `PacedSender` (GSO on, default quantum) at each rate, `seconds`
+    /// long each, `repeats` times, received on `uring-ts` (kernel timestamps).
+    func runPacing(rates: [Double], size: Int, seconds: Double, repeats: Int) throws -> [PacingSummary] {
+        guard ports[.uringTimestamps] != nil else { return [] }
+        var records: [Double: [RoundRecord]] = [:]
+        for pass in 1...repeats {
+            progress("[pacing] pass \(pass)/\(repeats): \(rates.count) rates x \(seconds) s")
+            for rate in rates {
+                let count = max(50, Int(rate * seconds / Double(size * 8)))
+                let benchCase = BenchCase(group: "pacing", send: .uringGSO, receive: .uringTimestamps, size: size,
+                                          batch: options.batch)
+                let record = try runRound(benchCase, count: count, rate: rate)
+                if !record.intact {
+                    progress("[pacing] \(Int(rate)) bit/s: NOT INTACT (sent \(record.sender.sent), delivered "
+                             + "\(record.delivered) of \(count)) " + (record.sender.note ?? ""))
+                }
+                records[rate, default: []].append(record)
+            }
+        }
+        return rates.map { PacingSummary(rateBitsPerSecond: $0, size: size, rounds: records[$0] ?? []) }
     }
 
     func finish() { try? control.send("quit") }

@@ -15,6 +15,22 @@ enum ReceivePath: String, CaseIterable {
     case uring
     /// The same with `UDP_GRO` on the socket: one completion may carry many segments.
     case uringGRO = "uring-gro"
+    /// Multishot `recvmsg` with kernel receive timestamps (`SO_TIMESTAMPNS`), no GRO: the
+    /// pacing rounds' receiver, never one of the CPU comparisons.
+    case uringTimestamps = "uring-ts"
+
+    /// The receive paths whose CPU the bench compares (all but `uring-ts`).
+    static let measured: [ReceivePath] = [.recvfrom, .recvmmsg, .uring, .uringGRO]
+}
+
+/// What a round sends, so the receiver knows how to check it.
+enum RoundKind: String {
+    /// Bench datagrams (`BenchDatagram`), checked one by one.
+    case bench
+    /// An RTP stream from `MediaSender` (`RTPTally`).
+    case rtp
+    /// Bench datagrams, paced; the receiver also measures rate and bursts from kernel timestamps.
+    case pace
 }
 
 /// The receiving half: one socket per receive path, rounds started and stopped over the
@@ -51,6 +67,9 @@ final class BenchReceiver {
                 try PlainUDP.setReceiveTimeout(socket, nanoseconds: 20_000_000)
             case .uring:
                 loop = try DatagramReceiveLoop(socket: socket, bufferCount: 256, maxPayload: 65_536)
+            case .uringTimestamps:
+                try socket.enableReceiveTimestamps()
+                loop = try DatagramReceiveLoop(socket: socket, bufferCount: 256, maxPayload: 65_536)
             case .uringGRO:
                 try socket.enableGRO()
                 loop = try DatagramReceiveLoop(socket: socket, bufferCount: 256, maxPayload: 65_536)
@@ -71,6 +90,8 @@ final class BenchReceiver {
                 let message: ControlMessage?
                 do { message = try reader.value.receive(timeoutMilliseconds: -1) } catch { message = nil }
                 guard let message else {
+                    // The sender is gone: end the round in progress too.
+                    inbox.stopRound.store(CommandInbox.everyRound, ordering: .relaxed)
                     inbox.post(ControlMessage("quit"))
                     return
                 }
@@ -109,7 +130,10 @@ final class BenchReceiver {
         }
         let count = message.int("count")
         let step = max(1, message.int("step"))
+        let kind = RoundKind(rawValue: message.fields["kind"] ?? "bench") ?? .bench
         var tally = RoundTally(round: round, expected: count, size: message.int("size"))
+        var rtp = RTPTally(expected: kind == .rtp ? count : 0, maxSize: message.int("size"))
+        var pace = PaceTally(rateBitsPerSecond: Double(message.fields["rate"] ?? "") ?? 0)
         let endpoint = endpoints[index]
         let dropsBefore = endpoint.loop?.receiver.counters.kernelDrops ?? 0
         let enterBefore = endpoint.loop?.ring.enterCalls ?? 0
@@ -124,12 +148,28 @@ final class BenchReceiver {
         var firstArrival: Int64 = 0
         var lastArrival: Int64 = 0
 
-        func shouldStop() -> Bool { tally.isComplete || stopRound.stopRound.load(ordering: .relaxed) == round }
-        func record(_ payload: UnsafeRawBufferPointer) {
-            tally.record(payload)
-            if tally.received >= nextProgress {
+        func shouldStop() -> Bool {
+            if kind == .rtp ? rtp.isComplete : tally.isComplete { return true }
+            let stop = stopRound.stopRound.load(ordering: .relaxed)
+            return stop == round || stop == CommandInbox.everyRound
+        }
+        func record(_ payload: UnsafeRawBufferPointer, timestamp: Int64 = 0) {
+            let received: Int
+            switch kind {
+            case .bench:
+                tally.record(payload)
+                received = tally.received
+            case .rtp:
+                rtp.record(payload)
+                received = rtp.received
+            case .pace:
+                tally.record(payload)
+                pace.record(length: payload.count, timestamp: timestamp)
+                received = tally.received
+            }
+            if received >= nextProgress {
                 nextProgress += step
-                try? control.send("progress id=\(round) n=\(tally.received)")
+                try? control.send("progress id=\(round) n=\(received)")
             }
         }
 
@@ -166,23 +206,41 @@ final class BenchReceiver {
                     messages[i].header.msg_flags = 0
                 }
             }
-        case .uring, .uringGRO:
+        case .uring, .uringGRO, .uringTimestamps:
             guard let loop = endpoint.loop else { break }
             try loop.run(checkInterval: 20_000_000, shouldStop: shouldStop) { datagram in
                 if firstArrival == 0 { firstArrival = monotonicNanoseconds() }
-                record(datagram.payload)
+                record(datagram.payload, timestamp: datagram.timestampNanoseconds)
             }
             syscalls = loop.ring.enterCalls - enterBefore
         }
         lastArrival = monotonicNanoseconds()
         let cpu = ProcessCPUTime.now() - cpuBefore
         let counters = endpoint.loop?.receiver.counters
-        var fields = [
-            "id=\(round)", "delivered=\(tally.delivered)", "received=\(tally.received)", "corrupt=\(tally.corrupt)",
-            "duplicates=\(tally.duplicates)", "stale=\(tally.stale)", "bytes=\(tally.bytes)",
-            "userNs=\(cpu.userNanoseconds)", "systemNs=\(cpu.systemNanoseconds)", "syscalls=\(syscalls)",
-            "activeNs=\(firstArrival > 0 ? lastArrival - firstArrival : 0)",
-        ]
+        var fields = ["id=\(round)"]
+        if kind == .rtp {
+            // The aggregate checks: bytes, bytes by position, one marker per access unit.
+            var failed: [String] = []
+            if let want = message.fields["bytes"].flatMap(Int.init), want != rtp.bytes { failed.append("bytes") }
+            if let want = message.fields["wsum"].flatMap(UInt64.init), want != rtp.positionWeightedBytes {
+                failed.append("lengths")
+            }
+            if let want = message.fields["frames"].flatMap(Int.init), want != rtp.markers { failed.append("markers") }
+            fields += ["delivered=\(rtp.delivered)", "received=\(rtp.received)",
+                       "corrupt=\(rtp.corrupt + (failed.isEmpty ? 0 : 1))", "duplicates=\(rtp.duplicates)",
+                       "stale=\(rtp.stale)", "bytes=\(rtp.bytes)", "markers=\(rtp.markers)",
+                       "checks=\(failed.isEmpty ? "ok" : failed.joined(separator: ","))"]
+        } else {
+            fields += ["delivered=\(tally.delivered)", "received=\(tally.received)", "corrupt=\(tally.corrupt)",
+                       "duplicates=\(tally.duplicates)", "stale=\(tally.stale)", "bytes=\(tally.bytes)"]
+        }
+        if kind == .pace {
+            fields += ["achievedBps=\(Int(pace.achievedBitsPerSecond))", "burst=\(Int(pace.largestBurst.rounded()))",
+                       "spanNs=\(pace.last - pace.first)", "timestamped=\(pace.datagrams)",
+                       "noTimestamp=\(pace.missingTimestamps)"]
+        }
+        fields += ["userNs=\(cpu.userNanoseconds)", "systemNs=\(cpu.systemNanoseconds)", "syscalls=\(syscalls)",
+                   "activeNs=\(firstArrival > 0 ? lastArrival - firstArrival : 0)"]
         if let counters {
             fields.append("completions=\(counters.completions - completionsBefore)")
             fields.append("truncated=\(counters.truncated - truncatedBefore)")
@@ -196,8 +254,9 @@ final class BenchReceiver {
 final class CommandInbox: Sendable {
     let messages = Mutex<[ControlMessage]>([])
     let signal = DispatchSemaphore(value: 0)
-    /// The round id the sender asked to stop (0: none).
+    /// The round id the sender asked to stop (0: none; `everyRound`: the channel closed).
     let stopRound = Atomic<UInt32>(0)
+    static let everyRound = UInt32.max
 
     func post(_ message: ControlMessage) {
         messages.withLock { $0.append(message) }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import StreamEngine
 
 /// The figures of one case over its measured rounds (medians, and the spread of the
 /// sender's CPU per datagram as (max - min) / median).
@@ -8,6 +9,8 @@ struct CaseSummary {
     let rounds: [RoundRecord]
     var ratioToSendto: Double?
     var receiverRatioToRecvfrom: Double?
+    /// Sender CPU against raw `uring-gso` with the same receiver and size (the `stream` group).
+    var ratioToUringGSO: Double?
 
     init(_ benchCase: BenchCase, _ rounds: [RoundRecord]) {
         self.benchCase = benchCase
@@ -23,6 +26,8 @@ struct CaseSummary {
     var senderTotal: [Double] {
         perDatagram({ Double($0.sender.userNanoseconds + $0.sender.systemNanoseconds) }, by: { $0.sender.sent })
     }
+    var interrupt: [Double] { perDatagram({ Double($0.sender.interruptNanoseconds) }, by: { $0.sender.sent }) }
+    var softirq: [Double] { perDatagram({ Double($0.sender.softirqNanoseconds) }, by: { $0.sender.sent }) }
     var receiverUser: [Double] { perDatagram({ Double($0.receiver.int("userNs")) }, by: { $0.delivered }) }
     var receiverSystem: [Double] { perDatagram({ Double($0.receiver.int("systemNs")) }, by: { $0.delivered }) }
     var receiverTotal: [Double] {
@@ -47,6 +52,79 @@ struct CaseSummary {
         return (high - low) / median(values)
     }
     var notes: [String] { Array(Set(rounds.compactMap(\.sender.note))) }
+    /// GSO sends per send, where the path reports GSO sends.
+    var measuredGSOSends: Int? {
+        rounds.allSatisfy({ $0.sender.gsoSends != nil }) && !rounds.isEmpty
+            ? rounds.reduce(0) { $0 + $1.sender.gsoSends! } : nil
+    }
+    /// The `stream` plan of the measured rounds.
+    var streamPlan: StreamPlan? { rounds.first?.stream }
+    /// Mean UDP payload of what was sent.
+    var meanDatagramBytes: Double {
+        let sent = rounds.reduce(0) { $0 + $1.sender.sent }
+        return sent > 0 ? Double(rounds.reduce(0) { $0 + $1.sender.bytes }) / Double(sent) : .nan
+    }
+}
+
+/// The pacing figures at one rate, from the receiver's kernel timestamps.
+struct PacingSummary {
+    let rateBitsPerSecond: Double
+    let size: Int
+    let rounds: [RoundRecord]
+
+    /// The pacer's default quantum at this rate (2 ms of it, at least 1500 bytes, at most 64 KiB).
+    var quantum: Int { Pacer.defaultQuantum(rateBitsPerSecond: rateBitsPerSecond, minimum: 1500) }
+    var achieved: [Double] { rounds.map { Double($0.receiver.int("achievedBps")) } }
+    /// Median achieved rate over the rounds.
+    var achievedMedian: Double { median(achieved) }
+    /// The round farthest from the rate, as a signed percentage.
+    var worstErrorPercent: Double {
+        achieved.map { ($0 / rateBitsPerSecond - 1) * 100 }.max { abs($0) < abs($1) } ?? .nan
+    }
+    var medianErrorPercent: Double { (achievedMedian / rateBitsPerSecond - 1) * 100 }
+    /// The largest burst above the token-bucket line in any round, bytes.
+    var largestBurst: Int { rounds.map { $0.receiver.int("burst") }.max() ?? 0 }
+    var medianBurst: Double { median(rounds.map { Double($0.receiver.int("burst")) }) }
+    var segmentsPerSend: Double {
+        median(rounds.map { $0.sender.sends > 0 ? Double($0.sender.sent) / Double($0.sender.sends) : .nan })
+    }
+    var datagramsPerSubmit: Double {
+        median(rounds.map { $0.sender.submissions > 0 ? Double($0.sender.sent) / Double($0.sender.submissions) : .nan })
+    }
+    var seconds: Double { median(rounds.map { Double($0.receiver.int("spanNs")) / 1e9 }) }
+    var datagrams: Int { rounds.first?.planned ?? 0 }
+    var sent: Int { rounds.reduce(0) { $0 + $1.sender.sent } }
+    var delivered: Int { rounds.reduce(0) { $0 + $1.delivered } }
+    var intact: Bool {
+        !rounds.isEmpty && rounds.allSatisfy { $0.intact && $0.receiver.int("noTimestamp") == 0 }
+    }
+}
+
+/// The pacing table on stdout.
+func renderPacingTable(_ pacing: [PacingSummary]) -> String {
+    let header = ["rate Mbit/s", "size", "segs/send", "dg/submit", "datagrams", "seconds", "achieved Mbit/s",
+                  "error %", "worst %", "quantum B", "burst B (max)", "burst B (median)", "burst/quantum", "intact"]
+    var rows = [header]
+    for p in pacing {
+        rows.append([
+            format(p.rateBitsPerSecond / 1e6, 0), "\(p.size)", format(p.segmentsPerSend, 1), format(p.datagramsPerSubmit, 1),
+            "\(p.datagrams)", format(p.seconds, 2), format(p.achievedMedian / 1e6, 2), format(p.medianErrorPercent, 2),
+            format(p.worstErrorPercent, 2), "\(p.quantum)", "\(p.largestBurst)", format(p.medianBurst),
+            format(Double(p.largestBurst) / Double(p.quantum), 2),
+            p.intact ? "yes" : "NO \(p.delivered)/\(p.rounds.reduce(0) { $0 + $1.planned })",
+        ])
+    }
+    return alignColumns(rows, leftColumns: 0)
+}
+
+private func alignColumns(_ rows: [[String]], leftColumns: Int) -> String {
+    let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+    return rows.map { row in
+        row.indices.map { column in
+            column < leftColumns ? row[column].padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                : String(repeating: " ", count: widths[column] - row[column].count) + row[column]
+        }.joined(separator: "  ")
+    }.joined(separator: "\n")
 }
 
 func median(_ values: [Double]) -> Double {
@@ -75,6 +153,12 @@ func computeRatios(_ summaries: inout [CaseSummary]) {
                 && $0.benchCase.size == c.size
         }) {
             summaries[index].ratioToSendto = pairedRatio(summaries[index].senderTotal, reference.senderTotal)
+        }
+        if let reference = snapshot.first(where: {
+            $0.benchCase.group == c.group && $0.benchCase.send == .uringGSO && $0.benchCase.receive == c.receive
+                && $0.benchCase.size == c.size
+        }), c.send == .stream {
+            summaries[index].ratioToUringGSO = pairedRatio(summaries[index].senderTotal, reference.senderTotal)
         }
         if let reference = snapshot.first(where: {
             $0.benchCase.group == c.group && $0.benchCase.receive == .recvfrom && $0.benchCase.send == c.send
@@ -112,7 +196,7 @@ private func format(_ value: Double?, _ digits: Int = 0) -> String {
 func renderTable(_ summaries: [CaseSummary]) -> String {
     let header = ["group", "send", "recv", "size", "segs/send", "dg/submit",
                   "snd usr", "snd sys", "snd ns/dg", "rcv usr", "rcv sys", "rcv ns/dg",
-                  "sys/dg", "Mbit/s", "x sendto", "rcv x recvfrom", "spread", "intact"]
+                  "irq+si", "ksoftirqd", "sys/dg", "Mbit/s", "x sendto", "x uring-gso", "rcv x recvfrom", "spread", "intact"]
     var rows = [header]
     for s in summaries {
         rows.append([
@@ -120,18 +204,12 @@ func renderTable(_ summaries: [CaseSummary]) -> String {
             format(s.segmentsPerSend, 1), format(s.datagramsPerSubmit, 1),
             format(median(s.senderUser)), format(median(s.senderSystem)), format(median(s.senderTotal)),
             format(median(s.receiverUser)), format(median(s.receiverSystem)), format(median(s.receiverTotal)),
-            format(median(s.senderSyscalls), 4), format(s.megabitsPerSecond), format(s.ratioToSendto, 2),
-            format(s.receiverRatioToRecvfrom, 2), format(s.spread, 2),
+            format(median(s.interrupt)), format(median(s.softirq)), format(median(s.senderSyscalls), 4), format(s.megabitsPerSecond),
+            format(s.ratioToSendto, 2), format(s.ratioToUringGSO, 2), format(s.receiverRatioToRecvfrom, 2), format(s.spread, 2),
             s.intact ? "yes" : "NO \(s.delivered)/\(s.planned)",
         ])
     }
-    let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
-    return rows.map { row in
-        row.indices.map { column in
-            column < 3 ? row[column].padding(toLength: widths[column], withPad: " ", startingAt: 0)
-                : String(repeating: " ", count: widths[column] - row[column].count) + row[column]
-        }.joined(separator: "  ")
-    }.joined(separator: "\n")
+    return alignColumns(rows, leftColumns: 3)
 }
 
 private func json(_ value: Double?) -> String {
@@ -154,23 +232,52 @@ private func json(_ text: String) -> String {
 }
 
 /// `bench.json`: the shape of /work/shared/interface.md, with more keys beside.
-func renderJSON(_ summaries: [CaseSummary], machine: MachineInfo, command: String, options: BenchOptions) -> String {
+func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], machine: MachineInfo, command: String,
+                options: BenchOptions) -> String {
     var runs: [String] = []
     for s in summaries {
         let c = s.benchCase
+        var stream = ""
+        if let plan = s.streamPlan {
+            stream = """
+                , "stream": {"mtu": \(plan.datagramSize + 28), "framesPerRound": \(plan.frames), \
+                "datagramsPerRound": \(plan.datagrams), "meanDatagramBytes": \(json(s.meanDatagramBytes)), \
+                "datagramsPerFrame": \(json(Double(plan.datagrams) / Double(plan.frames))), \
+                "segmentsPerSendSource": "modelled from the engine's slot and GSO rules (MediaSender stats have no send count)", \
+                "modelledGSOSendsPerRound": \(plan.modelledGSOSends), \
+                "measuredGSOSendsPerRound": \(json(s.measuredGSOSends.map { Double($0) / Double(max(1, s.rounds.count)) }))}
+                """
+        }
         runs.append("""
                 {"path": \(json(c.send.rawValue)), "group": \(json(c.group)), "datagramSize": \(c.size), \
             "batch": \(c.batch), "segmentsPerSend": \(json(s.segmentsPerSend)), \
             "datagramsPerSubmit": \(json(s.datagramsPerSubmit)), "rounds": \(s.rounds.count), \
             "planned": \(s.planned), "sent": \(s.sent), "delivered": \(s.delivered), "intact": \(s.intact), \
             "sender": {"cpuNsPerDatagram": \(json(median(s.senderTotal))), "userNsPerDatagram": \(json(median(s.senderUser))), \
-            "systemNsPerDatagram": \(json(median(s.senderSystem))), "syscallsPerDatagram": \(json(median(s.senderSyscalls)))}, \
+            "systemNsPerDatagram": \(json(median(s.senderSystem))), "syscallsPerDatagram": \(json(median(s.senderSyscalls))), \
+            "ksoftirqdNsPerDatagram": \(json(median(s.softirq))), \
+            "machineIrqSoftirqNsPerDatagram": \(json(median(s.interrupt)))}, \
             "receiver": {"path": \(json(c.receive.rawValue)), "cpuNsPerDatagram": \(json(median(s.receiverTotal))), \
             "userNsPerDatagram": \(json(median(s.receiverUser))), "systemNsPerDatagram": \(json(median(s.receiverSystem))), \
             "syscallsPerDatagram": \(json(median(s.receiverSyscalls))), "ratioToRecvfrom": \(json(s.receiverRatioToRecvfrom))}, \
-            "ratioToSendto": \(json(s.ratioToSendto)), "spread": \(json(s.spread)), \
+            "ratioToSendto": \(json(s.ratioToSendto)), "ratioToUringGSO": \(json(s.ratioToUringGSO)), \
+            "spread": \(json(s.spread)), \
             "throughputMbitPerSecond": \(json(s.megabitsPerSecond)), \
-            "notes": [\(s.notes.map(json).joined(separator: ", "))]}
+            "notes": [\(s.notes.map(json).joined(separator: ", "))]\(stream)}
+            """)
+    }
+    var pacingRows: [String] = []
+    for p in pacing {
+        pacingRows.append("""
+                {"path": "uring-gso", "sender": "PacedSender", "receiver": "uring-ts", \
+            "rateBitsPerSecond": \(json(p.rateBitsPerSecond)), "datagramSize": \(p.size), \
+            "segmentsPerSend": \(json(p.segmentsPerSend)), "datagramsPerSubmit": \(json(p.datagramsPerSubmit)), \
+            "datagramsPerRound": \(p.datagrams), "rounds": \(p.rounds.count), "seconds": \(json(p.seconds)), \
+            "achievedBitsPerSecond": \(json(p.achievedMedian)), "achievedPerRound": [\(p.achieved.map { json($0) }.joined(separator: ", "))], \
+            "errorPercent": \(json(p.medianErrorPercent)), "worstErrorPercent": \(json(p.worstErrorPercent)), \
+            "quantumBytes": \(p.quantum), "largestBurstBytes": \(p.largestBurst), "medianBurstBytes": \(json(p.medianBurst)), \
+            "burstOverQuantum": \(json(Double(p.largestBurst) / Double(p.quantum))), \
+            "sent": \(p.sent), "delivered": \(p.delivered), "intact": \(p.intact)}
             """)
     }
     return """
@@ -178,10 +285,16 @@ func renderJSON(_ summaries: [CaseSummary], machine: MachineInfo, command: Strin
          "command": \(json(command)),
          "method": {"count": \(options.roundCount), "repeat": \(options.repeatCount), "warmup": "one round of each case at count/5", \
         "flowWindow": "receiver reports progress over the control channel; sender blocks when sent - reported >= window", \
-        "cpu": "getrusage(RUSAGE_SELF) of each process around its own loop", "spread": "(max-min)/median of sender cpuNsPerDatagram"},
+        "cpu": "getrusage(RUSAGE_SELF) of each process around its own loop", \
+        "ksoftirqd": "on-CPU time of the ksoftirqd/N threads (/proc/PID/schedstat) during the sender's loop, per datagram: loopback receive work deferred out of both processes; machine-wide, so other load on the machine shows in it", \
+        "irqSoftirq": "machine-wide irq + softirq time from /proc/stat (10 ms ticks) during the sender's loop, per datagram: with IRQ time accounting, softirq work (loopback delivery) is charged to no process", "spread": "(max-min)/median of sender cpuNsPerDatagram"},
          "runs": [
         \(runs.joined(separator: ",\n"))
-         ]}
+         ],
+         "pacing": [
+        \(pacingRows.joined(separator: ",\n"))
+         ],
+         "pacingMethod": "PacedSender (GSO on, default quantum = 2 ms of the rate, at least 1500 B, at most 64 KiB) to a multishot receiver with SO_TIMESTAMPNS; achieved = bytes*8/(t_last - t_first) over every datagram's bytes; burst = max over i<=j of bytes(i..j) - R/8*(t_j - t_i)"}
 
         """
 }
@@ -190,7 +303,8 @@ func renderJSON(_ summaries: [CaseSummary], machine: MachineInfo, command: Strin
 func renderCSV(_ summaries: [CaseSummary]) -> String {
     var lines = ["group,path,receiverPath,datagramSize,batch,segmentsPerSend,datagramsPerSubmit,sent,delivered,intact,"
         + "senderUserNs,senderSystemNs,senderCpuNs,senderSyscallsPerDatagram,receiverUserNs,receiverSystemNs,receiverCpuNs,"
-        + "receiverSyscallsPerDatagram,throughputMbitPerSecond,ratioToSendto,receiverRatioToRecvfrom,spread"]
+        + "receiverSyscallsPerDatagram,throughputMbitPerSecond,ratioToSendto,receiverRatioToRecvfrom,spread,ratioToUringGSO,"
+        + "ksoftirqdNs,machineIrqSoftirqNs"]
     for s in summaries {
         let c = s.benchCase
         let fields: [String] = [
@@ -200,6 +314,8 @@ func renderCSV(_ summaries: [CaseSummary]) -> String {
             format(median(s.senderSyscalls), 5), format(median(s.receiverUser), 1), format(median(s.receiverSystem), 1),
             format(median(s.receiverTotal), 1), format(median(s.receiverSyscalls), 5), format(s.megabitsPerSecond, 1),
             format(s.ratioToSendto, 3), format(s.receiverRatioToRecvfrom, 3), format(s.spread, 3),
+            format(s.ratioToUringGSO, 3), format(median(s.softirq), 1),
+            format(median(s.interrupt), 1),
         ]
         lines.append(fields.joined(separator: ","))
     }

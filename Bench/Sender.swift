@@ -15,6 +15,16 @@ enum SendPath: String, CaseIterable {
     case uringGSO = "uring-gso"
     /// Zero-copy `sendmsg` (IORING_OP_SENDMSG_ZC) of GSO runs; a bench-local path, not in the engine.
     case uringGSOZC = "uring-gso-zc"
+    /// `uring` with `PacedSenderConfig.ordered = false`: the SQEs of a submission not linked.
+    /// An experiment beside `uring`; the engine's default stays ordered.
+    case uringUnlinked = "uring-unlinked"
+    /// The whole media path through the public API: pre-encoded HEVC access units handed to an
+    /// unpaced `MediaSender` (RFC 7798 packetizer, flow, pacer, send slots, ring), its
+    /// datagram size set by the MTU (`--size` + 28 bytes of IPv4 and UDP headers).
+    case stream
+
+    /// The paths of the main comparison (`stream` runs in its own group, at its own size).
+    static let rawPaths: [SendPath] = [.sendto, .sendmmsg, .uring, .uringGSO, .uringGSOZC, .uringUnlinked]
 }
 
 /// The sender's bound on datagrams sent but not yet seen by the receiver: UDP has no flow
@@ -77,10 +87,16 @@ struct SenderMeasurement {
     var failed = 0
     var syscalls = 0
     var sends = 0
+    /// Sends that carried more than one segment (when the path tells).
+    var gsoSends: Int?
     var submissions = 0
     var userNanoseconds: Int64 = 0
     var systemNanoseconds: Int64 = 0
     var wallNanoseconds: Int64 = 0
+    /// CPU time of the `ksoftirqd` threads during the sending loop (see `SoftirqThreads`).
+    var softirqNanoseconds: Int64 = 0
+    /// Machine-wide irq + softirq time during the sending loop (`/proc/stat`, 10 ms ticks).
+    var interruptNanoseconds: Int64 = 0
     var note: String?
 }
 
@@ -108,16 +124,23 @@ enum BenchSender {
         case .uring: return try sendEngine(spec, socket: socket, gso: false, mark: mark, window: window)
         case .uringGSO: return try sendEngine(spec, socket: socket, gso: true, mark: mark, window: window)
         case .uringGSOZC: return try sendZeroCopy(spec, socket: socket, mark: mark, window: window)
+        case .uringUnlinked:
+            return try sendEngine(spec, socket: socket, gso: false, mark: mark, window: window, ordered: false)
+        case .stream: throw BenchError.runtime("stream rounds go through StreamRound.run")
         }
     }
 
-    private static func measured(_ body: (inout SenderMeasurement) throws -> Void) rethrows -> SenderMeasurement {
+    static func measured(_ body: (inout SenderMeasurement) throws -> Void) rethrows -> SenderMeasurement {
         var result = SenderMeasurement()
+        let softirqBefore = SoftirqThreads.nanoseconds()
+        let interruptBefore = SoftirqThreads.machineInterruptNanoseconds()
         let cpuBefore = ProcessCPUTime.now()
         let start = monotonicNanoseconds()
         try body(&result)
         result.wallNanoseconds = monotonicNanoseconds() - start
         let cpu = ProcessCPUTime.now() - cpuBefore
+        result.softirqNanoseconds = SoftirqThreads.nanoseconds() - softirqBefore
+        result.interruptNanoseconds = SoftirqThreads.machineInterruptNanoseconds() - interruptBefore
         result.userNanoseconds = cpu.userNanoseconds
         result.systemNanoseconds = cpu.systemNanoseconds
         return result
@@ -195,11 +218,14 @@ enum BenchSender {
 
     /// The engine path: `PacedSender` (unpaced) over `UDPSendQueue`, the producer held
     /// back by the flow window.
-    private static func sendEngine(_ spec: SendRound, socket: UDPSocket, gso: Bool, mark: TrafficMark,
-                                   window: FlowWindow) throws -> SenderMeasurement {
+    static func sendEngine(_ spec: SendRound, socket: UDPSocket, gso: Bool, mark: TrafficMark,
+                           window: FlowWindow, ordered: Bool = true, rateBitsPerSecond: Double? = nil) throws
+        -> SenderMeasurement
+    {
         let ring = try Ring(entries: 1024)
-        var config = PacedSenderConfig(rateBitsPerSecond: nil)
+        var config = PacedSenderConfig(rateBitsPerSecond: rateBitsPerSecond)
         config.useGSO = gso
+        config.ordered = ordered
         config.maxDatagramsPerSubmission = spec.batch
         config.slots = max(64, 2 * ((spec.batch + 63) / 64) * 2)
         let sender = PacedSender(ring: ring, config: config)

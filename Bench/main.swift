@@ -67,18 +67,28 @@ func runReceiver() throws {
 
 /// The cases to run: the main group, then the sweeps.
 func plan(served: [ReceivePath]) -> [(label: String, cases: [BenchCase], count: Int, repeats: Int)] {
-    var sendPaths = options.sendPaths
+    var sendPaths = options.sendPaths.filter { $0 != .stream }
     if !sendPaths.contains(.sendto) { sendPaths.insert(.sendto, at: 0) }  // the reference of every ratio
-    let receivePaths = options.receivePaths.filter(served.contains)
+    let receivePaths = options.receivePaths.filter { served.contains($0) && $0 != .uringTimestamps }
     var groups: [(label: String, cases: [BenchCase], count: Int, repeats: Int)] = []
     let main = sendPaths.flatMap { send in
         receivePaths.map { BenchCase(group: "main", send: send, receive: $0, size: options.size, batch: options.batch) }
     }
     groups.append(("main", main, options.roundCount, options.repeatCount))
+    let sweepReceivers = receivePaths.filter { $0 == .recvfrom || $0 == .uringGRO }
+    if options.sendPaths.contains(.stream) {
+        // The media path beside raw uring-gso (and sendto) at the stream's datagram size, interleaved.
+        let receivers = sweepReceivers.isEmpty ? [receivePaths[0]] : sweepReceivers
+        let cases = [SendPath.sendto, .uringGSO, .stream].flatMap { send in
+            receivers.map { BenchCase(group: "stream", send: send, receive: $0, size: options.streamSize, batch: options.batch) }
+        }
+        groups.append(("stream", cases, options.roundCount, options.repeatCount))
+    }
     guard options.runsSweeps else { return groups }
+    // The sweeps leave out the experiment (uring-unlinked), measured in main.
+    sendPaths = sendPaths.filter { $0 != .uringUnlinked }
     let sweepCount = max(1000, options.roundCount / 2)
     let sweepRepeats = min(3, options.repeatCount)
-    let sweepReceivers = receivePaths.filter { $0 == .recvfrom || $0 == .uringGRO }
     for size in [200, 1200, 1472, 8972] {
         let label = "size-\(size)"
         let cases = sendPaths.flatMap { send in
@@ -110,7 +120,8 @@ func runSender() throws -> Int32 {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe")
         process.arguments = ["recv", "--listen", "127.0.0.1:0", "--control", "stdio", "--batch", "\(options.batch)",
-                             "--recv-paths", options.receivePaths.map(\.rawValue).joined(separator: ",")]
+                             "--recv-paths", (options.receivePaths.filter { $0 != .uringTimestamps } + [.uringTimestamps])
+                                .map(\.rawValue).joined(separator: ",")]
         let toChild = Pipe()
         let fromChild = Pipe()
         process.standardInput = toChild
@@ -128,6 +139,11 @@ func runSender() throws -> Int32 {
         let records = try driver.runGroup(group.cases, count: group.count, repeats: group.repeats, label: group.label)
         summaries += group.cases.map { CaseSummary($0, records[$0] ?? []) }
     }
+    var pacing: [PacingSummary] = []
+    if options.runsPacing {
+        pacing = try driver.runPacing(rates: [10e6, 100e6, 1e9], size: 1200, seconds: options.quick ? 0.3 : 1.0,
+                                      repeats: options.quick ? 1 : 3)
+    }
     driver.finish()
     child?.waitUntilExit()
     computeRatios(&summaries)
@@ -136,14 +152,23 @@ func runSender() throws -> Int32 {
     print("CPU ns per datagram (median of \(options.repeatCount) interleaved rounds in main, fewer in sweeps); "
           + "x sendto: sender CPU against sendto with the same receiver; rcv x recvfrom: receiver CPU against recvfrom")
     print(renderTable(summaries))
+    if !pacing.isEmpty {
+        print("\nPacing: PacedSender (uring-gso, default quantum = 2 ms of the rate) -> uring-ts; rate and bursts from "
+              + "the receiver's kernel timestamps; median of \(pacing[0].rounds.count) rounds, burst the largest")
+        print(renderPacingTable(pacing))
+    }
     let command = CommandLine.arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")
     let directory = URL(fileURLWithPath: options.out)
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    try renderJSON(summaries, machine: .current(), command: command, options: options)
+    try renderJSON(summaries, pacing: pacing, machine: .current(), command: command, options: options)
         .write(to: directory.appendingPathComponent("bench.json"), atomically: true, encoding: .utf8)
     try renderCSV(summaries).write(to: directory.appendingPathComponent("bench.csv"), atomically: true, encoding: .utf8)
     progress("wrote \(directory.path)/bench.json and bench.csv")
     let failing = summaries.filter { !$0.intact }
+    if pacing.contains(where: { !$0.intact }) {
+        progress("pacing rounds did not deliver every datagram intact (with a timestamp)")
+        if failing.isEmpty { return 1 }
+    }
     if !failing.isEmpty {
         progress("\(failing.count) runs did not deliver every datagram intact: "
                  + failing.map { "\($0.benchCase.group)/\($0.benchCase.send.rawValue)->\($0.benchCase.receive.rawValue)" }

@@ -1,0 +1,200 @@
+import Dispatch
+import Foundation
+import Glibc
+import MediaFormats
+import StreamEngine
+import Synchronization
+import UringIO
+
+/// HEVC access units encoded once (x265 over the synthetic test pattern) before any
+/// timing, then sent again and again by the `stream` path with new timestamps.
+final class StreamMedia: Sendable {
+    let accessUnits: [AccessUnit]
+    let width: Int
+    let height: Int
+    let bitrateKbps: Int
+    let framesPerSecond: Int
+    /// Wall time the encoding took (not part of any measurement).
+    let encodeSeconds: Double
+
+    private init(accessUnits: [AccessUnit], width: Int, height: Int, bitrateKbps: Int, framesPerSecond: Int,
+                 encodeSeconds: Double) {
+        self.accessUnits = accessUnits
+        self.width = width
+        self.height = height
+        self.bitrateKbps = bitrateKbps
+        self.framesPerSecond = framesPerSecond
+        self.encodeSeconds = encodeSeconds
+    }
+
+    /// Encodes `frames` pictures of the synthetic source.
+    static func encode(frames: Int, width: Int = 1280, height: Int = 720, bitrateKbps: Int = 12_000,
+                       framesPerSecond: Int = 30) throws -> StreamMedia {
+        let started = monotonicNanoseconds()
+        let encoder = try X265Encoder(EncoderConfig(width: width, height: height, fpsNumerator: framesPerSecond,
+                                                    bitrateKbps: bitrateKbps))
+        let source = SyntheticSource(width: width, height: height)
+        var units: [AccessUnit] = []
+        for index in 0..<frames {
+            if let unit = try encoder.encode(source.frame(at: index)) { units.append(unit) }
+        }
+        units += encoder.flush()
+        guard !units.isEmpty else { throw BenchError.runtime("the encoder produced no access units") }
+        return StreamMedia(accessUnits: units, width: width, height: height, bitrateKbps: bitrateKbps,
+                           framesPerSecond: framesPerSecond,
+                           encodeSeconds: Double(monotonicNanoseconds() - started) / 1e9)
+    }
+}
+
+/// What one `stream` round will put on the wire, worked out before it starts from the
+/// engine's packetizer: the receiver is told the packet count, the bytes, the bytes
+/// weighted by position and the frames, and checks all four.
+struct StreamPlan {
+    /// The largest UDP payload (the MTU less 28 bytes of IPv4 and UDP headers).
+    let datagramSize: Int
+    /// Access units in the round (the pre-encoded ones, cycled).
+    let frames: Int
+    /// RTP packets in the round.
+    let datagrams: Int
+    /// Their bytes (RTP header included).
+    let bytes: Int
+    /// Sum over the packets of (position from 1) x length, wrapping.
+    let positionWeightedBytes: UInt64
+    /// Packets per access unit, for the pre-encoded units in order.
+    let packetsPerUnit: [Int]
+    /// Sends (one SQE each) and GSO sends the engine makes for this stream when it is
+    /// never starved, modelled from `PacedSender.pump` and `UDPSendQueue` (a submission
+    /// holds at most 64 datagrams; a slot holds equal sizes, the last may be shorter,
+    /// at most 64 datagrams and 64 KiB; a GSO run at most 65,507 bytes). `MediaSender`'s
+    /// stats give GSO sends but not all sends; the measured GSO sends check the model.
+    let modelledSends: Int
+    let modelledGSOSends: Int
+
+    init(media: StreamMedia, datagramSize: Int, count: Int) throws {
+        let packetizer = try HEVCPacketizer(maxPayloadSize: datagramSize - RTPHeader.fixedSize)
+        let sizes = media.accessUnits.map { packetizer.plan($0).map { RTPHeader.fixedSize + $0.size } }
+        self.datagramSize = datagramSize
+        packetsPerUnit = sizes.map(\.count)
+        var frames = 0
+        var datagrams = 0
+        var bytes = 0
+        var weighted: UInt64 = 0
+        // The send model's state.
+        var sends = 0
+        var gsoSends = 0
+        var inSubmission = 0
+        var slot: [Int] = []
+        var slotBytes = 0
+        func closeSlot() {
+            var index = 0
+            while index < slot.count {
+                var run = 1
+                var runBytes = slot[index]
+                while index + run < slot.count, run < 64, slot[index + run] <= slot[index],
+                      runBytes + slot[index + run] <= 65_507 {
+                    runBytes += slot[index + run]
+                    run += 1
+                    if slot[index + run - 1] < slot[index] { break }
+                }
+                sends += 1
+                if run > 1 { gsoSends += 1 }
+                index += run
+            }
+            slot.removeAll(keepingCapacity: true)
+            slotBytes = 0
+        }
+        while datagrams < count {
+            for size in sizes[frames % sizes.count] {
+                datagrams += 1
+                bytes += size
+                weighted &+= UInt64(datagrams) &* UInt64(size)
+                if inSubmission == 64 {
+                    closeSlot()
+                    inSubmission = 0
+                }
+                if let first = slot.first {
+                    let last = slot[slot.count - 1]
+                    if size > first || last < first || slot.count == 64 || slotBytes + size > 65_536 { closeSlot() }
+                }
+                slot.append(size)
+                slotBytes += size
+                inSubmission += 1
+            }
+            frames += 1
+        }
+        closeSlot()
+        self.frames = frames
+        self.datagrams = datagrams
+        self.bytes = bytes
+        positionWeightedBytes = weighted
+        modelledSends = sends
+        modelledGSOSends = gsoSends
+    }
+
+    /// The fields of the `round` control message that tell the receiver what to check.
+    var controlFields: String {
+        "kind=rtp bytes=\(bytes) wsum=\(positionWeightedBytes) frames=\(frames)"
+    }
+}
+
+/// Where the `MediaSender` thread leaves its error.
+private final class RunOutcome: Sendable {
+    let failure = Mutex<String?>(nil)
+    let finished = DispatchSemaphore(value: 0)
+}
+
+enum StreamSender {
+    /// One `stream` round: an unpaced `MediaSender` runs on its own thread; this thread
+    /// hands it the access units of `plan`, never more packets ahead of the receiver than
+    /// the flow window allows (blocked in `poll`, costing no CPU, when it is full).
+    /// CPU is the whole process's (both threads), as for the other paths.
+    static func run(plan: StreamPlan, media: StreamMedia, to destination: SocketAddress,
+                    window: FlowWindow) throws -> SenderMeasurement {
+        var config = MediaSenderConfig(destination: destination)
+        config.mtu = .fixed(plan.datagramSize + (destination.family == .ipv6 ? 48 : 28))
+        config.paceBitsPerSecond = nil
+        config.maxQueuedFrames = plan.frames + 1
+        let sender = try MediaSender(config: config)
+        let outcome = RunOutcome()
+        let units = media.accessUnits
+        var handedFrames = 0
+        var result = try BenchSender.measured { result in
+            let thread = Thread {
+                do { try sender.run() } catch { outcome.failure.withLock { $0 = String(describing: error) } }
+                outcome.finished.signal()
+            }
+            thread.start()
+            var handed = 0
+            feeding: for frame in 0..<plan.frames {
+                let packets = plan.packetsPerUnit[frame % units.count]
+                while window.room(sent: handed) < min(packets, window.limit) {
+                    try window.waitForProgress()
+                    if window.stalled || outcome.failure.withLock({ $0 != nil }) { break feeding }
+                }
+                var unit = units[frame % units.count]
+                unit.timestamp = UInt32(truncatingIfNeeded: frame &* (90_000 / media.framesPerSecond))
+                sender.send(unit)
+                handed += packets
+                handedFrames += 1
+            }
+            if handedFrames < plan.frames { sender.stop() } else { sender.finish() }
+            outcome.finished.wait()
+        }
+        let stats = sender.stats
+        result.sent = stats.packetsSent
+        result.bytes = stats.bytesSent
+        result.failed = stats.packetsFailed
+        // The ring's enters, plus the eventfd write that wakes the ring for each access unit handed over.
+        result.syscalls = stats.enterCalls + handedFrames + 1
+        result.sends = plan.modelledSends
+        result.gsoSends = stats.gsoSends
+        result.submissions = stats.batches
+        var notes: [String] = []
+        if let failure = outcome.failure.withLock({ $0 }) { notes.append("MediaSender.run failed: \(failure)") }
+        if !stats.errors.isEmpty { notes.append("send errors \(stats.errors)") }
+        if stats.framesDroppedQueueFull > 0 { notes.append("\(stats.framesDroppedQueueFull) frames dropped (queue full)") }
+        if stats.datagramSize > plan.datagramSize { notes.append("datagram of \(stats.datagramSize) bytes > \(plan.datagramSize)") }
+        if !notes.isEmpty { result.note = notes.joined(separator: "; ") }
+        return result
+    }
+}
