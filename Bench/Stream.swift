@@ -154,6 +154,8 @@ enum StreamSender {
         config.mtu = .fixed(plan.datagramSize + (destination.family == .ipv6 ? 48 : 28))
         config.paceBitsPerSecond = nil
         config.maxQueuedFrames = plan.frames + 1
+        // The bench receiver sends no RTCP: no feedback, so no bound on unconfirmed bytes.
+        config.feedback = false
         let sender = try MediaSender(config: config)
         let outcome = RunOutcome()
         let units = media.accessUnits

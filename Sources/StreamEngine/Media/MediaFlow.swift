@@ -19,8 +19,10 @@ final class MediaFlow: DatagramProducer {
     private var packetizer: HEVCPacketizer
     /// The largest UDP payload allowed on this flow's path.
     private(set) var maxDatagramSize: Int
-    /// Every packet sent and what became of it.
+    /// Every packet sent and what became of it (kept only when feedback is expected).
     var log = SentPacketLog()
+    /// Record packets in `log`: off when no feedback will ever confirm them.
+    var tracksPackets = true
     private var extendedSequence: Int64
     /// Bound on sent-but-unconfirmed bytes (nil: no bound, e.g. no feedback expected).
     var maxUnconfirmedBytes: Int?
@@ -120,8 +122,10 @@ final class MediaFlow: DatagramProducer {
         let size = RTPHeader.fixedSize + written
         if size > maxDatagramSize { clamped += 1 }
         largestDatagram = max(largestDatagram, size)
-        log.recordSent(sequence: extendedSequence, bytes: size, at: now)
-        peakUnconfirmedBytes = max(peakUnconfirmedBytes, log.unconfirmedBytes)
+        if tracksPackets {
+            log.recordSent(sequence: extendedSequence, bytes: size, at: now)
+            peakUnconfirmedBytes = max(peakUnconfirmedBytes, log.unconfirmedBytes)
+        }
         extendedSequence += 1
         nextSequence &+= 1
         packetsWritten += 1

@@ -243,6 +243,7 @@ public final class MediaSender: Sendable {
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead,
                                   payloadType: config.payloadType) }
         catch { throw SystemError("packetizer", errno: EINVAL, context: "MTU \(mtu) is too small") }
+        flow.tracksPackets = config.feedback
         if config.feedback {
             flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
                 ?? max(Int((config.paceBitsPerSecond ?? 8_000_000) / 8), 256 * 1024)
