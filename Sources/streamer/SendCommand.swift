@@ -240,7 +240,7 @@ func senderStatsObject(_ stats: SenderStats) -> [String: Any] {
         "pacing": ["rateBps": stats.pacingRate, "batches": stats.batches,
                    "datagramsPerSubmit": stats.batches > 0 ? Double(stats.packetsSent) / Double(stats.batches) : 0,
                    "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls],
-        "feedback": ["enabled": stats.feedback, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
+        "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
                      "senderReports": stats.senderReports, "keyframeRequests": stats.keyframeRequests],
         "receiverGone": stats.receiverGone,
         "receiverGoneEvents": stats.receiverGoneEvents,
@@ -326,9 +326,14 @@ final class GoneWatch: Sendable {
         let running = self.running
         Thread {
             var gone = false
+            var absentSaid = false
             while running.get() {
                 usleep(100_000)
                 let stats = sender.stats
+                if stats.feedbackAbsent && !absentSaid {
+                    absentSaid = true
+                    printError("streamer send: no RTCP feedback from the receiver (ffmpeg/ffplay send none); running without the unconfirmed bound (use --no-feedback to say so)")
+                }
                 if stats.receiverGone != gone {
                     gone = stats.receiverGone
                     printError(gone ? "streamer send: the receiver stopped sending feedback; holding at \(stats.bytesUnconfirmed) unconfirmed bytes"

@@ -45,6 +45,8 @@ public struct ReceiverStats: Sendable, Equatable {
     public var framesComplete = 0
     /// Frames emitted with packets missing.
     public var framesIncomplete = 0
+    /// Complete keyframes (a decoder can start at each).
+    public var keyframes = 0
     /// Payload bytes of the stream received.
     public var bytesReceived = 0
     /// Datagrams rejected, by reason (bad RTP header, foreign source, bad payload...).
@@ -143,6 +145,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
 
         func emit(_ units: [DepacketizedAccessUnit]) {
             for unit in units {
+                if unit.isComplete && unit.isKeyframe { local.keyframes += 1 }
                 if unit.isComplete { local.framesComplete += 1 } else {
                     local.framesIncomplete += 1
                     // At most one keyframe request per 200 ms: the first is what matters.

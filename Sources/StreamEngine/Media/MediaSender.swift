@@ -39,6 +39,10 @@ public struct MediaSenderConfig: Sendable {
     public var rtcpMux = false
     /// After the last packet, how long to wait for the final feedback (nanoseconds).
     public var finalFeedbackWait: Int64 = 2_000_000_000
+    /// When no feedback at all arrives this long after the first packet, the receiver is
+    /// taken for one that sends none (ffmpeg 5.1's RTP input cannot): the bound is lifted
+    /// until feedback appears (nanoseconds).
+    public var noFeedbackTimeout: Int64 = 3_000_000_000
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -118,6 +122,8 @@ public struct SenderStats: Sendable, Equatable {
     public var feedbackRejected: [String: Int] = [:]
     /// Sender reports sent.
     public var senderReports = 0
+    /// Feedback was expected but none ever arrived: the sender runs without the bound.
+    public var feedbackAbsent = false
 }
 
 /// Sends HEVC access units as an RTP stream (RFC 7798) through the io_uring engine:
@@ -271,6 +277,8 @@ public final class MediaSender: Sendable {
             keyframeRequested.store(true, ordering: .relaxed)
         }
 
+        let bound = flow.maxUnconfirmedBytes
+        var firstSend: Int64?
         var finished = false
         var lingerDeadline: Int64?
         var lastPublish: Int64 = 0
@@ -290,6 +298,11 @@ public final class MediaSender: Sendable {
                 // A receiver that stopped reporting keeps its packets unconfirmed: the bound holds.
                 flow.log.expireUnconfirmed(sentBefore: now - rtcp.lossTimeout)
             }
+            if flow.log.sent > 0 && firstSend == nil { firstSend = now }
+            // Never any feedback: a receiver that sends none. No bound until feedback appears.
+            let silentSinceStart = !rtcp.feedbackSeen && now - (firstSend ?? now) > config.noFeedbackTimeout
+            local.feedbackAbsent = silentSinceStart
+            flow.maxUnconfirmedBytes = silentSinceStart ? nil : bound
             _ = rtcp.checkLiveness(now: now, sending: flow.log.unconfirmedPackets > 0)
             if flow.keyframeWanted {
                 flow.keyframeWanted = false
@@ -299,7 +312,7 @@ public final class MediaSender: Sendable {
 
         try paced.run(flow, idlePoll: 20_000_000, isFinished: {
             guard finished else { return false }
-            guard config.feedback else { return true }
+            guard config.feedback, !local.feedbackAbsent else { return true }
             let now = monotonicNanoseconds()
             if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait }
             return flow.log.unconfirmedPackets == 0 || now >= lingerDeadline!
