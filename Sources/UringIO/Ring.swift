@@ -64,19 +64,22 @@ public final class Ring {
     /// Completions reaped.
     public private(set) var completions = 0
 
+    /// Two timers: 0 for waits (`armTimer`), 1 for an independent alarm (`armAlarm`).
     private var timerSpec: UnsafeMutablePointer<__kernel_timespec>
     let wakeBuffer = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
     /// True while a wake-up read is in flight.
     public internal(set) var wakeArmed = false
     /// True while a timer SQE is in flight.
     public private(set) var timerArmed = false
+    /// True while the alarm's SQE is in flight.
+    public private(set) var alarmArmed = false
 
     /// Opens a ring with `entries` submission slots. `io_uring_queue_init_params`.
     public init(entries: UInt32 = 256) throws(SystemError) {
         ring = .allocate(capacity: 1)
         ring.initialize(to: io_uring())
-        timerSpec = .allocate(capacity: 1)
-        timerSpec.initialize(to: __kernel_timespec())
+        timerSpec = .allocate(capacity: 2)
+        timerSpec.initialize(repeating: __kernel_timespec(), count: 2)
         var params = io_uring_params()
         params.flags = cu_setup_coop_taskrun | cu_setup_submit_all
         params.cq_entries = entries * 8
@@ -146,12 +149,25 @@ public final class Ring {
     /// The engine waits with it in the same ring instead of sleeping in another thread.
     public func armTimer(nanoseconds: Int64) throws(SystemError) {
         guard !timerArmed else { return }
-        timerSpec.pointee.tv_sec = nanoseconds / 1_000_000_000
-        timerSpec.pointee.tv_nsec = nanoseconds % 1_000_000_000
-        let sqe = try nextEntry()
-        io_uring_prep_timeout(sqe, timerSpec, 0, 0)
-        io_uring_sqe_set_data64(sqe, CompletionTag(kind: CompletionTag.timerKind, payload: 0).userData)
+        try queueTimeout(slot: 0, nanoseconds: nanoseconds)
         timerArmed = true
+    }
+
+    /// Queues an alarm that completes after `nanoseconds`, independent of `armTimer`'s waits
+    /// (for periodic work that must not be tied to the pacer's wake-ups), unless one is armed.
+    public func armAlarm(nanoseconds: Int64) throws(SystemError) {
+        guard !alarmArmed else { return }
+        try queueTimeout(slot: 1, nanoseconds: nanoseconds)
+        alarmArmed = true
+    }
+
+    private func queueTimeout(slot: Int, nanoseconds: Int64) throws(SystemError) {
+        let spec = timerSpec + slot
+        spec.pointee.tv_sec = nanoseconds / 1_000_000_000
+        spec.pointee.tv_nsec = nanoseconds % 1_000_000_000
+        let sqe = try nextEntry()
+        io_uring_prep_timeout(sqe, spec, 0, 0)
+        io_uring_sqe_set_data64(sqe, CompletionTag(kind: CompletionTag.timerKind, payload: UInt64(slot)).userData)
     }
 
     /// Reaps every completion that is ready, without a system call. Timer completions
@@ -168,7 +184,9 @@ public final class Ring {
             )
             io_uring_cqe_seen(ring, entry)
             count += 1
-            if completion.tag.kind == CompletionTag.timerKind { timerArmed = false }
+            if completion.tag.kind == CompletionTag.timerKind {
+                if completion.tag.payload == 1 { alarmArmed = false } else { timerArmed = false }
+            }
             if completion.tag.kind == CompletionTag.wakeKind { wakeArmed = false }
             handle(completion)
         }

@@ -23,6 +23,7 @@ struct SendOptions {
     var sdpPath: String?
     var statsPath: String?
     var statsEvery: Double?
+    var reportInterval: Double?
     var quiet = false
 
     static let help = """
@@ -38,6 +39,7 @@ struct SendOptions {
       --mtu auto|N               default auto
       --max-unconfirmed BYTES    bound on sent-but-unconfirmed bytes (needs feedback; see README)
       --no-feedback              expect no RTCP
+      --report-interval SECONDS  mean time between RTCP sender reports (RTT samples), default 0.1
       --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
       --stats PATH|-             final stats as JSON
       --stats-every SECONDS      also rewrite the --stats file while running
@@ -87,6 +89,8 @@ struct SendOptions {
             case "--no-feedback": options.noFeedback = true
             case "--sdp": options.sdpPath = try reader.value(for: argument)
             case "--stats": options.statsPath = try reader.value(for: argument)
+            case "--report-interval":
+                options.reportInterval = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--stats-every": options.statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--quiet": options.quiet = true
             default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
@@ -273,6 +277,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed
+    if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
     let sender = try MediaSender(config: config)
     let stopFlag = MutexBox<Bool>(false)
     let trap = SignalTrap { stopFlag.set(true); sender.finish() }

@@ -115,6 +115,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         try socket.enableReceiveTimestamps()
         try socket.enableDropCounter()
         socket.setReceiveBufferSize(16 << 20)
+        // Sender reports' arrival times must be the kernel's: DLSR, and so the sender's RTT, count from them.
+        try rtcpSocket?.enableReceiveTimestamps()
     }
 
     /// Asks `run` to return.

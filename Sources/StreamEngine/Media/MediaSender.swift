@@ -39,6 +39,8 @@ public struct MediaSenderConfig: Sendable {
     public var rtcpMux = false
     /// After the last packet, how long to wait for the final feedback (nanoseconds).
     public var finalFeedbackWait: Int64 = 2_000_000_000
+    /// How often a sender report goes out (nanoseconds); each one gives an RTT sample.
+    public var senderReportInterval: Int64 = 100_000_000
     /// When no feedback at all arrives this long after the first packet, the receiver is
     /// taken for one that sends none (ffmpeg 5.1's RTP input cannot): the bound is lifted
     /// until feedback appears (nanoseconds).
@@ -239,6 +241,7 @@ public final class MediaSender: Sendable {
                 peer.port = peer.port &+ 1
                 try rtcpSocket.connect(peer)  // only the receiver's RTCP is accepted
             }
+            try feedbackSocket.enableReceiveTimestamps()  // RTT from kernel arrival times
             feedbackReceiver = try UDPMultishotReceiver(ring: ring, socket: feedbackSocket, groupID: 2,
                                                         bufferCount: 32, maxPayload: 4096)
             try feedbackReceiver?.arm()
@@ -282,18 +285,27 @@ public final class MediaSender: Sendable {
         var finished = false
         var lingerDeadline: Int64?
         var lastPublish: Int64 = 0
-        var lastSenderReport: Int64 = 0
-        // Periodic work: sender reports, loss by age, liveness. Returns false to stop.
+        // Sender reports go out at random times (an alarm of their own, the interval +-50 %),
+        // not at the pacer's wake-ups: tied to those, every RTT sample would see the queue at
+        // the same point of our own send rhythm instead of as it is on average.
+        var nextSenderReport: Int64 = 0
+        func sendSenderReportIfDue(now: Int64) throws(SystemError) {
+            guard config.feedback, let feedbackSocket, flow.log.sent > 0 else { return }
+            if now < nextSenderReport {
+                try ring.armAlarm(nanoseconds: nextSenderReport - now)
+                return
+            }
+            nextSenderReport = now + Int64(Double(config.senderReportInterval) * Double.random(in: 0.5...1.5))
+            try ring.armAlarm(nanoseconds: nextSenderReport - now)
+            let report = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
+                                           packets: local.packetsSent, octets: local.bytesSent)
+            let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
+            if sent { local.senderReports += 1 }
+        }
+        // Periodic work: loss by age, liveness, keyframe requests.
         func tick(now: Int64) {
             flow.now = now
-            guard config.feedback, let feedbackSocket else { return }
-            if flow.log.sent > 0 && now - lastSenderReport >= 1_000_000_000 {
-                lastSenderReport = now
-                let report = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
-                                               packets: local.packetsSent, octets: local.bytesSent)
-                let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
-                if sent { local.senderReports += 1 }
-            }
+            guard config.feedback, feedbackSocket != nil else { return }
             if !rtcp.receiverGone {
                 // A receiver that stopped reporting keeps its packets unconfirmed: the bound holds.
                 flow.log.expireUnconfirmed(sentBefore: now - rtcp.lossTimeout)
@@ -329,6 +341,7 @@ public final class MediaSender: Sendable {
             local.framesDroppedQueueFull = dropped
             let now = monotonicNanoseconds()
             tick(now: now)
+            try sendSenderReportIfDue(now: now)
             if now - lastPublish > 50_000_000 {
                 lastPublish = now
                 publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp)
@@ -337,8 +350,8 @@ public final class MediaSender: Sendable {
         }, other: { completion in
             guard completion.tag.kind == CompletionTag.receiveKind, let feedbackReceiver else { return }
             try? feedbackReceiver.handle(completion) { datagram in
-                if rtcp.handle(datagram.payload, flow: flow, now: monotonicNanoseconds(),
-                               realtime: realtimeNanoseconds()) {
+                let arrival = datagram.timestampNanoseconds > 0 ? datagram.timestampNanoseconds : realtimeNanoseconds()
+                if rtcp.handle(datagram.payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
                     requestKeyframe()
                 }
             }

@@ -194,12 +194,13 @@ public final class PacedSender {
     /// and `isFinished` says so (while it says no, an idle producer is polled every
     /// `idlePoll` nanoseconds). `beforePump` runs before each fill (to take new work in);
     /// when it returns false the loop stops filling and returns once what is in flight
-    /// has completed. Completions of other kinds go to `other`.
+    /// has completed. `afterPump` runs after each fill. Completions of other kinds go to `other`.
     public func run(_ producer: DatagramProducer, idlePoll: Int64 = 200_000, isFinished: () -> Bool = { true },
-                    beforePump: () throws(SystemError) -> Bool = { true },
+                    beforePump: () throws(SystemError) -> Bool = { true }, afterPump: () -> Void = {},
                     other: (Completion) -> Void = { _ in }) throws(SystemError) {
         while try beforePump() {
             let state = try pump(producer)
+            afterPump()
             if state == .idle && isDrained && isFinished() { return }
             var timeout: Int64?
             if case .paced(let nanoseconds) = state { timeout = nanoseconds }
