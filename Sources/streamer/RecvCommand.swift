@@ -27,11 +27,12 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
 
 let recvHelp = """
 usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
-                     [--stats-every SECONDS] [--no-feedback] [--quiet]
+                     [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--quiet]
   --out PATH|-     write the complete frames as an Annex B H.265 stream (ffmpeg -i x.hevc)
   --frames N       stop after N frames;  --duration S  stop after S seconds
   --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
   --no-feedback    send no RTCP to the sender
+  --from HOST:PORT accept the stream only from this address (default: the first valid stream)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {
@@ -43,6 +44,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var statsPath: String?
     var statsEvery: Double?
     var feedback = true
+    var from: SocketAddress?
     var quiet = false
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
@@ -54,6 +56,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         case "--stats": statsPath = try reader.value(for: argument)
         case "--stats-every": statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
         case "--no-feedback": feedback = false
+        case "--from": from = try parseAddress(try reader.value(for: argument), option: argument)
         case "--quiet": quiet = true
         default: throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
         }
@@ -61,6 +64,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
     var config = MediaReceiverConfig(listen: listen)
     config.feedback = feedback
+    config.from = from
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }
     var output: FileHandle?

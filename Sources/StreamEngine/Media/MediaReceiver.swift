@@ -119,6 +119,10 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         try rtcpSocket?.enableReceiveTimestamps()
     }
 
+    private static let rejectionKeys = Dictionary(uniqueKeysWithValues: RTPPacketError.allCases.map { ($0, "rtp." + $0.reason) })
+    /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
+    private static let maxTimestampStep: Int32 = 900_000
+
     /// Asks `run` to return.
     public func stop() { stopRequested.store(true, ordering: .relaxed) }
 
@@ -141,6 +145,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         var tracker = RTPSequenceTracker()
         var local = ReceiverStats()
         var lockedSSRC: UInt32?
+        var lockedPayloadType: UInt8?
+        var lastAcceptedTimestamp: UInt32?
         var lockedSource = config.from
         var frames = 0
         var lastPublish: Int64 = 0
@@ -234,7 +240,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             do throws(RTPPacketError) {
                 parsed = try RTPHeader.parse(datagram.payload)
             } catch {
-                local.rejected["rtp." + error.reason, default: 0] += 1
+                local.rejected[Self.rejectionKeys[error]!, default: 0] += 1
                 return
             }
             if let source = lockedSource, let from = datagram.source, from != source {
@@ -245,8 +251,21 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                 local.rejected["foreignSSRC", default: 0] += 1
                 return
             }
+            if let payloadType = lockedPayloadType, parsed.header.payloadType != payloadType {
+                local.rejected["unexpectedPayloadType", default: 0] += 1
+                return
+            }
+            if let last = lastAcceptedTimestamp {
+                // More than 10 s away from the stream's clock: not a frame of this stream.
+                let step = Int32(bitPattern: parsed.header.timestamp &- last)
+                if step > Self.maxTimestampStep || step < -Self.maxTimestampStep {
+                    local.rejected["timestampJump", default: 0] += 1
+                    return
+                }
+            }
             if lockedSSRC == nil {
                 lockedSSRC = parsed.header.ssrc
+                lockedPayloadType = parsed.header.payloadType
                 if lockedSource == nil { lockedSource = datagram.source }
             }
             let mark = TrafficMark(tos: datagram.tos)
@@ -255,8 +274,18 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             local.bytesReceived += datagram.payload.count
             // 90 kHz units, at 10 us resolution (no overflow for any realtime clock value).
             let arrival = UInt32(truncatingIfNeeded: datagram.timestampNanoseconds / 100_000 * 9)
-            _ = tracker.record(sequence: parsed.header.sequenceNumber, rtpTimestamp: parsed.header.timestamp,
-                               arrival: arrival)
+            switch tracker.record(sequence: parsed.header.sequenceNumber, rtpTimestamp: parsed.header.timestamp,
+                                  arrival: arrival) {
+            case .sequenceJump:
+                // Far from the stream's sequence numbers: counted, kept out of the frames.
+                local.rejected["sequenceJump", default: 0] += 1
+                return
+            case .late, .duplicate:
+                return  // counted by the tracker; the frame it belonged to is gone or whole
+            case .first, .inOrder, .reordered, .restarted:
+                break
+            }
+            lastAcceptedTimestamp = parsed.header.timestamp
             feedback.record(sequence: parsed.header.sequenceNumber, arrival: datagram.timestampNanoseconds,
                             ecn: mark.ecn.rawValue)
             let payload = UnsafeRawBufferPointer(rebasing: datagram.payload[parsed.payloadRange])

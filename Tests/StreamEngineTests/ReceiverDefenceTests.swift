@@ -1,0 +1,52 @@
+import Foundation
+import MediaFormats
+import StreamEngine
+import Synchronization
+import Testing
+import UringIO
+
+/// What the receiver does with packets from its own stream's address that do not fit the stream.
+@Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
+struct ReceiverDefenceTests {
+    @Test func outOfStreamPacketsAreCountedAndKeptOutOfFrames() throws {
+        var config = MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!)
+        config.feedback = false
+        let receiver = try MediaReceiver(config: config)
+        let frames = Mutex<[DepacketizedAccessUnit]>([])
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            try? receiver.run { unit in frames.withLock { $0.append(unit) } }
+            done.signal()
+        }.start()
+        let socket = try UDPSocket(family: .ipv4)
+        try socket.connect(receiver.localAddress)
+        func send(sequence: UInt16, timestamp: UInt32, payloadType: UInt8 = 96, ssrc: UInt32 = 7) throws {
+            // A single-NAL-unit packet: an IDR slice header stub (type 19) with its first-slice bit.
+            var packet = RTPHeader(marker: true, payloadType: payloadType, sequenceNumber: sequence,
+                                   timestamp: timestamp, ssrc: ssrc).bytes
+            packet += [19 << 1, 1, 0x80, 0x11, 0x22]
+            _ = try packet.withUnsafeBytes { try PlainUDP.sendTo(socket, $0) }
+        }
+        // A stream of 10 frames, 3000 ticks apart.
+        for index in 0..<10 { try send(sequence: UInt16(100 + index), timestamp: UInt32(9000 + 3000 * index)) }
+        try send(sequence: 40_000, timestamp: 42_000)                   // sequence jump
+        try send(sequence: 110, timestamp: 9000 + 3000 * 10 + 9_000_000)  // timestamp 100 s away
+        try send(sequence: 111, timestamp: 42_000, payloadType: 97)      // another payload type
+        try send(sequence: 112, timestamp: 42_000, ssrc: 8)              // another SSRC
+        try send(sequence: 110, timestamp: 39_000)                       // the stream goes on
+        let deadline = Date().addingTimeInterval(5)
+        while receiver.stats.received < 11 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        Thread.sleep(forTimeInterval: 0.1)
+        receiver.stop()
+        done.wait()
+        let stats = receiver.stats
+        #expect(stats.rejected["sequenceJump"] == 1)
+        #expect(stats.rejected["timestampJump"] == 1)
+        #expect(stats.rejected["unexpectedPayloadType"] == 1)
+        #expect(stats.rejected["foreignSSRC"] == 1)
+        #expect(stats.received == 11)
+        #expect(stats.lost == 0)
+        #expect(frames.withLock { $0.count } == 11)
+        #expect(frames.withLock { $0.allSatisfy(\.isComplete) })
+    }
+}
