@@ -217,6 +217,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
         }, tick: {
             if config.feedback { sendFeedback(now: realtimeNanoseconds()) }
+            let now = monotonicNanoseconds()
+            if now - lastPublish > 50_000_000 {
+                lastPublish = now
+                publish()
+            }
         }) { socketIndex, datagram in
             if socketIndex == 1 {
                 // RTCP from the sender: only its sender reports matter here (LSR/DLSR).
