@@ -18,6 +18,10 @@ public struct DepacketizedAccessUnit: Sendable, Equatable {
     public var packetCount: Int
     /// Sequence numbers given up as lost and attributed to this access unit.
     public var missingPackets: Int
+    /// False when a frame it may depend on (since the last complete keyframe) was incomplete
+    /// or missing: a decoder fed only this stream would show errors. Set by the receiver,
+    /// which sees frame gaps; true by default.
+    public var followsIntactChain = true
 
     /// Makes a depacketized access unit.
     public init(timestamp: UInt32, nalUnits: [[UInt8]], isComplete: Bool, isKeyframe: Bool,

@@ -14,7 +14,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "ecn": ["notEct": stats.ecn[0], "ect0": stats.ecn[2], "ect1": stats.ecn[1], "ce": stats.ecn[3]],
         "dscp": dscp,
         "frames": ["complete": stats.framesComplete, "incomplete": stats.framesIncomplete, "missing": stats.framesMissing,
-                   "keyframes": stats.keyframes],
+                   "keyframes": stats.keyframes, "undecodable": stats.framesUndecodable],
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
         "bytes": ["received": stats.bytesReceived],
@@ -28,7 +28,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
 let recvHelp = """
 usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
                      [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--quiet]
-  --out PATH|-     write the complete frames as an Annex B H.265 stream (ffmpeg -i x.hevc)
+  --out PATH|-     write the decodable frames (complete, from a keyframe on) as Annex B H.265 (ffmpeg -i x.hevc)
   --frames N       stop after N frames;  --duration S  stop after S seconds
   --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
   --no-feedback    send no RTCP to the sender
@@ -88,8 +88,9 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         return "received \(s.framesComplete) complete / \(s.framesIncomplete) incomplete frames, \(s.received) packets, lost \(s.lost)"
     }
     try receiver.run(frameLimit: frames) { unit in
-        // Only complete frames are written: a decoder never sees a corrupt access unit.
-        if unit.isComplete, let output { output.write(Data(unit.annexB)) }
+        // Only frames a decoder can use are written: complete, on an unbroken chain of
+        // references from a keyframe. The rest are counted (frames.undecodable).
+        if unit.followsIntactChain, let output { output.write(Data(unit.annexB)) }
     }
     progress.stop()
     statsWriter.stop()

@@ -319,9 +319,9 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     if let statsPath = options.statsPath { try writeJSON(senderStatsObject(stats), to: statsPath) }
     if stats.packetsFailed > 0 {
         printError("streamer send: \(stats.packetsFailed) packets failed to send: \(stats.errors)")
-        return 1
     }
-    return 0
+    // Nothing at all got out: that is a failure of the run, not a fault it rode through.
+    return stats.packetsSent == 0 && stats.framesEncoded > 0 ? 1 : 0
 }
 
 /// Says once on stderr when the receiver stops sending feedback, and once when it is back.
@@ -332,9 +332,15 @@ final class GoneWatch: Sendable {
         Thread {
             var gone = false
             var absentSaid = false
+            var errorsSaid = Set<String>()
             while running.get() {
                 usleep(100_000)
                 let stats = sender.stats
+                for (reason, count) in stats.errors where !errorsSaid.contains(reason) {
+                    // Once per kind of error, not once per datagram: the count is in the stats.
+                    errorsSaid.insert(reason)
+                    printError("streamer send: sends failing: \(reason) (\(count) datagrams so far; counted in stats.errors)")
+                }
                 if stats.feedbackAbsent && !absentSaid {
                     absentSaid = true
                     printError("streamer send: no RTCP feedback from the receiver (ffmpeg/ffplay send none); running without the unconfirmed bound (use --no-feedback to say so)")

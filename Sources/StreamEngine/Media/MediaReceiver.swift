@@ -59,6 +59,9 @@ public struct ReceiverStats: Sendable, Equatable {
     public var source: String?
     /// Frames that never arrived at all (gaps in the RTP timestamps of a constant frame rate).
     public var framesMissing = 0
+    /// Frames not decodable on their own line of references: incomplete, or after an
+    /// incomplete or missing frame until the next complete keyframe (and before the first).
+    public var framesUndecodable = 0
     /// RTCP datagrams sent to the sender.
     public var feedbackSent = 0
     /// Keyframe requests (PLI) sent.
@@ -139,6 +142,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         var lastReport: Int64 = 0
         var lastKeyframeRequest: Int64 = 0
         var lastTimestamp: UInt32?
+        var chainIntact = false
         var frameInterval: UInt32?
         var depacketizer = HEVCDepacketizer(maxAccessUnitSize: config.maxAccessUnitSize,
                                             reorderWindow: config.reorderWindow)
@@ -152,7 +156,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         var lastPublish: Int64 = 0
 
         func emit(_ units: [DepacketizedAccessUnit]) {
-            for unit in units {
+            for var unit in units {
                 if unit.isComplete && unit.isKeyframe { local.keyframes += 1 }
                 if unit.isComplete { local.framesComplete += 1 } else {
                     local.framesIncomplete += 1
@@ -163,7 +167,17 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                         feedback.requestKeyframe()
                     }
                 }
+                let missingBefore = local.framesMissing
                 countMissingFrames(before: unit.timestamp)
+                // The chain of references breaks at an incomplete or missing frame and mends at
+                // the next complete keyframe; the first frame received needs one too.
+                if unit.isComplete && unit.isKeyframe {
+                    chainIntact = true
+                } else if !unit.isComplete || local.framesMissing > missingBefore {
+                    chainIntact = false
+                }
+                unit.followsIntactChain = chainIntact && unit.isComplete
+                if !unit.followsIntactChain { local.framesUndecodable += 1 }
                 frames += 1
                 onAccessUnit(unit)
             }
