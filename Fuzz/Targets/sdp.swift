@@ -1,0 +1,27 @@
+// Fuzz target: SDPSessionDescription(parsing:), its `.text` rendering and Base64.
+//
+// A description that parses must render to text that parses back to an equal description,
+// and rendering that again must give the same text. Base64 gets a share of the input too:
+// whatever decodes must encode back to the same text.
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = UnsafeRawBufferPointer(start: size == 0 ? nil : data, count: size)
+    let text = String(decoding: bytes, as: UTF8.self)
+
+    if let decoded = try? Base64.decode(text) {
+        fuzzCheck(Base64.encode(decoded) == text, "base64 \(text) decodes to \(decoded), which encodes differently")
+    }
+
+    guard let description = try? SDPSessionDescription(parsing: text) else { return 0 }
+    let rendered = description.text
+    let reparsed: SDPSessionDescription
+    do {
+        reparsed = try SDPSessionDescription(parsing: rendered)
+    } catch {
+        fatalError("fuzz invariant violated: rendered SDP does not parse (\(error)):\n\(rendered)")
+    }
+    fuzzCheck(reparsed == description, "SDP round trip differs:\nparsed   \(description)\nreparsed \(reparsed)\nrendered:\n\(rendered)")
+    fuzzCheck(reparsed.text == rendered, "rendering is not stable:\n\(rendered)\n---\n\(reparsed.text)")
+    return 0
+}
