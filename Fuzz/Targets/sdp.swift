@@ -23,7 +23,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         fatalError("fuzz invariant violated: rendered SDP does not parse (\(error)):\n\(rendered)")
     }
     // a=framerate is documented as written with two decimals ("29.97"): compare against that.
+    // An empty session name is written as "s=-" (RFC 8866 wants a non-empty s= line).
     var expected = description
+    if expected.sessionName.isEmpty { expected.sessionName = "-" }
     expected.frameRate = description.frameRate.flatMap(SDPSessionDescription.format).flatMap(SDPSessionDescription.parseRate)
     fuzzCheck(reparsed == expected, "SDP round trip differs:\nparsed   \(description)\nreparsed \(reparsed)\nrendered:\n\(rendered)")
     fuzzCheck(reparsed.text == rendered, "rendering is not stable:\n\(rendered)\n---\n\(reparsed.text)")
