@@ -98,6 +98,9 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     private var seenStartCode = false
     /// The current NAL unit belongs to an oversized access unit: its bytes are thrown away.
     private var discardingNAL = false
+    /// The NAL unit being thrown away has shown only zero bytes so far: it may still turn
+    /// out empty (zeros before the next start code), which is not an invalid NAL unit.
+    private var discardedOnlyZeros = false
     /// After an oversized access unit: skip NAL units until one that can begin an access unit.
     private var resynchronizing = false
 
@@ -141,6 +144,7 @@ public struct AnnexBAccessUnitSplitter: Sendable {
         scanPosition = 0
         seenStartCode = false
         discardingNAL = false
+        discardedOnlyZeros = false
         resynchronizing = false
         return output
     }
@@ -181,7 +185,9 @@ public struct AnnexBAccessUnitSplitter: Sendable {
             switch disposition {
             case .invalid:
                 if pendingBytes > maxAccessUnitSize {
-                    counters.invalidNALUnits += 1
+                    // Zeros only so far: counted once a non-zero byte shows it is not empty.
+                    discardedOnlyZeros = !buffer[nalStart..<keepFrom].contains { $0 != 0 }
+                    if !discardedOnlyZeros { counters.invalidNALUnits += 1 }
                     discardingNAL = true
                 }
             case .skip:
@@ -202,11 +208,22 @@ public struct AnnexBAccessUnitSplitter: Sendable {
                 }
             }
         }
-        if discardingNAL { nalStart = keepFrom }
+        if discardingNAL {
+            noteDiscardedBytes(buffer[nalStart..<keepFrom])
+            nalStart = keepFrom
+        }
         if nalStart > 0 && nalStart >= buffer.count / 2 {
             buffer.removeFirst(nalStart)
             scanPosition -= nalStart
             nalStart = 0
+        }
+    }
+
+    /// Counts a discarded all-zero NAL unit as invalid once it shows a non-zero byte.
+    private mutating func noteDiscardedBytes(_ bytes: ArraySlice<UInt8>) {
+        if discardedOnlyZeros && bytes.contains(where: { $0 != 0 }) {
+            discardedOnlyZeros = false
+            counters.invalidNALUnits += 1
         }
     }
 
@@ -261,7 +278,9 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     /// Handles the NAL unit `buffer[nalStart..<end]`, which spans the stream up to `streamEnd`.
     private mutating func completeNAL(end: Int, streamEnd: Int, into output: inout [AccessUnit]) {
         if discardingNAL {
+            noteDiscardedBytes(buffer[nalStart..<end])
             discardingNAL = false
+            discardedOnlyZeros = false
             return
         }
         guard end > nalStart else { return }  // empty: two start codes in a row

@@ -122,6 +122,8 @@ public struct SDPSessionDescription: Sendable, Hashable {
         for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).enumerated() {
             let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine[...]
             let number = index + 1
+            // RFC 8866 text excludes CR: a bare one inside a line could not be written back.
+            guard !line.contains("\r") else { throw SDPError("sdp: line \(number): CR inside a line") }
             guard line.count >= 2, line.dropFirst().first == "=" else {
                 if line.isEmpty { continue }
                 throw SDPError("sdp: line \(number): not a type=value line")
