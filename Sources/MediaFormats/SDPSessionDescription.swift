@@ -146,6 +146,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
                     throw SDPError("sdp: line \(number): bad c= line")
                 }
                 let address = String(fields[2].split(separator: "/", omittingEmptySubsequences: false)[0])
+                guard !address.isEmpty else { throw SDPError("sdp: line \(number): c= line without an address") }
                 if !sawMedia { sessionConnection = address } else if inVideo { mediaConnection = address }
             case "m":
                 sawMedia = true
@@ -236,6 +237,8 @@ public struct SDPSessionDescription: Sendable, Hashable {
         if rate.numerator % rate.denominator == 0 { return "\(rate.numerator / rate.denominator)" }
         let hundredths = (rate.numerator * 100 + rate.denominator / 2) / rate.denominator
         let fraction = hundredths % 100
+        // Rounded to a whole number (2.997 -> 3): written as one, so rendering is stable.
+        if fraction == 0 { return "\(hundredths / 100)" }
         return "\(hundredths / 100)." + (fraction < 10 ? "0\(fraction)" : "\(fraction)")
     }
 
