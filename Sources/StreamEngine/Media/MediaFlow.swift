@@ -30,6 +30,10 @@ final class MediaFlow: DatagramProducer {
     private(set) var awaitingKeyframe = false
     /// Set when the flow needs a keyframe from the source (taken by the sender).
     var keyframeWanted = false
+    /// The receiver stopped reporting: only probe keyframes go out (`probeFrames` of them).
+    var receiverGone = false
+    /// Keyframes that may go out while the receiver is gone.
+    var probeFrames = 0
     /// The clock for send times in the log.
     var now: Int64 = 0
 
@@ -77,6 +81,15 @@ final class MediaFlow: DatagramProducer {
     /// Whether `accessUnit` may start now under the unconfirmed bound; drops (and counts) it if not.
     private func admit(_ accessUnit: AccessUnit) -> Bool {
         guard let bound = maxUnconfirmedBytes else { return true }
+        if receiverGone {
+            // Nothing confirms anything: just a keyframe now and then, to find the receiver again.
+            guard accessUnit.isKeyframe && probeFrames > 0 else {
+                framesDroppedUnconfirmed += 1
+                awaitingKeyframe = true
+                return false
+            }
+            probeFrames -= 1
+        }
         if awaitingKeyframe && !accessUnit.isKeyframe {
             framesDroppedUnconfirmed += 1
             return false

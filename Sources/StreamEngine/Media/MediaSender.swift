@@ -39,6 +39,8 @@ public struct MediaSenderConfig: Sendable {
     public var rtcpMux = false
     /// After the last packet, how long to wait for the final feedback (nanoseconds).
     public var finalFeedbackWait: Int64 = 2_000_000_000
+    /// While the receiver is gone, how often a keyframe goes out to find it again (nanoseconds).
+    public var goneProbeInterval: Int64 = 1_000_000_000
     /// How often a sender report goes out (nanoseconds); each one gives an RTT sample.
     public var senderReportInterval: Int64 = 100_000_000
     /// When no feedback at all arrives this long after the first packet, the receiver is
@@ -289,6 +291,7 @@ public final class MediaSender: Sendable {
         // not at the pacer's wake-ups: tied to those, every RTT sample would see the queue at
         // the same point of our own send rhythm instead of as it is on average.
         var nextSenderReport: Int64 = 0
+        var lastGoneProbe: Int64 = 0
         func sendSenderReportIfDue(now: Int64) throws(SystemError) {
             guard config.feedback, let feedbackSocket, flow.log.sent > 0 else { return }
             if now < nextSenderReport {
@@ -316,6 +319,16 @@ public final class MediaSender: Sendable {
             local.feedbackAbsent = silentSinceStart
             flow.maxUnconfirmedBytes = silentSinceStart ? nil : bound
             _ = rtcp.checkLiveness(now: now, sending: flow.log.unconfirmedPackets > 0)
+            flow.receiverGone = rtcp.receiverGone
+            if rtcp.receiverGone && now - lastGoneProbe >= config.goneProbeInterval {
+                // A receiver that went away (or a new one in its place) can only answer what
+                // reaches it: once a second, what waited unconfirmed counts as lost and one
+                // keyframe goes out, so the bound holds and a new receiver can start decoding.
+                lastGoneProbe = now
+                flow.log.expireUnconfirmed(sentBefore: now)
+                flow.probeFrames = 1
+                flow.keyframeWanted = true
+            }
             if flow.keyframeWanted {
                 flow.keyframeWanted = false
                 requestKeyframe()

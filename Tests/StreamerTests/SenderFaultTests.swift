@@ -1,0 +1,144 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The sender under faults: a receiver that dies and comes back, a route that disappears.
+@Suite(.enabled(if: uringEnabled, "io_uring is disabled here"))
+struct SenderFaultTests {
+    struct Sample { var time: Double; var send: [String: Any]?; var recv: [String: Any]?; var rss: Int? }
+
+    /// Samples the sender's (and optionally a receiver's) stats file and the sender's RSS every
+    /// 100 ms while `sender` runs, calling `at` with the elapsed time first.
+    func sample(sender: Process, sendStats: URL, recvStats: () -> URL?, seconds: Double,
+                at: (Double) throws -> Void) rethrows -> [Sample] {
+        var samples: [Sample] = []
+        let start = Date()
+        while sender.isRunning && Date().timeIntervalSince(start) < seconds {
+            let now = Date().timeIntervalSince(start)
+            try at(now)
+            samples.append(Sample(time: now, send: try? readJSON(sendStats), recv: recvStats().flatMap { try? readJSON($0) },
+                                  rss: residentBytes(sender.processIdentifier)))
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        return samples
+    }
+
+    /// The receiver is killed, and a new one starts on the same port 2 s later: the sender
+    /// notices, keeps memory and unconfirmed bytes bounded, reports once, and the new receiver
+    /// gets complete frames from a keyframe within 2 s.
+    @Test func receiverRestartOnTheSamePort() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = try temporaryDirectory("restart")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let port = UInt16(50_000 + Int(getpid() % 5_000) * 2)
+        let bound = 150_000
+        func receiver(_ name: String, seconds: Int) throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--duration", "\(seconds)", "--quiet",
+                                 "--out", directory.appendingPathComponent("\(name).hevc").path,
+                                 "--stats", directory.appendingPathComponent("\(name).json").path, "--stats-every", "0.1"]
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            try waitUntilBound(port: port)
+            return process
+        }
+        let first = try receiver("first", seconds: 30)
+        let sendStats = directory.appendingPathComponent("send.json")
+        let sender = Process()
+        sender.executableURL = URL(fileURLWithPath: binary)
+        sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--duration", "12", "--size", "320x240", "--bitrate", "1M",
+                            "--max-unconfirmed", "\(bound)", "--quiet", "--stats", sendStats.path, "--stats-every", "0.1"]
+        let senderErrors = Pipe()
+        sender.standardError = senderErrors
+        try sender.run()
+        var second: Process?
+        var secondStartedAt: Double?
+        let samples = try sample(sender: sender, sendStats: sendStats,
+                                 recvStats: { second == nil ? nil : directory.appendingPathComponent("second.json") },
+                                 seconds: 30) { now in
+            if now >= 3 && first.isRunning { kill(first.processIdentifier, SIGKILL) }
+            if now >= 5 && second == nil {
+                second = try receiver("second", seconds: 10)
+                secondStartedAt = now
+            }
+        }
+        first.waitUntilExit()
+        #expect(waitForExit(sender, seconds: 10) == 0)
+        let secondReceiver = try #require(second)
+        #expect(waitForExit(secondReceiver, seconds: 15) == 0)
+        let messages = String(decoding: senderErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+
+        let worst = samples.compactMap { $0.send.flatMap { intField($0, "bytes.unconfirmed") } }.max() ?? 0
+        #expect(worst <= bound, "unconfirmed reached \(worst) B")
+        let rssAtKill = samples.last { $0.time <= 3.5 }?.rss ?? 0
+        let rssPeak = samples.compactMap(\.rss).max() ?? 0
+        #expect(rssPeak - rssAtKill < 4 << 20, "sender RSS grew from \(rssAtKill) to \(rssPeak)")
+        #expect(samples.contains { $0.send.flatMap { field($0, "receiverGone") } as? Bool == true })
+        // Each fault reported once, not once per datagram.
+        #expect(messages.components(separatedBy: "stopped sending feedback").count - 1 == 1, "stderr: \(messages)")
+        #expect(messages.components(separatedBy: "sends failing: Connection refused").count - 1 <= 1, "stderr: \(messages)")
+        // The new receiver has a complete keyframe within 2 s of starting.
+        let started = try #require(secondStartedAt)
+        let keyframe = samples.first { $0.time <= started + 2 && ($0.recv.flatMap { intField($0, "frames.keyframes") } ?? 0) >= 1 }
+        #expect(keyframe != nil, "no keyframe at the new receiver within 2 s")
+        if let ffmpeg = ["/usr/bin/ffmpeg"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
+            let decode = try run(ffmpeg, ["-v", "error", "-nostdin", "-i", directory.appendingPathComponent("second.hevc").path,
+                                          "-f", "null", "-"])
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "ffmpeg: \(decode.stderr)")
+        }
+        let final = try readJSON(directory.appendingPathComponent("second.json"))
+        #expect((intField(final, "frames.complete") ?? 0) > 100)
+    }
+
+    /// The sender's route is removed for 5 s: errors are counted and reported once, nothing
+    /// crashes, and the stream resumes.
+    @Test(.enabled(if: isRoot && hasNft, "needs root (lab)"))
+    func routeRemovedForFiveSeconds() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let lab = try Lab(name: "froute", up: [])
+        let directory = try temporaryDirectory("route")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recvStats = directory.appendingPathComponent("recv.json")
+        let receiver = try lab.spawn("rcv", binary, ["recv", "--listen", "5004", "--duration", "20", "--quiet",
+                                                     "--out", directory.appendingPathComponent("x.hevc").path,
+                                                     "--stats", recvStats.path, "--stats-every", "0.1"])
+        try lab.waitUntilBound("rcv", port: 5004)
+        let sendStats = directory.appendingPathComponent("send.json")
+        let sender = Process()
+        sender.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+        sender.arguments = ["netns", "exec", "sl-froute-snd", binary, "send", "--to", "10.77.2.2:5004", "--duration", "14",
+                            "--size", "320x240", "--bitrate", "1M", "--quiet", "--stats", sendStats.path, "--stats-every", "0.1"]
+        let senderErrors = Pipe()
+        sender.standardError = senderErrors
+        try sender.run()
+        var removed = false
+        var restored = false
+        let samples = try sample(sender: sender, sendStats: sendStats, recvStats: { recvStats }, seconds: 30) { now in
+            if now >= 3 && !removed {
+                removed = true
+                _ = try run("/usr/sbin/ip", ["-n", "sl-froute-snd", "route", "del", "default"])
+            }
+            if now >= 8 && !restored {
+                restored = true
+                _ = try run("/usr/sbin/ip", ["-n", "sl-froute-snd", "route", "add", "default", "via", "10.77.1.1"])
+            }
+        }
+        #expect(waitForExit(sender, seconds: 15) == 0)
+        #expect(waitForExit(receiver, seconds: 20) == 0)
+        let messages = String(decoding: senderErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let send = try readJSON(sendStats)
+        let errors = field(send, "errors") as? [String: Int] ?? [:]
+        #expect((errors["Network is unreachable"] ?? 0) > 0, "errors: \(errors)")
+        #expect(messages.components(separatedBy: "sends failing: Network is unreachable").count - 1 == 1, "stderr: \(messages)")
+        // Frames arrive again after the route is back.
+        let atRestore = samples.last { $0.time <= 8.5 }?.recv.flatMap { intField($0, "frames.complete") } ?? 0
+        let final = try readJSON(recvStats)
+        #expect((intField(final, "frames.complete") ?? 0) > atRestore + 100)
+        if let ffmpeg = ["/usr/bin/ffmpeg"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
+            let decode = try run(ffmpeg, ["-v", "error", "-nostdin", "-i", directory.appendingPathComponent("x.hevc").path,
+                                          "-f", "null", "-"])
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "ffmpeg: \(decode.stderr)")
+        }
+    }
+}
