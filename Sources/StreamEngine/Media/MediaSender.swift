@@ -39,6 +39,8 @@ public struct MediaSenderConfig: Sendable {
     public var rtcpMux = false
     /// After the last packet, how long to wait for the final feedback (nanoseconds).
     public var finalFeedbackWait: Int64 = 2_000_000_000
+    /// Forced keyframes (PLI, bound, receiver back) at most this often (nanoseconds).
+    public var minKeyframeInterval: Int64 = 500_000_000
     /// While the receiver is gone, how often a keyframe goes out to find it again (nanoseconds).
     public var goneProbeInterval: Int64 = 1_000_000_000
     /// How often a sender report goes out (nanoseconds); each one gives an RTT sample.
@@ -118,8 +120,10 @@ public struct SenderStats: Sendable, Equatable {
     public var receiverGone = false
     /// Times the receiver went silent.
     public var receiverGoneEvents = 0
-    /// Keyframes asked for (PLI, bound, receiver back).
+    /// Keyframes forced (PLI, bound, receiver back).
     public var keyframeRequests = 0
+    /// Keyframe requests ignored because one was forced less than `minKeyframeInterval` ago.
+    public var keyframeRequestsIgnored = 0
     /// RTCP datagrams accepted from the receiver.
     public var feedbackReports = 0
     /// RTCP rejected, by reason (malformed, confirmations of packets never sent).
@@ -128,6 +132,8 @@ public struct SenderStats: Sendable, Equatable {
     public var senderReports = 0
     /// Feedback was expected but none ever arrived: the sender runs without the bound.
     public var feedbackAbsent = false
+    /// RTCP datagrams the kernel dropped on the feedback socket (its buffer full: a flood).
+    public var feedbackKernelDrops = 0
 }
 
 /// Sends HEVC access units as an RTP stream (RFC 7798) through the io_uring engine:
@@ -244,6 +250,7 @@ public final class MediaSender: Sendable {
                 try rtcpSocket.connect(peer)  // only the receiver's RTCP is accepted
             }
             try feedbackSocket.enableReceiveTimestamps()  // RTT from kernel arrival times
+            try feedbackSocket.enableDropCounter()
             feedbackReceiver = try UDPMultishotReceiver(ring: ring, socket: feedbackSocket, groupID: 2,
                                                         bufferCount: 32, maxPayload: 4096)
             try feedbackReceiver?.arm()
@@ -277,7 +284,16 @@ public final class MediaSender: Sendable {
                 local.errors[String(cString: strerror(report.errno)), default: 0] += report.failedDatagrams
             }
         }
+        // Keyframes are expensive: however many PLIs arrive, at most one is forced per
+        // `minKeyframeInterval` (feedback must not turn into an amplifier).
+        var lastForcedKeyframe: Int64 = -1 << 62
         func requestKeyframe() {
+            let now = monotonicNanoseconds()
+            guard now - lastForcedKeyframe >= config.minKeyframeInterval else {
+                local.keyframeRequestsIgnored += 1
+                return
+            }
+            lastForcedKeyframe = now
             local.keyframeRequests += 1
             keyframeRequested.store(true, ordering: .relaxed)
         }
@@ -357,7 +373,7 @@ public final class MediaSender: Sendable {
             try sendSenderReportIfDue(now: now)
             if now - lastPublish > 50_000_000 {
                 lastPublish = now
-                publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp)
+                publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp, feedbackReceiver: feedbackReceiver)
             }
             return !stopRequested.load(ordering: .relaxed)
         }, other: { completion in
@@ -369,11 +385,11 @@ public final class MediaSender: Sendable {
                 }
             }
         })
-        publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp)
+        publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp, feedbackReceiver: feedbackReceiver)
     }
 
     private func publish(_ local: inout SenderStats, flow: MediaFlow, paced: PacedSender, ring: Ring,
-                         feedback: SenderFeedback) {
+                         feedback: SenderFeedback, feedbackReceiver: UDPMultishotReceiver?) {
         local.packetsConfirmed = flow.log.confirmed
         local.packetsLost = flow.log.lost
         local.packetsUnconfirmed = flow.log.unconfirmedPackets
@@ -388,6 +404,7 @@ public final class MediaSender: Sendable {
         local.receiverGoneEvents = feedback.receiverGoneEvents
         local.feedbackReports = feedback.reportsAccepted
         local.feedbackRejected = feedback.rejected
+        local.feedbackKernelDrops = Int(feedbackReceiver?.counters.kernelDrops ?? 0)
         local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull
         local.framesSent = flow.framesWritten
         local.keyframes = flow.keyframesWritten
