@@ -108,11 +108,17 @@ struct PathMTUProberTests {
         // Some losses interleaved with confirmations: not a black hole.
         let changed4 = prober.mediaAboveBase(lost: 4, confirmed: 0, receiverAlive: true, now: path.now)
         #expect(!changed4)
-        let changed5 = prober.mediaAboveBase(lost: 1, confirmed: 3, receiverAlive: true, now: path.now)
+        let changed5 = prober.mediaAboveBase(lost: 5, confirmed: 3, receiverAlive: true, now: path.now)
         #expect(!changed5)
-        let changed6 = prober.mediaAboveBase(lost: 5, confirmed: 0, receiverAlive: false, now: path.now)
+        let changed6 = prober.mediaAboveBase(lost: 6, confirmed: 0, smallConfirmed: 2, receiverAlive: false, now: path.now)
         #expect(!changed6)
-        let changed7 = prober.mediaAboveBase(lost: 1, confirmed: 0, receiverAlive: true, now: path.now)
+        // A receiver that stopped confirms nothing small either: no black hole, whatever is lost.
+        var silent = makeProber()
+        var silentPath = SimulatedPath(pathMTU: 1500, icmp: false)
+        _ = silentPath.run(&silent, seconds: 1)
+        let changedSilent = silent.mediaAboveBase(lost: 20, confirmed: 0, receiverAlive: true, now: silentPath.now)
+        #expect(!changedSilent)
+        let changed7 = prober.mediaAboveBase(lost: 1, confirmed: 0, smallConfirmed: 1, receiverAlive: true, now: path.now)
         #expect(changed7)
         #expect(prober.mtu == 1200)
         #expect(prober.blackHoles == 1)
@@ -121,6 +127,31 @@ struct PathMTUProberTests {
         #expect(prober.mtu == 1280)
         #expect(prober.source == .probe)
         #expect((done ?? .max) - started < 5_000_000_000)
+    }
+
+    /// Large media lost with no small media to tell: a base-size probe asks whether the
+    /// path still works, and its confirmation makes it a black hole.
+    @Test func blackHoleIsConfirmedByABaseProbe() {
+        var prober = makeProber()
+        var path = SimulatedPath(pathMTU: 1500, icmp: false)
+        _ = path.run(&prober, seconds: 1)
+        path.pathMTU = 1280
+        _ = prober.mediaAboveBase(lost: 10, confirmed: 0, receiverAlive: true, now: path.now)
+        #expect(prober.mtu == 1500)
+        let probe = prober.nextProbe(now: path.now)
+        #expect(probe?.size == 1200)
+        prober.probeConfirmed(id: probe?.id ?? 0, size: 1200, now: path.now + 1)
+        _ = prober.mediaAboveBase(lost: 1, confirmed: 0, receiverAlive: true, now: path.now + 2)
+        #expect(prober.mtu == 1200)
+        #expect(prober.blackHoles == 1)
+    }
+
+    /// The search stops at the ceiling (9000) even on loopback's 65536.
+    @Test func ceilingCapsTheSearch() {
+        var prober = makeProber(maxMTU: 65_536, kernelMTU: 65_535)
+        var path = SimulatedPath(pathMTU: 65_535, icmp: false)
+        _ = path.run(&prober, seconds: 2)
+        #expect(prober.mtu == 9000)
     }
 
     /// After the re-probe interval a larger path is found again.

@@ -20,6 +20,7 @@ final class PathMTUController: DatagramProducer {
     private(set) var prober: PathMTUProber?
     private var pendingProbe: PathMTUProber.Probe?
     private var largeConfirmedSeen = 0
+    private var confirmedSeen = 0
     private let configuredMTU: Int?
     /// Monotonic time the prober started.
     private let startedAt: Int64
@@ -76,8 +77,11 @@ final class PathMTUController: DatagramProducer {
         let budget = prober.mtu - overhead
         let lost = flow.log.takeLostSizes().filter { Int($0) > flow.log.largeBytes && Int($0) <= budget }.count
         let confirmed = flow.log.largeConfirmed - largeConfirmedSeen
+        let smallConfirmed = flow.log.confirmed - confirmedSeen - confirmed
         largeConfirmedSeen = flow.log.largeConfirmed
-        prober.mediaAboveBase(lost: lost, confirmed: confirmed, receiverAlive: receiverAlive, now: now)
+        confirmedSeen = flow.log.confirmed
+        prober.mediaAboveBase(lost: lost, confirmed: confirmed, smallConfirmed: smallConfirmed,
+                              receiverAlive: receiverAlive, now: now)
         prober.roundTripTime = roundTripMilliseconds.map { Int64($0 * 1e6) }
         if pendingProbe == nil { pendingProbe = prober.nextProbe(now: now) }
         if let completed = prober.searchCompletedAt, !prober.isSearching {

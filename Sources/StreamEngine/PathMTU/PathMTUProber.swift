@@ -15,6 +15,9 @@ public struct PathMTUProberConfig: Sendable, Equatable {
     /// Media datagrams above the base lost in a row (none above it confirmed meanwhile)
     /// that make the current size a black hole.
     public var blackHoleLosses = 6
+    /// The largest size probed even when the interface allows more (loopback's 65536 buys
+    /// nothing but larger loss units).
+    public var ceilingMTU = 9000
     /// Probe at all (false: the kernel's view and ICMP only, e.g. a receiver without feedback).
     public var probing = true
 
@@ -73,6 +76,7 @@ public struct PathMTUProber: Sendable {
     private var nextID: UInt32 = 1
     private var nextSearchAt: Int64 = 0
     private var largeLossStreak = 0
+    private var smallConfirmedDuringStreak = false  // the path still carries small packets
 
     // Counters.
     /// Probes handed out to send.
@@ -94,6 +98,8 @@ public struct PathMTUProber: Sendable {
 
     /// Starts discovery with the kernel's path MTU toward the peer (`IP_MTU`).
     public init(config: PathMTUProberConfig, kernelMTU: Int) {
+        var config = config
+        config.maxMTU = min(config.maxMTU, max(config.ceilingMTU, config.baseMTU))
         self.config = config
         self.kernelMTU = min(kernelMTU, config.maxMTU)
         let base = min(config.baseMTU, self.kernelMTU)
@@ -113,6 +119,11 @@ public struct PathMTUProber: Sendable {
     /// The probe to send now, if any. The prober counts it as sent.
     public mutating func nextProbe(now: Int64) -> Probe? {
         guard config.probing else { return nil }
+        if outstanding == nil && largeLossStreak >= config.blackHoleLosses && !smallConfirmedDuringStreak
+            && mtu > min(config.baseMTU, kernelMTU) {
+            // Large media is getting lost: does the path still carry the base size?
+            return send(size: min(config.baseMTU, kernelMTU), attempt: config.maxProbes, now: now)
+        }
         if let pending = outstanding {
             let timeout = max(config.probeTimeout, (roundTripTime ?? 0) * 2 + 50_000_000)
             guard now - pending.sentAt >= timeout else { return nil }
@@ -121,7 +132,11 @@ public struct PathMTUProber: Sendable {
             }
             probesLost += 1
             outstanding = nil
-            failed(size: pending.probe.size)
+            // An unanswered base-size check after a confirmed search says the receiver is
+            // silent, not that the base is too big.
+            if !(confirmedByProbe && pending.probe.size <= min(config.baseMTU, kernelMTU)) {
+                failed(size: pending.probe.size)
+            }
         }
         if !searching {
             guard now >= nextSearchAt else { return nil }
@@ -154,7 +169,11 @@ public struct PathMTUProber: Sendable {
         confirmed = max(confirmed, size)
         mtu = confirmed
         source = .probe
-        largeLossStreak = 0
+        if size > min(config.baseMTU, kernelMTU) {
+            largeLossStreak = 0
+        } else if largeLossStreak > 0 {
+            smallConfirmedDuringStreak = true
+        }
         return mtu != before
     }
 
@@ -185,18 +204,27 @@ public struct PathMTUProber: Sendable {
         return mtu != before
     }
 
-    /// Media feedback since the last call: datagrams above the base size declared lost,
-    /// and those confirmed. Enough losses in a row with none confirmed, while the receiver
-    /// still reports (`receiverAlive`), is a black hole: back to the base and search again.
+    /// Media feedback since the last call: datagrams above the base size that should fit the
+    /// MTU in use but were declared lost, those confirmed, and datagrams at or below the base
+    /// confirmed. Enough large losses in a row with no large one confirmed, while small
+    /// packets (media or a base-size probe) still get through and the receiver reports
+    /// (`receiverAlive`), is a black hole: back to the base and search again. A receiver
+    /// that stopped altogether confirms nothing small, so it is no black hole.
     /// Returns true when the MTU in use changed.
     @discardableResult
-    public mutating func mediaAboveBase(lost: Int, confirmed confirmedCount: Int, receiverAlive: Bool,
-                                        now: Int64) -> Bool {
-        if confirmedCount > 0 { largeLossStreak = 0 }
+    public mutating func mediaAboveBase(lost: Int, confirmed confirmedCount: Int, smallConfirmed: Int = 0,
+                                        receiverAlive: Bool, now: Int64) -> Bool {
         largeLossStreak += lost
-        guard !disabled, receiverAlive, largeLossStreak >= config.blackHoleLosses,
+        if confirmedCount > 0 {
+            largeLossStreak = 0
+            smallConfirmedDuringStreak = false
+        } else if largeLossStreak > 0 && smallConfirmed > 0 {
+            smallConfirmedDuringStreak = true
+        }
+        guard !disabled, receiverAlive, largeLossStreak >= config.blackHoleLosses, smallConfirmedDuringStreak,
               mtu > min(config.baseMTU, kernelMTU) else { return false }
         largeLossStreak = 0
+        smallConfirmedDuringStreak = false
         blackHoles += 1
         minimumValidID = nextID
         tooBig = min(tooBig, mtu)
