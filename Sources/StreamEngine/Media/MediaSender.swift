@@ -270,7 +270,9 @@ public final class MediaSender: Sendable {
             try feedbackReceiver?.arm()
         }
         let route = paced.addRoute(socket: socket, destination: nil, mark: mark)
-        let probeRoute = paced.addRoute(socket: socket, destination: nil, mark: mark)
+        // Path-MTU probes: same socket and class, a route of their own (never in a media GSO
+        // send), and Not-ECT: they are not media, so no CE mark on them should count as one.
+        let probeRoute = paced.addRoute(socket: socket, destination: nil, mark: TrafficMark(config.serviceClass, ecn: .notECT))
         let (mtu, source) = Self.datagramBudget(socket: socket, setting: config.mtu)
         let flow: MediaFlow
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead,
