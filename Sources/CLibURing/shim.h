@@ -12,6 +12,9 @@
 #include <sys/uio.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/ioctl.h>
+#include <net/if.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
@@ -114,6 +117,42 @@ static inline void cu_buf_ring_add(struct io_uring_buf_ring *br, void *addr, uns
 
 static inline void cu_buf_ring_advance(struct io_uring_buf_ring *br, int count) {
     io_uring_buf_ring_advance(br, count);
+}
+
+// MARK: - Path MTU
+
+static const int cu_so_ee_origin_local = SO_EE_ORIGIN_LOCAL;
+static const int cu_so_ee_origin_icmp = SO_EE_ORIGIN_ICMP;
+static const int cu_so_ee_origin_icmp6 = SO_EE_ORIGIN_ICMP6;
+
+/// The MTU of the local interface that holds the address `fd` is bound to (after
+/// connect: the interface toward the peer). Returns the MTU, or a negative errno.
+static inline int cu_local_interface_mtu(int fd) {
+    struct sockaddr_storage local;
+    socklen_t length = sizeof(local);
+    if (getsockname(fd, (struct sockaddr *)&local, &length) != 0) return -errno;
+    struct ifaddrs *list = NULL;
+    if (getifaddrs(&list) != 0) return -errno;
+    int mtu = -ENODEV;
+    for (struct ifaddrs *entry = list; entry; entry = entry->ifa_next) {
+        if (!entry->ifa_addr || entry->ifa_addr->sa_family != local.ss_family) continue;
+        int same = 0;
+        if (local.ss_family == AF_INET) {
+            same = ((struct sockaddr_in *)entry->ifa_addr)->sin_addr.s_addr
+                == ((struct sockaddr_in *)&local)->sin_addr.s_addr;
+        } else if (local.ss_family == AF_INET6) {
+            same = memcmp(&((struct sockaddr_in6 *)entry->ifa_addr)->sin6_addr,
+                          &((struct sockaddr_in6 *)&local)->sin6_addr, sizeof(struct in6_addr)) == 0;
+        }
+        if (!same) continue;
+        struct ifreq request;
+        memset(&request, 0, sizeof(request));
+        strncpy(request.ifr_name, entry->ifa_name, IFNAMSIZ - 1);
+        mtu = ioctl(fd, SIOCGIFMTU, &request) == 0 ? request.ifr_mtu : -errno;
+        break;
+    }
+    freeifaddrs(list);
+    return mtu;
 }
 
 // MARK: - Network namespaces (setns needs _GNU_SOURCE, which the Swift importer lacks)

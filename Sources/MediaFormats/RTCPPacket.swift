@@ -14,8 +14,10 @@ public enum RTCPPacket: Sendable, Hashable {
     case genericNACK(RTCPGenericNACK)
     /// RFC 8888 congestion control feedback, PT=205 FMT=11.
     case congestionControlFeedback(RTCPCongestionControlFeedback)
+    /// Application-defined, APP, PT=204 (e.g. "PMTU" probe confirmations).
+    case application(RTCPApplicationDefined)
     /// A well-framed packet of a type (or feedback format) this module does not decode,
-    /// such as APP, XR or transport-wide CC. It was skipped, not rejected.
+    /// such as XR or transport-wide CC. It was skipped, not rejected.
     case unknown(packetType: UInt8)
 
     /// Appends the packet's wire form. `.unknown` has no body to write and appends nothing.
@@ -28,6 +30,7 @@ public enum RTCPPacket: Sendable, Hashable {
         case .pictureLossIndication(let packet): packet.serialize(into: &bytes)
         case .genericNACK(let packet): packet.serialize(into: &bytes)
         case .congestionControlFeedback(let packet): packet.serialize(into: &bytes)
+        case .application(let packet): packet.serialize(into: &bytes)
         case .unknown: break
         }
     }
@@ -115,6 +118,8 @@ public enum RTCPPacket: Sendable, Hashable {
             return .sourceDescription(try RTCPSourceDescription.parse(body: body, count: countOrFormat))
         case (RTCPPacketType.goodbye, _):
             return .goodbye(try RTCPGoodbye.parse(body: body, count: countOrFormat))
+        case (RTCPPacketType.application, _):
+            return .application(try RTCPApplicationDefined.parse(body: body, subtype: countOrFormat))
         case (RTCPPacketType.payloadFeedback, Int(RTCPPictureLossIndication.format)):
             return .pictureLossIndication(try RTCPPictureLossIndication.parse(body: body))
         case (RTCPPacketType.transportFeedback, Int(RTCPGenericNACK.format)):

@@ -23,6 +23,7 @@ struct SendOptions {
     var sdpPath: String?
     var statsPath: String?
     var statsEvery: Double?
+    var mtuReprobe: Double?
     var reportInterval: Double?
     var quiet = false
 
@@ -37,6 +38,7 @@ struct SendOptions {
       --class background|default|video|realtime   DSCP CS1, CS0, AF41, EF (default video)
       --ecn off|ect0|ect1        default ect0
       --mtu auto|N               default auto
+      --mtu-reprobe SECONDS      with --mtu auto: time between path-MTU searches (finds a larger path), default 15
       --max-unconfirmed BYTES    bound on sent-but-unconfirmed bytes (needs feedback; see README)
       --no-feedback              expect no RTCP
       --report-interval SECONDS  mean time between RTCP sender reports (RTT samples), default 0.1
@@ -91,6 +93,8 @@ struct SendOptions {
             case "--stats": options.statsPath = try reader.value(for: argument)
             case "--report-interval":
                 options.reportInterval = try parseSeconds(try reader.value(for: argument), option: argument)
+            case "--mtu-reprobe":
+                options.mtuReprobe = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--stats-every": options.statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--quiet": options.quiet = true
             default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
@@ -237,7 +241,10 @@ func senderStatsObject(_ stats: SenderStats) -> [String: Any] {
                    "droppedUnconfirmed": stats.framesDroppedUnconfirmed,
                    "droppedQueueFull": stats.framesDroppedQueueFull, "keyframes": stats.keyframes],
         "path": ["mtu": stats.pathMTU, "mtuSource": stats.mtuSource, "datagramSize": stats.datagramSize,
-                 "clamped": stats.clamped],
+                 "clamped": stats.clamped, "framesClamped": stats.framesClamped,
+                 "probes": ["sent": stats.probesSent, "confirmed": stats.probesConfirmed, "lost": stats.probesLost],
+                 "icmpReports": stats.icmpMTUReports, "blackHoles": stats.blackHoles, "searches": stats.mtuSearches,
+                 "foundAfterMs": number(stats.mtuFoundAfterMs)],
         "rttMs": ["last": number(stats.rttLast), "min": number(stats.rttMin), "smoothed": number(stats.rttSmoothed)],
         "ecn": ["codepoint": stats.ecn, "ceReported": stats.ceReported],
         "dscp": Int(stats.dscp),
@@ -275,6 +282,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     config.serviceClass = options.serviceClass
     config.ecn = options.ecn
     config.mtu = options.mtu
+    if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = Int64(reprobe * 1e9) }
     config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed

@@ -188,7 +188,7 @@ struct RTCPRoundTripTests {
         #expect(result.isClean)
         #expect(
             result.packets == [
-                .unknown(packetType: 204), .unknown(packetType: 205),
+                .application(.init(ssrc: 1, name: "ABCD")), .unknown(packetType: 205),
                 .pictureLossIndication(.init(senderSSRC: 1, mediaSSRC: 2)),
             ])
     }
@@ -257,7 +257,7 @@ struct RTCPRejectionTests {
     @Test func countersAccumulate() {
         var counters = RTCPParseCounters()
         counters.record(RTCPPacket.parseCompound(hex("80 C9 00 01 00 00 00 01 40 C9 00 01")))
-        counters.record(RTCPPacket.parseCompound(hex("80 CC 00 00")))
+        counters.record(RTCPPacket.parseCompound(hex("80 CF 00 00")))
         #expect(counters.packets == 2)
         #expect(counters.unknownPackets == 1)
         #expect(counters.rejections == [.badVersion: 1])

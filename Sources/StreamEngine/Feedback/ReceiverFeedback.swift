@@ -22,6 +22,7 @@ public struct ReceiverFeedback: Sendable {
     private var lastSRCompact: UInt32 = 0
     private var lastSRArrival: Int64 = 0
     private var pictureLossPending = false
+    private var probesToConfirm: [RTCPPathMTUConfirmation.Entry] = []
     /// Reports built.
     public private(set) var reportsBuilt = 0
     /// PLIs built.
@@ -34,7 +35,12 @@ public struct ReceiverFeedback: Sendable {
     }
 
     /// True when packets arrived since the last report.
-    public var hasNews: Bool { !pending.isEmpty || pictureLossPending }
+    public var hasNews: Bool { !pending.isEmpty || pictureLossPending || !probesToConfirm.isEmpty }
+
+    /// Notes a path-MTU probe that arrived: the next report confirms it (RTCP APP "PMTU").
+    public mutating func confirmProbe(id: UInt32, size: Int) {
+        if probesToConfirm.count < 64 { probesToConfirm.append(.init(probeID: id, size: UInt32(clamping: size))) }
+    }
 
     /// True when so many packets wait that a report should go now.
     public var isFull: Bool { pending.count >= maxPending }
@@ -119,6 +125,10 @@ public struct ReceiverFeedback: Sendable {
             packets.append(.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: ssrc, mediaSSRC: mediaSSRC)))
             pictureLossPending = false
             pictureLossIndications += 1
+        }
+        if !probesToConfirm.isEmpty {
+            packets.append(.application(RTCPPathMTUConfirmation(senderSSRC: ssrc, entries: probesToConfirm).applicationPacket))
+            probesToConfirm.removeAll()
         }
         return RTCPCompoundBuilder.build(packets)
     }

@@ -25,6 +25,14 @@ final class SenderFeedback {
     private(set) var reportsAccepted = 0
     private(set) var keyframeRequests = 0
     private(set) var rejected: [String: Int] = [:]
+    /// Path-MTU probe confirmations received and not yet taken.
+    private(set) var probeConfirmations: [RTCPPathMTUConfirmation.Entry] = []
+
+    /// The probe confirmations since the last call.
+    func takeProbeConfirmations() -> [RTCPPathMTUConfirmation.Entry] {
+        defer { probeConfirmations.removeAll() }
+        return probeConfirmations
+    }
 
     init(ssrc: UInt32) { self.ssrc = ssrc }
 
@@ -95,6 +103,11 @@ final class SenderFeedback {
                         case .rejected: rejected["confirmsUnsentPacket", default: 0] += 1
                         }
                     }
+                }
+            case .application(let app):
+                if let confirmation = RTCPPathMTUConfirmation(app), probeConfirmations.count < 256 {
+                    accepted = true
+                    probeConfirmations += confirmation.entries
                 }
             case .pictureLossIndication(let pli) where pli.mediaSSRC == ssrc:
                 accepted = true

@@ -36,6 +36,19 @@ public struct SentPacketLog: Sendable {
     public private(set) var expired = 0
     /// Confirmations for sequence numbers never sent or long gone: rejected, counted.
     public private(set) var rejectedConfirmations = 0
+    /// Packets larger than this many bytes count in `largeConfirmed` (path-MTU black-hole detection).
+    public var largeBytes = Int.max
+    /// Packets larger than `largeBytes` confirmed.
+    public private(set) var largeConfirmed = 0
+    /// Keep the sizes of packets declared lost for `takeLostSizes` (path-MTU black-hole detection).
+    public var recordsLostSizes = false
+    private var lostSizes: [Int32] = []
+
+    /// The sizes of the packets declared lost since the last call (when `recordsLostSizes`).
+    public mutating func takeLostSizes() -> [Int32] {
+        defer { lostSizes.removeAll(keepingCapacity: true) }
+        return lostSizes
+    }
 
     /// Makes a log that remembers `capacity` (a power of two) packets.
     public init(capacity: Int = 1 << 16) {
@@ -95,6 +108,7 @@ public struct SentPacketLog: Sendable {
         }
         entries[index].state = .confirmed
         confirmed += 1
+        if Int(entries[index].bytes) > largeBytes { largeConfirmed += 1 }
         return .confirmed
     }
 
@@ -143,6 +157,7 @@ public struct SentPacketLog: Sendable {
 
     private mutating func markLost(_ index: Int) {
         entries[index].state = .lost
+        if recordsLostSizes && lostSizes.count < 4096 { lostSizes.append(entries[index].bytes) }
         unconfirmedPackets -= 1
         unconfirmedBytes -= Int(entries[index].bytes)
         lost += 1

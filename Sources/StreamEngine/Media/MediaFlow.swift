@@ -44,6 +44,8 @@ final class MediaFlow: DatagramProducer {
     private(set) var packetsWritten = 0
     private(set) var largestDatagram = 0
     private(set) var clamped = 0
+    /// Frames cut short because the path MTU dropped under packets planned for the old one.
+    private(set) var framesClamped = 0
     private(set) var framesDroppedUnconfirmed = 0
     private(set) var peakUnconfirmedBytes = 0
     /// RTP timestamp of the last access unit started (for sender reports).
@@ -106,6 +108,31 @@ final class MediaFlow: DatagramProducer {
     }
 
     func peekDatagram() -> PendingDatagram? {
+        while true {
+            guard let pending = peekPlanned() else { return nil }
+            if pending.size <= maxDatagramSize { return pending }
+            clampCurrentFrame()
+        }
+    }
+
+    /// The path MTU dropped under the next planned packet. A frame not started yet is planned
+    /// again for the new size; the rest of a frame already partly sent cannot be, so it is
+    /// dropped: each packet that would not fit is counted in `clamped`, the frame in
+    /// `framesClamped`, and a keyframe is wanted (the receiver lost a reference).
+    private func clampCurrentFrame() {
+        if planIndex == 0, let accessUnit = current {
+            plan = packetizer.plan(accessUnit)
+            return
+        }
+        clamped += plan[planIndex...].filter { RTPHeader.fixedSize + $0.size > maxDatagramSize }.count
+        framesClamped += 1
+        plan = []
+        planIndex = 0
+        current = nil
+        keyframeWanted = true
+    }
+
+    private func peekPlanned() -> PendingDatagram? {
         while planIndex >= plan.count {
             guard queueHead < queue.count else { return nil }
             let next = queue[queueHead]

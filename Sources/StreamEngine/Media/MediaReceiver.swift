@@ -70,6 +70,11 @@ public struct ReceiverStats: Sendable, Equatable {
     public var senderReports = 0
     /// Feedback sends that failed (the sender gone, no route): counted, not fatal.
     public var feedbackErrors = 0
+    /// Path-MTU probes from the sender received (and confirmed): not media, not in `received`.
+    public var probesReceived = 0
+    /// Datagrams larger than this receiver's buffers (its own size, whatever the sender
+    /// thinks the MTU is): the kernel cut them, so they are counted here and dropped.
+    public var truncated = 0
 }
 
 /// Receives an RTP H.265 stream, accounts for every packet, and rebuilds access units.
@@ -220,6 +225,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             local.reordered = tracker.reordered
             local.late = tracker.late + depacketizer.counters.late
             local.kernelDrops = Int(loop.receiver.counters.kernelDrops)
+            local.truncated = loop.receiver.counters.truncated
             local.ssrc = lockedSSRC
             local.source = lockedSource?.description
             for (reason, count) in depacketizer.counters.rejected { local.rejected["payload." + reason] = count }
@@ -286,6 +292,17 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                 lockedSSRC = parsed.header.ssrc
                 lockedPayloadType = parsed.header.payloadType
                 if lockedSource == nil { lockedSource = datagram.source }
+            }
+            if parsed.header.payloadType == PathMTUProbe.payloadType {
+                // A path-MTU probe: confirmed in the next feedback, never media.
+                let body = UnsafeRawBufferPointer(rebasing: datagram.payload[parsed.payloadRange])
+                if let probe = PathMTUProbe(header: parsed.header, payload: body, datagramSize: datagram.payload.count) {
+                    local.probesReceived += 1
+                    feedback.confirmProbe(id: probe.probeID, size: probe.size)
+                } else {
+                    local.rejected["badProbe", default: 0] += 1
+                }
+                return
             }
             let mark = TrafficMark(tos: datagram.tos)
             local.ecn[Int(mark.ecn.rawValue)] += 1

@@ -49,6 +49,11 @@ public struct MediaSenderConfig: Sendable {
     /// taken for one that sends none (ffmpeg 5.1's RTP input cannot): the bound is lifted
     /// until feedback appears (nanoseconds).
     public var noFeedbackTimeout: Int64 = 3_000_000_000
+    /// With `mtu` auto: how long after a path-MTU search ends the next one starts, to find a
+    /// larger path again (nanoseconds).
+    public var pathMTUReprobeInterval: Int64 = 15_000_000_000
+    /// With `mtu` auto: the smallest MTU assumed to work on an IPv4 path (IPv6: 1280).
+    public var pathMTUBaseIPv4 = 1200
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -76,8 +81,22 @@ public struct SenderStats: Sendable, Equatable {
     public var mtuSource = "kernel"
     /// The largest UDP payload put on the wire.
     public var datagramSize = 0
-    /// Packets that would have exceeded the path MTU.
+    /// Packets that would have exceeded the path MTU (planned for a larger one, then dropped).
     public var clamped = 0
+    /// Frames cut short by such a drop (the rest of the frame was not sent).
+    public var framesClamped = 0
+    /// Path-MTU probes put on the wire, confirmed by the receiver, and given up.
+    public var probesSent = 0
+    public var probesConfirmed = 0
+    public var probesLost = 0
+    /// ICMP "fragmentation needed" / "packet too big" taken into account.
+    public var icmpMTUReports = 0
+    /// Times the MTU in use stopped getting through (black hole) and fell back to the base.
+    public var blackHoles = 0
+    /// Path-MTU searches started.
+    public var mtuSearches = 0
+    /// Milliseconds from the start until the last search found its size (nil while none has).
+    public var mtuFoundAfterMs: Double?
     /// The TOS byte's DSCP.
     public var dscp: UInt8 = 0
     /// The ECN codepoint sent.
@@ -237,7 +256,11 @@ public final class MediaSender: Sendable {
         let paced = PacedSender(ring: ring, config: senderConfig)
         let (socket, rtcpSocket) = try openSockets()
         try socket.connect(config.destination)
-        try socket.setPathMTUDiscovery(.do)
+        // DF always. With auto, IP_PMTUDISC_PROBE: the engine's own measured MTU is the clamp,
+        // and probes above the kernel's cached path MTU (which lasts 10 minutes) must still go
+        // out, or a path that grew again could never be found. A pinned MTU keeps DO.
+        try socket.setPathMTUDiscovery(config.mtu == .auto ? .probe : .do)
+        try socket.enableReceiveErrors()
         let mark = TrafficMark(config.serviceClass, ecn: config.ecn)
         try socket.setTrafficMark(mark)
         socket.setSendBufferSize(4 << 20)
@@ -256,11 +279,21 @@ public final class MediaSender: Sendable {
             try feedbackReceiver?.arm()
         }
         let route = paced.addRoute(socket: socket, destination: nil, mark: mark)
+        // Path-MTU probes: same socket and class, a route of their own (never in a media GSO
+        // send), and Not-ECT: they are not media, so no CE mark on them should count as one.
+        let probeRoute = paced.addRoute(socket: socket, destination: nil, mark: TrafficMark(config.serviceClass, ecn: .notECT))
         let (mtu, source) = Self.datagramBudget(socket: socket, setting: config.mtu)
         let flow: MediaFlow
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead,
                                   payloadType: config.payloadType) }
         catch { throw SystemError("packetizer", errno: EINVAL, context: "MTU \(mtu) is too small") }
+        var fixedMTU: Int?
+        if case .fixed(let value) = config.mtu { fixedMTU = value }
+        let pathMTU = PathMTUController(flow: flow, socket: socket, probeRoute: probeRoute, fixedMTU: fixedMTU,
+                                        feedback: config.feedback && feedbackReceiver != nil, configure: {
+            $0.reprobeInterval = config.pathMTUReprobeInterval
+            if socket.family == .ipv4 { $0.baseMTU = config.pathMTUBaseIPv4 }
+        }, now: monotonicNanoseconds())
         flow.tracksPackets = config.feedback
         if config.feedback {
             flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
@@ -268,8 +301,8 @@ public final class MediaSender: Sendable {
         }
         let rtcp = SenderFeedback(ssrc: flow.ssrc)
         var local = SenderStats()
-        local.pathMTU = mtu
-        local.mtuSource = source
+        local.pathMTU = pathMTU.mtu
+        local.mtuSource = source == "configured" ? source : pathMTU.source
         local.dscp = mark.dscp
         local.ecn = config.ecn.name
         local.pacingRate = config.paceBitsPerSecond ?? 0
@@ -277,6 +310,7 @@ public final class MediaSender: Sendable {
         local.feedback = config.feedback
         local.maxUnconfirmedBytes = flow.maxUnconfirmedBytes ?? 0
         paced.queue.onReport = { report in
+            if pathMTU.handleSendReport(report) { return }  // probes are not media
             local.packetsSent += report.sentDatagrams
             local.bytesSent += report.sentBytes
             local.packetsFailed += report.failedDatagrams
@@ -324,6 +358,8 @@ public final class MediaSender: Sendable {
         // Periodic work: loss by age, liveness, keyframe requests.
         func tick(now: Int64) {
             flow.now = now
+            pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
+                         receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000)
             guard config.feedback, feedbackSocket != nil else { return }
             if !rtcp.receiverGone {
                 // A receiver that stopped reporting keeps its packets unconfirmed: the bound holds.
@@ -351,7 +387,7 @@ public final class MediaSender: Sendable {
             }
         }
 
-        try paced.run(flow, idlePoll: 20_000_000, isFinished: {
+        try paced.run(pathMTU, idlePoll: 20_000_000, isFinished: {
             guard finished else { return false }
             guard config.feedback, !local.feedbackAbsent else { return true }
             let now = monotonicNanoseconds()
@@ -373,7 +409,8 @@ public final class MediaSender: Sendable {
             try sendSenderReportIfDue(now: now)
             if now - lastPublish > 50_000_000 {
                 lastPublish = now
-                publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp, feedbackReceiver: feedbackReceiver)
+                publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp, pathMTU: pathMTU,
+                        feedbackReceiver: feedbackReceiver)
             }
             return !stopRequested.load(ordering: .relaxed)
         }, other: { completion in
@@ -383,13 +420,16 @@ public final class MediaSender: Sendable {
                 if rtcp.handle(datagram.payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
                     requestKeyframe()
                 }
+                pathMTU.confirmed(rtcp.takeProbeConfirmations(), now: monotonicNanoseconds())
             }
         })
-        publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp, feedbackReceiver: feedbackReceiver)
+        publish(&local, flow: flow, paced: paced, ring: ring, feedback: rtcp, pathMTU: pathMTU,
+                feedbackReceiver: feedbackReceiver)
     }
 
     private func publish(_ local: inout SenderStats, flow: MediaFlow, paced: PacedSender, ring: Ring,
-                         feedback: SenderFeedback, feedbackReceiver: UDPMultishotReceiver?) {
+                         feedback: SenderFeedback, pathMTU: PathMTUController, feedbackReceiver: UDPMultishotReceiver?) {
+        pathMTU.publish(into: &local)
         local.packetsConfirmed = flow.log.confirmed
         local.packetsLost = flow.log.lost
         local.packetsUnconfirmed = flow.log.unconfirmedPackets

@@ -1,0 +1,154 @@
+import MediaFormats
+import UringIO
+
+/// Path MTU for one flow, measured: owns the `PathMTUProber`, reads ICMP announcements from
+/// the socket's error queue, feeds the receiver's probe confirmations and the flow's losses
+/// to the prober, and resizes the flow's packetizer when the MTU in use changes.
+///
+/// It is also the producer the pacer drains: a due probe goes first, on a route of its own
+/// (so it is never part of a media GSO send and its completion is told apart by its tag),
+/// then the flow's media. Probes are paced like media and are not media at the receiver.
+final class PathMTUController: DatagramProducer {
+    /// Tags of probe sends have this bit set (media tags count packets from 0).
+    static let probeTagBit: UInt64 = 1 << 63
+
+    private let flow: MediaFlow
+    private let socket: UDPSocket
+    private let probeRoute: Int
+    /// IP and UDP headers in front of each payload.
+    let overhead: Int
+    private(set) var prober: PathMTUProber?
+    private var pendingProbe: PathMTUProber.Probe?
+    private var largeConfirmedSeen = 0
+    private var confirmedSeen = 0
+    private let configuredMTU: Int?
+    /// Monotonic time the prober started.
+    private let startedAt: Int64
+
+    // Counters for the stats.
+    /// Probe datagrams the kernel accepted.
+    private(set) var probeDatagramsSent = 0
+    /// Probe sends that failed.
+    private(set) var probeSendFailures = 0
+    /// ICMP (error queue) reports read, of any kind.
+    private(set) var errorQueueReports = 0
+    /// Milliseconds from the start until the last completed search found its size.
+    private(set) var lastSearchMilliseconds: Double?
+
+    /// Sets up MTU handling for `flow` on `socket` (connected). `fixedMTU` pins it (no probing);
+    /// without feedback there is nothing to confirm probes with: the kernel's view and ICMP only.
+    init(flow: MediaFlow, socket: UDPSocket, probeRoute: Int, fixedMTU: Int?, feedback: Bool,
+         configure: (inout PathMTUProberConfig) -> Void, now: Int64) {
+        self.flow = flow
+        self.socket = socket
+        self.probeRoute = probeRoute
+        self.overhead = socket.headerOverhead
+        self.configuredMTU = fixedMTU
+        self.startedAt = now
+        guard fixedMTU == nil else { return }
+        let kernel = socket.kernelPathMTU() ?? 1500
+        let interface = socket.localInterfaceMTU() ?? kernel
+        var config = PathMTUProberConfig(baseMTU: socket.family == .ipv6 ? 1280 : 1200, maxMTU: max(interface, kernel))
+        config.probing = feedback
+        configure(&config)
+        let prober = PathMTUProber(config: config, kernelMTU: kernel)
+        self.prober = prober
+        flow.log.largeBytes = min(config.baseMTU, kernel) - overhead
+        flow.log.recordsLostSizes = true
+    }
+
+    /// The MTU the flow's datagrams are sized for.
+    var mtu: Int { configuredMTU ?? prober?.mtu ?? 1500 }
+
+    /// Where `mtu` comes from: `configured`, `kernel` or `probe`.
+    var source: String { configuredMTU != nil ? "configured" : prober?.source.rawValue ?? "kernel" }
+
+    /// Periodic work: ICMP from the error queue, black-hole evidence from the flow's log,
+    /// the next probe. `receiverAlive`: feedback is arriving now.
+    func tick(now: Int64, roundTripMilliseconds: Double?, receiverAlive: Bool) {
+        let reports = socket.drainErrorQueue()  // always drained, even with a pinned MTU
+        errorQueueReports += reports.count
+        guard var prober else { return }
+        for report in reports {
+            if let announced = report.pathMTU { prober.pathMTUAnnounced(announced, now: now) }
+        }
+        // Media that should fit the MTU in use (above the base) but got lost, against media
+        // above the base confirmed: the black-hole evidence.
+        let budget = prober.mtu - overhead
+        let lost = flow.log.takeLostSizes().filter { Int($0) > flow.log.largeBytes && Int($0) <= budget }.count
+        let confirmed = flow.log.largeConfirmed - largeConfirmedSeen
+        let smallConfirmed = flow.log.confirmed - confirmedSeen - confirmed
+        largeConfirmedSeen = flow.log.largeConfirmed
+        confirmedSeen = flow.log.confirmed
+        prober.mediaAboveBase(lost: lost, confirmed: confirmed, smallConfirmed: smallConfirmed,
+                              receiverAlive: receiverAlive, now: now)
+        prober.roundTripTime = roundTripMilliseconds.map { Int64($0 * 1e6) }
+        if pendingProbe == nil { pendingProbe = prober.nextProbe(now: now) }
+        if let completed = prober.searchCompletedAt, !prober.isSearching {
+            lastSearchMilliseconds = Double(completed - startedAt) / 1e6
+        }
+        self.prober = prober
+        apply()
+    }
+
+    /// The receiver confirmed probes.
+    func confirmed(_ entries: [RTCPPathMTUConfirmation.Entry], now: Int64) {
+        guard var prober, !entries.isEmpty else { return }
+        for entry in entries { prober.probeConfirmed(id: entry.probeID, size: Int(entry.size) + overhead, now: now) }
+        self.prober = prober
+        apply()
+    }
+
+    /// A send completion of a probe (tag with `probeTagBit`). Returns false for media.
+    func handleSendReport(_ report: SendReport) -> Bool {
+        guard report.tag & Self.probeTagBit != 0 else { return false }
+        probeDatagramsSent += report.sentDatagrams
+        if report.failedDatagrams > 0 {
+            probeSendFailures += report.failedDatagrams
+            prober?.probeSendFailed(id: UInt32(truncatingIfNeeded: report.tag))
+        }
+        return true
+    }
+
+    /// Sizes the flow's packets for the MTU in use (from its next packet on; see `MediaFlow`).
+    private func apply() {
+        let size = mtu - overhead
+        if size != flow.maxDatagramSize { try? flow.setMaxDatagramSize(size) }
+    }
+
+    // MARK: - DatagramProducer
+
+    func peekDatagram() -> PendingDatagram? {
+        if let probe = pendingProbe {
+            return PendingDatagram(route: probeRoute, size: probe.size - overhead,
+                                   tag: Self.probeTagBit | UInt64(probe.id))
+        }
+        return flow.peekDatagram()
+    }
+
+    func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
+        guard let probe = pendingProbe else { return flow.writeDatagram(into: buffer) }
+        PathMTUProbe(probeID: probe.id, size: probe.size - overhead, ssrc: flow.ssrc)
+            .write(into: buffer, timestamp: flow.lastRTPTimestamp)
+        pendingProbe = nil
+    }
+}
+
+@available(*, unavailable, message: "owned by the sender's engine thread")
+extension PathMTUController: Sendable {}
+
+extension PathMTUController {
+    /// Copies the path fields into the sender's stats.
+    func publish(into stats: inout SenderStats) {
+        stats.pathMTU = mtu
+        stats.mtuSource = source
+        stats.probesSent = probeDatagramsSent
+        stats.probesConfirmed = prober?.probesConfirmed ?? 0
+        stats.probesLost = prober?.probesLost ?? 0
+        stats.icmpMTUReports = prober?.icmpReports ?? 0
+        stats.blackHoles = prober?.blackHoles ?? 0
+        stats.mtuSearches = prober?.searches ?? 0
+        stats.mtuFoundAfterMs = lastSearchMilliseconds
+        stats.framesClamped = flow.framesClamped
+    }
+}

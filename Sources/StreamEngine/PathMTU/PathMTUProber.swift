@@ -1,0 +1,302 @@
+/// Configuration of packetization-layer path-MTU discovery (RFC 8899). Sizes are IP MTUs
+/// (IP and UDP headers included); times are nanoseconds.
+public struct PathMTUProberConfig: Sendable, Equatable {
+    /// The size assumed to work on any path (RFC 8899 BASE_PLPMTU): 1280 for IPv6, a
+    /// configured minimum (1200) for IPv4. Media starts here until a probe confirms more.
+    public var baseMTU: Int
+    /// The largest size worth probing: the local interface's MTU toward the peer.
+    public var maxMTU: Int
+    /// A probe not confirmed within this time is taken as lost.
+    public var probeTimeout: Int64 = 150_000_000
+    /// Lost probes of one size before that size counts as too big (RFC 8899 MAX_PROBES).
+    public var maxProbes = 3
+    /// After a search ends, the next one starts this much later (finds a larger path again).
+    public var reprobeInterval: Int64 = 15_000_000_000
+    /// Media datagrams above the base lost in a row (none above it confirmed meanwhile)
+    /// that make the current size a black hole.
+    public var blackHoleLosses = 6
+    /// The largest size probed even when the interface allows more (loopback's 65536 buys
+    /// nothing but larger loss units).
+    public var ceilingMTU = 9000
+    /// Probe at all (false: the kernel's view and ICMP only, e.g. a receiver without feedback).
+    public var probing = true
+
+    /// Makes a configuration.
+    public init(baseMTU: Int, maxMTU: Int) {
+        self.baseMTU = baseMTU
+        self.maxMTU = maxMTU
+    }
+}
+
+/// Packetization-layer path-MTU discovery (RFC 8899 DPLPMTUD) as a pure state machine:
+/// times are passed in, and it tells the caller which probe to send and what MTU to use.
+///
+/// A size is used only once the receiver confirmed a probe of it (before that: the base).
+/// The search starts at the kernel's path MTU, tries the local interface MTU next, then
+/// bisects between the largest confirmed size and the smallest failed one. ICMP
+/// "fragmentation needed" lowers the MTU at once and becomes the next candidate. Media
+/// above the base that stops getting through (a black hole) drops it back to the base and
+/// starts a new search; after `reprobeInterval` a new search looks for a larger path.
+public struct PathMTUProber: Sendable {
+    /// Where the MTU in use comes from.
+    public enum Source: String, Sendable {
+        /// Not confirmed by a probe: the base, or the kernel's view (ICMP, IP_MTU).
+        case kernel
+        /// Confirmed by a probe.
+        case probe
+    }
+
+    /// A probe to put on the wire now.
+    public struct Probe: Sendable, Equatable {
+        /// Its id (echoed in the receiver's confirmation).
+        public var id: UInt32
+        /// Its IP size.
+        public var size: Int
+    }
+
+    /// The configuration.
+    public let config: PathMTUProberConfig
+    /// The MTU to packetize for now.
+    public private(set) var mtu: Int
+    /// Where `mtu` comes from.
+    public private(set) var source: Source = .kernel
+    /// The kernel's path MTU when the prober started (the first candidate).
+    public let kernelMTU: Int
+
+    private var confirmed: Int          // largest size known to work (the base until a probe says more)
+    private var confirmedByProbe = false
+    private var tooBig: Int             // smallest size known to fail (maxMTU + 1: none)
+    private var searching = true
+    private var disabled = false        // the peer never confirmed even the base: kernel view until the next search
+    private var baseFailed = false      // this search's probes of the base got no answer
+    private var minimumValidID: UInt32 = 1  // confirmations of probes older than the last path change are stale
+    private var hint: Int?              // the next candidate (ICMP's MTU, the kernel's, the interface's)
+    private var triedMax = false
+    private var outstanding: (probe: Probe, sentAt: Int64, attempt: Int)?
+    private var nextID: UInt32 = 1
+    private var nextSearchAt: Int64 = 0
+    private var largeLossStreak = 0
+    private var smallConfirmedDuringStreak = false  // the path still carries small packets
+
+    // Counters.
+    /// Probes handed out to send.
+    public private(set) var probesSent = 0
+    /// Probes the receiver confirmed.
+    public private(set) var probesConfirmed = 0
+    /// Probes given up (timed out, failed to send, or answered by ICMP).
+    public private(set) var probesLost = 0
+    /// Path-MTU announcements from ICMP (or local EMSGSIZE) taken into account.
+    public private(set) var icmpReports = 0
+    /// Times the MTU in use stopped working and fell back to the base.
+    public private(set) var blackHoles = 0
+    /// Searches started (the first one included).
+    public private(set) var searches = 1
+    /// Monotonic time the current search found its size (nil while searching).
+    public private(set) var searchCompletedAt: Int64?
+    /// The smoothed round-trip time, when known: probes wait for at least two of them (plus 50 ms).
+    public var roundTripTime: Int64?
+
+    /// Starts discovery with the kernel's path MTU toward the peer (`IP_MTU`).
+    public init(config: PathMTUProberConfig, kernelMTU: Int) {
+        var config = config
+        config.maxMTU = min(config.maxMTU, max(config.ceilingMTU, config.baseMTU))
+        self.config = config
+        self.kernelMTU = min(kernelMTU, config.maxMTU)
+        let base = min(config.baseMTU, self.kernelMTU)
+        confirmed = base
+        tooBig = config.maxMTU + 1
+        hint = self.kernelMTU > base ? self.kernelMTU : nil
+        disabled = !config.probing
+        // Without probing there is nothing to confirm with: the kernel's view (at most 1500
+        // until something confirms more) is all there is.
+        mtu = disabled ? min(self.kernelMTU, max(1500, base)) : base
+        if disabled { searching = false }
+    }
+
+    /// True while a search is running.
+    public var isSearching: Bool { searching }
+
+    /// The probe to send now, if any. The prober counts it as sent.
+    public mutating func nextProbe(now: Int64) -> Probe? {
+        guard config.probing else { return nil }
+        if outstanding == nil && largeLossStreak >= config.blackHoleLosses && !smallConfirmedDuringStreak
+            && mtu > min(config.baseMTU, kernelMTU) {
+            // Large media is getting lost: does the path still carry the base size?
+            return send(size: min(config.baseMTU, kernelMTU), attempt: config.maxProbes, now: now)
+        }
+        if let pending = outstanding {
+            let timeout = max(config.probeTimeout, (roundTripTime ?? 0) * 2 + 50_000_000)
+            guard now - pending.sentAt >= timeout else { return nil }
+            if pending.attempt < config.maxProbes {
+                return send(size: pending.probe.size, attempt: pending.attempt + 1, now: now)
+            }
+            probesLost += 1
+            outstanding = nil
+            // An unanswered base-size check after a confirmed search says the receiver is
+            // silent, not that the base is too big.
+            if !(confirmedByProbe && pending.probe.size <= min(config.baseMTU, kernelMTU)) {
+                failed(size: pending.probe.size)
+            }
+        }
+        if !searching {
+            guard now >= nextSearchAt else { return nil }
+            startSearch()
+        }
+        guard let size = nextCandidate() else {
+            finishSearch(now: now)
+            return nil
+        }
+        return send(size: size, attempt: 1, now: now)
+    }
+
+    /// The probe could not be sent (e.g. EMSGSIZE from the local stack): too big.
+    public mutating func probeSendFailed(id: UInt32) {
+        guard let pending = outstanding, pending.probe.id == id else { return }
+        outstanding = nil
+        probesLost += 1
+        failed(size: pending.probe.size)
+    }
+
+    /// The receiver confirmed a probe of `size`. Returns true when the MTU in use changed.
+    @discardableResult
+    public mutating func probeConfirmed(id: UInt32, size: Int, now: Int64) -> Bool {
+        guard config.probing, id >= minimumValidID, size >= 68, size <= config.maxMTU else { return false }
+        probesConfirmed += 1
+        if let pending = outstanding, pending.probe.size <= size { outstanding = nil }
+        if size >= tooBig { tooBig = min(size + 1, config.maxMTU + 1) }  // the "failure" was loss
+        confirmedByProbe = true
+        let before = mtu
+        confirmed = max(confirmed, size)
+        mtu = confirmed
+        source = .probe
+        if size > min(config.baseMTU, kernelMTU) {
+            largeLossStreak = 0
+        } else if largeLossStreak > 0 {
+            smallConfirmedDuringStreak = true
+        }
+        return mtu != before
+    }
+
+    /// The kernel announced a path MTU (ICMP "fragmentation needed" / "packet too big", or a
+    /// local EMSGSIZE). Only ever lowers: a larger size must be confirmed by a probe.
+    /// Returns true when the MTU in use changed.
+    @discardableResult
+    public mutating func pathMTUAnnounced(_ announced: Int, now: Int64) -> Bool {
+        let size = max(announced, min(config.baseMTU, kernelMTU))
+        guard announced >= 68, size + 1 < tooBig || size < mtu else { return false }  // nothing new
+        icmpReports += 1
+        minimumValidID = nextID
+        if let pending = outstanding, pending.probe.size > size {
+            outstanding = nil
+            probesLost += 1
+        }
+        tooBig = min(tooBig, size + 1)
+        let before = mtu
+        if confirmed > size { confirmed = min(confirmed, size); confirmedByProbe = false }
+        if mtu > size {
+            mtu = size
+            source = .kernel
+        }
+        if !disabled {
+            hint = size > confirmed ? size : nil
+            if !searching { startSearch(keepBounds: true) }
+        }
+        return mtu != before
+    }
+
+    /// Media feedback since the last call: datagrams above the base size that should fit the
+    /// MTU in use but were declared lost, those confirmed, and datagrams at or below the base
+    /// confirmed. Enough large losses in a row with no large one confirmed, while small
+    /// packets (media or a base-size probe) still get through and the receiver reports
+    /// (`receiverAlive`), is a black hole: back to the base and search again. A receiver
+    /// that stopped altogether confirms nothing small, so it is no black hole.
+    /// Returns true when the MTU in use changed.
+    @discardableResult
+    public mutating func mediaAboveBase(lost: Int, confirmed confirmedCount: Int, smallConfirmed: Int = 0,
+                                        receiverAlive: Bool, now: Int64) -> Bool {
+        largeLossStreak += lost
+        if confirmedCount > 0 {
+            largeLossStreak = 0
+            smallConfirmedDuringStreak = false
+        } else if largeLossStreak > 0 && smallConfirmed > 0 {
+            smallConfirmedDuringStreak = true
+        }
+        guard !disabled, receiverAlive, largeLossStreak >= config.blackHoleLosses, smallConfirmedDuringStreak,
+              mtu > min(config.baseMTU, kernelMTU) else { return false }
+        largeLossStreak = 0
+        smallConfirmedDuringStreak = false
+        blackHoles += 1
+        minimumValidID = nextID
+        tooBig = min(tooBig, mtu)
+        confirmed = min(config.baseMTU, kernelMTU)
+        confirmedByProbe = false
+        mtu = confirmed
+        source = .kernel
+        outstanding = nil
+        startSearch(keepBounds: true)
+        return true
+    }
+
+    // MARK: - Search
+
+    private mutating func startSearch(keepBounds: Bool = false) {
+        searching = true
+        searchCompletedAt = nil
+        searches += 1
+        baseFailed = false
+        if !keepBounds {
+            tooBig = config.maxMTU + 1
+            triedMax = false
+        }
+    }
+
+    private mutating func finishSearch(now: Int64) {
+        searching = false
+        searchCompletedAt = now
+        nextSearchAt = now + config.reprobeInterval
+        hint = nil
+        if !confirmedByProbe {
+            // Not even the base was confirmed: a receiver that does not answer probes.
+            // Fall back to the kernel's view and try again at the next interval.
+            disabled = true
+            mtu = min(kernelMTU, tooBig - 1, max(1500, confirmed))
+            if mtu < confirmed { mtu = confirmed }
+            source = .kernel
+        }
+    }
+
+    private mutating func failed(size: Int) {
+        if !confirmedByProbe && size <= confirmed {
+            baseFailed = true  // even the base got no answer: the search ends (see finishSearch)
+        } else {
+            tooBig = min(tooBig, size)
+        }
+    }
+
+    private mutating func nextCandidate() -> Int? {
+        if disabled && !confirmedByProbe {
+            // A new attempt after a peer that did not answer: the base first.
+            disabled = false
+            return confirmed
+        }
+        if let candidate = hint {
+            hint = nil
+            if candidate > confirmed && candidate < tooBig { return candidate }
+        }
+        if !confirmedByProbe { return baseFailed ? nil : confirmed }  // the base: does the peer answer at all?
+        if !triedMax && tooBig == config.maxMTU + 1 && config.maxMTU > confirmed {
+            triedMax = true
+            return config.maxMTU
+        }
+        guard tooBig - confirmed > 1 else { return nil }
+        return (confirmed + tooBig) / 2
+    }
+
+    private mutating func send(size: Int, attempt: Int, now: Int64) -> Probe {
+        let probe = Probe(id: nextID, size: size)
+        nextID &+= 1
+        outstanding = (probe, now, attempt)
+        probesSent += 1
+        return probe
+    }
+}
