@@ -72,6 +72,13 @@ final class SenderFeedback {
         for error in parsed.errors { rejected[error.reason, default: 0] += 1 }
         var wantsKeyframe = false
         var accepted = false
+        // Per-packet feedback anywhere in the compound decides how its RR is read: the RR
+        // comes first, and must not confirm (without their ECN marks) what the CCFB reports.
+        for packet in parsed.packets {
+            if case .congestionControlFeedback(let feedback) = packet, feedback.reports.contains(where: { $0.mediaSSRC == ssrc }) {
+                perPacketFeedback = true
+            }
+        }
         for packet in parsed.packets {
             switch packet {
             case .receiverReport(let report):

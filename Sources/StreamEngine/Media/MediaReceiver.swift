@@ -276,6 +276,21 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                 local.rejected["foreignSSRC", default: 0] += 1
                 return
             }
+            if parsed.header.payloadType == PathMTUProbe.payloadType {
+                if lockedSSRC == nil {
+                    lockedSSRC = parsed.header.ssrc
+                    if lockedSource == nil { lockedSource = datagram.source }
+                }
+                // A path-MTU probe: confirmed in the next feedback, never media.
+                let body = UnsafeRawBufferPointer(rebasing: datagram.payload[parsed.payloadRange])
+                if let probe = PathMTUProbe(header: parsed.header, payload: body, datagramSize: datagram.payload.count) {
+                    local.probesReceived += 1
+                    feedback.confirmProbe(id: probe.probeID, size: probe.size)
+                } else {
+                    local.rejected["badProbe", default: 0] += 1
+                }
+                return
+            }
             if let payloadType = lockedPayloadType, parsed.header.payloadType != payloadType {
                 local.rejected["unexpectedPayloadType", default: 0] += 1
                 return
@@ -288,21 +303,10 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                     return
                 }
             }
-            if lockedSSRC == nil {
+            if lockedPayloadType == nil {
                 lockedSSRC = parsed.header.ssrc
                 lockedPayloadType = parsed.header.payloadType
                 if lockedSource == nil { lockedSource = datagram.source }
-            }
-            if parsed.header.payloadType == PathMTUProbe.payloadType {
-                // A path-MTU probe: confirmed in the next feedback, never media.
-                let body = UnsafeRawBufferPointer(rebasing: datagram.payload[parsed.payloadRange])
-                if let probe = PathMTUProbe(header: parsed.header, payload: body, datagramSize: datagram.payload.count) {
-                    local.probesReceived += 1
-                    feedback.confirmProbe(id: probe.probeID, size: probe.size)
-                } else {
-                    local.rejected["badProbe", default: 0] += 1
-                }
-                return
             }
             let mark = TrafficMark(tos: datagram.tos)
             local.ecn[Int(mark.ecn.rawValue)] += 1
