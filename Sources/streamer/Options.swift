@@ -106,10 +106,15 @@ final class SignalTrap {
 /// so a script can sample a running stream.
 final class StatsWriter: Sendable {
     private let running = MutexBox<Bool>(true)
+    private let finished = DispatchSemaphore(value: 0)
+    private let started: Bool
     init(path: String?, interval: Double?, snapshot: @escaping @Sendable () -> [String: Any]) {
-        guard let path, let interval, path != "-" else { return }
+        guard let path, let interval, path != "-" else { started = false; return }
+        started = true
         let running = self.running
+        let finished = self.finished
         Thread {
+            defer { finished.signal() }
             while running.get() {
                 usleep(useconds_t(interval * 1_000_000))
                 guard running.get(),
@@ -120,5 +125,9 @@ final class StatsWriter: Sendable {
             }
         }.start()
     }
-    func stop() { running.set(false) }
+    /// Stops the writer and waits for it, so no periodic write can land after the final one.
+    func stop() {
+        running.set(false)
+        if started { finished.wait() }
+    }
 }

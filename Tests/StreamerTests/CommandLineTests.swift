@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 /// The built `streamer` (beside the test bundle, or in .build/debug).
@@ -53,6 +54,30 @@ func waitUntilBound(port: UInt16) throws {
         Thread.sleep(forTimeInterval: 0.02)
     }
     Issue.record("nothing bound UDP port \(port) within 10 s")
+}
+
+private let portCounter = Atomic<Int>(0)
+
+/// A free RTP/RTCP port pair on loopback (even port and the next), unique among the tests of
+/// this process (they run in parallel), checked free by binding both.
+func nextPortPair() -> UInt16 {
+    while true {
+        let index = portCounter.add(1, ordering: .relaxed).newValue
+        let port = 20_000 + Int(getpid() % 400) * 100 + (index * 2) % 100
+        if isFree(port) && isFree(port + 1) { return UInt16(port) }
+    }
+}
+
+private func isFree(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
 }
 
 let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disabled", encoding: .utf8))
@@ -138,7 +163,7 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let port = 20_000 + Int(getpid() % 20_000)
+        let port = Int(nextPortPair())
         let receiver = Process()
         receiver.executableURL = URL(fileURLWithPath: binary)
         receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--frames", "45", "--quiet",

@@ -25,7 +25,7 @@ struct FloodTests {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("flood")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let port = UInt16(40_000 + Int(getpid() % 10_000) * 2)
+        let port = nextPortPair()
         let recvStats = directory.appendingPathComponent("recv.json")
         let receiver = Process()
         receiver.executableURL = URL(fileURLWithPath: binary)

@@ -20,7 +20,7 @@ struct ReceiverStopTests {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("stop")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let port = UInt16(30_000 + Int(getpid() % 10_000) * 2)
+        let port = nextPortPair()
         let bound = 150_000
         let recvStats = directory.appendingPathComponent("recv.json")
         let sendStats = directory.appendingPathComponent("send.json")

@@ -30,7 +30,7 @@ struct SenderFaultTests {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("restart")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let port = UInt16(50_000 + Int(getpid() % 5_000) * 2)
+        let port = nextPortPair()
         let bound = 150_000
         func receiver(_ name: String, seconds: Int) throws -> Process {
             let process = Process()

@@ -9,7 +9,7 @@ struct ShutdownTests {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("signals")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let port = UInt16(56_000 + Int(getpid() % 2_000) * 2)
+        let port = nextPortPair()
         let receiver = Process()
         receiver.executableURL = URL(fileURLWithPath: binary)
         receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--quiet",
@@ -41,7 +41,7 @@ struct ShutdownTests {
     /// once on the second signal.
     @Test func secondSignalExitsAtOnce() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
-        let port = UInt16(58_000 + Int(getpid() % 2_000) * 2)
+        let port = nextPortPair()
         let receiver = Process()
         receiver.executableURL = URL(fileURLWithPath: binary)
         receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--quiet", "--out", "-"]
