@@ -21,6 +21,8 @@ final class SenderFeedback {
     /// The receiver stopped reporting.
     private(set) var receiverGone = false
     private(set) var receiverGoneEvents = 0
+    /// Set when reports return after silence (taken by the sender, which then forces a keyframe).
+    var receiverBack = false
     private(set) var ceReported = 0
     private(set) var reportsAccepted = 0
     private(set) var keyframeRequests = 0
@@ -66,7 +68,7 @@ final class SenderFeedback {
     }
 
     /// Handles one RTCP datagram from the receiver. Returns true when it asks for a keyframe
-    /// (a PLI, or reports returning after silence).
+    /// (a PLI); reports returning after silence set `receiverBack`.
     func handle(_ datagram: UnsafeRawBufferPointer, flow: MediaFlow, now: Int64, realtime: Int64) -> Bool {
         let parsed = RTCPPacket.parseCompound(datagram)
         for error in parsed.errors { rejected[error.reason, default: 0] += 1 }
@@ -130,7 +132,7 @@ final class SenderFeedback {
             feedbackSeen = true
             if receiverGone {
                 receiverGone = false
-                wantsKeyframe = true
+                receiverBack = true
             }
         }
         return wantsKeyframe

@@ -319,11 +319,12 @@ public final class MediaSender: Sendable {
             }
         }
         // Keyframes are expensive: however many PLIs arrive, at most one is forced per
-        // `minKeyframeInterval` (feedback must not turn into an amplifier).
+        // `minKeyframeInterval` (feedback must not turn into an amplifier). The engine's own
+        // reasons (the bound, a receiver back or probed) are rare by construction and go through.
         var lastForcedKeyframe: Int64 = -1 << 62
-        func requestKeyframe() {
+        func requestKeyframe(fromPLI: Bool = false) {
             let now = monotonicNanoseconds()
-            guard now - lastForcedKeyframe >= config.minKeyframeInterval else {
+            guard !fromPLI || now - lastForcedKeyframe >= config.minKeyframeInterval else {
                 local.keyframeRequestsIgnored += 1
                 return
             }
@@ -418,6 +419,10 @@ public final class MediaSender: Sendable {
             try? feedbackReceiver.handle(completion) { datagram in
                 let arrival = datagram.timestampNanoseconds > 0 ? datagram.timestampNanoseconds : realtimeNanoseconds()
                 if rtcp.handle(datagram.payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
+                    requestKeyframe(fromPLI: true)
+                }
+                if rtcp.receiverBack {
+                    rtcp.receiverBack = false
                     requestKeyframe()
                 }
                 pathMTU.confirmed(rtcp.takeProbeConfirmations(), now: monotonicNanoseconds())
