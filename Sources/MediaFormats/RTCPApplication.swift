@@ -44,6 +44,11 @@ public struct RTCPApplicationDefined: Sendable, Hashable {
         guard let ssrc = reader.readUInt32(), let name = reader.readUInt32() else {
             throw RTCPBodyError(kind: .tooShort, detail: "APP needs 8 bytes (SSRC, name), body has \(body.count)")
         }
+        // RFC 3550 6.7: application data is a multiple of 32 bits; anything else (padding
+        // that cuts into a word) could not be written back as it was read.
+        guard reader.remaining % 4 == 0 else {
+            throw RTCPBodyError(kind: .badLength, detail: "APP data of \(reader.remaining) bytes is not whole 32-bit words")
+        }
         return RTCPApplicationDefined(subtype: UInt8(subtype), ssrc: ssrc, nameWord: name,
                                       data: reader.readBytes(reader.remaining) ?? [])
     }
