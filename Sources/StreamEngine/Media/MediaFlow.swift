@@ -13,6 +13,8 @@ final class MediaFlow: DatagramProducer {
     private(set) var nextSequence: UInt16
     private var queue: [AccessUnit] = []
     private var queueHead = 0
+    /// Bytes of the access units in `queue` from `queueHead` on.
+    private var queuedBytes = 0
     private var current: AccessUnit?
     private var plan: [HEVCPayload] = []
     private var planIndex = 0
@@ -71,7 +73,18 @@ final class MediaFlow: DatagramProducer {
 
     func enqueue(_ accessUnit: AccessUnit) {
         queue.append(accessUnit)
+        queuedBytes += accessUnit.byteCount
         framesQueued += 1
+    }
+
+    /// What is left of the frame being sent plus the access units waiting (an estimate:
+    /// headers of packets not planned yet are not counted, and the bound may drop some).
+    var pendingBytes: Int {
+        var bytes = queuedBytes
+        if planIndex < plan.count {
+            for payload in plan[planIndex...] { bytes += RTPHeader.fixedSize + payload.size }
+        }
+        return bytes
     }
 
     /// Changes the datagram budget from the next access unit on.
@@ -137,6 +150,7 @@ final class MediaFlow: DatagramProducer {
             guard queueHead < queue.count else { return nil }
             let next = queue[queueHead]
             queueHead += 1
+            queuedBytes -= next.byteCount
             if queueHead > 64 && queueHead * 2 > queue.count {
                 queue.removeFirst(queueHead)
                 queueHead = 0

@@ -126,6 +126,8 @@ final class PathMTUController: DatagramProducer {
         return flow.peekDatagram()
     }
 
+    var pendingBytes: Int { (pendingProbe.map { $0.size - overhead } ?? 0) + flow.pendingBytes }
+
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
         guard let probe = pendingProbe else { return flow.writeDatagram(into: buffer) }
         PathMTUProbe(probeID: probe.id, size: probe.size - overhead, ssrc: flow.ssrc)

@@ -25,6 +25,16 @@ public protocol DatagramProducer: AnyObject {
     func peekDatagram() -> PendingDatagram?
     /// Writes the datagram last peeked (exactly its size) into `buffer`, and takes it.
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer)
+    /// About how many bytes are ready to go (at least the next datagram's size when there is
+    /// one); `Int.max` when unknown. A paced sender starts a batch only once its budget
+    /// covers this much (up to a quantum), so a backlog leaves many datagrams per
+    /// submission instead of one each time a datagram's worth of budget trickles in.
+    var pendingBytes: Int { get }
+}
+
+extension DatagramProducer {
+    /// Unknown: batches wait for a full quantum of budget when paced.
+    public var pendingBytes: Int { .max }
 }
 
 /// Configuration of a paced sender.
@@ -141,7 +151,10 @@ public final class PacedSender {
         var now = monotonicNanoseconds()
         fill: while let first = producer.peekDatagram() {
             guard datagramsThisSubmission < config.maxDatagramsPerSubmission else { state = .batchFull; break }
-            let wait = pacer.delay(for: first.size, now: now)
+            // A submission starts only with a batch's worth of budget (a quantum, or what is
+            // waiting if that is less); within it, each further slot needs only its own.
+            let batch = datagramsThisSubmission == 0 ? min(producer.pendingBytes, pacer.burstQuantum) : 0
+            let wait = pacer.delay(for: max(first.size, batch), now: now)
             if wait > 0 { state = .paced(nanoseconds: wait); break }
             guard let slot = queue.acquire() else { state = .slotsExhausted; break }
             let budget = min(pacer.available(now: now), queue.slotCapacity)
