@@ -1,0 +1,330 @@
+import Glibc
+import MediaFormats
+import Synchronization
+import UringIO
+
+/// The thread-safe side of one flow of a `MediaSender`: what other threads hand it
+/// (access units, a new destination) and read from it (stats, keyframe requests).
+final class FlowHandle: Sendable {
+    struct Inbox {
+        var accessUnits: [AccessUnit] = []
+        var finished = false
+        var dropped = 0
+        var newDestination: SocketAddress?
+    }
+
+    let config: MediaSenderConfig
+    let inbox = Mutex(Inbox())
+    let statsBox = Mutex(SenderStats())
+    let keyframeRequested = Atomic<Bool>(false)
+    private let wakeEvent: WakeEvent
+
+    init(config: MediaSenderConfig, wakeEvent: WakeEvent) {
+        self.config = config
+        self.wakeEvent = wakeEvent
+    }
+
+    func send(_ accessUnit: AccessUnit) -> Bool {
+        let accepted = inbox.withLock { box -> Bool in
+            guard box.accessUnits.count < config.maxQueuedFrames else {
+                box.dropped += 1
+                return false
+            }
+            box.accessUnits.append(accessUnit)
+            return true
+        }
+        wakeEvent.signal()
+        return accepted
+    }
+
+    func finish() {
+        inbox.withLock { $0.finished = true }
+        wakeEvent.signal()
+    }
+
+    func redirect(to destination: SocketAddress) {
+        inbox.withLock { $0.newDestination = destination }
+        wakeEvent.signal()
+    }
+}
+
+/// The engine-thread side of one flow: its sockets, packetizer, path-MTU search, feedback,
+/// bound and counters. Everything the flows share (the ring, the pacer, the send slots)
+/// belongs to the `MediaSender` running them.
+final class SenderFlow {
+    /// Feedback receivers use buffer groups `firstFeedbackGroup + index`.
+    static let firstFeedbackGroup: UInt16 = 2
+
+    let index: Int
+    let handle: FlowHandle
+    var config: MediaSenderConfig { handle.config }
+    private let ring: Ring
+    private let socket: UDPSocket
+    private let rtcpSocket: UDPSocket?
+    private let feedbackSocket: UDPSocket?
+    private let feedbackReceiver: UDPMultishotReceiver?
+    let flow: MediaFlow
+    let pathMTU: PathMTUController
+    private let rtcp: SenderFeedback
+    private var local = SenderStats()
+    private let bound: Int?
+    private var destination: SocketAddress
+    private var lastForcedKeyframe: Int64 = -1 << 62
+    private var firstSend: Int64?
+    private var lingerDeadline: Int64?
+    private var nextSenderReport: Int64 = 0
+    private var lastGoneProbe: Int64 = 0
+    /// The source said it has no more and everything it handed over was taken.
+    private(set) var inputFinished = false
+
+    init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender) throws(SystemError) {
+        self.index = index
+        self.handle = handle
+        self.ring = ring
+        let config = handle.config
+        destination = config.destination
+        (socket, rtcpSocket) = try Self.openSockets(config)
+        try socket.connect(config.destination)
+        // DF always. With auto, IP_PMTUDISC_PROBE: the engine's own measured MTU is the clamp,
+        // and probes above the kernel's cached path MTU (which lasts 10 minutes) must still go
+        // out, or a path that grew again could never be found. A pinned MTU keeps DO.
+        try socket.setPathMTUDiscovery(config.mtu == .auto ? .probe : .do)
+        try socket.enableReceiveErrors()
+        let mark = TrafficMark(config.serviceClass, ecn: config.ecn)
+        try socket.setTrafficMark(mark)
+        socket.setSendBufferSize(4 << 20)
+        feedbackSocket = config.rtcpMux ? socket : rtcpSocket
+        if config.feedback, let feedbackSocket {
+            if let rtcpSocket { try rtcpSocket.connect(Self.rtcpPeer(of: config.destination)) }  // only the receiver's RTCP
+            try feedbackSocket.enableReceiveTimestamps()  // RTT from kernel arrival times
+            try feedbackSocket.enableDropCounter()
+            let receiver = try UDPMultishotReceiver(ring: ring, socket: feedbackSocket,
+                                                    groupID: Self.firstFeedbackGroup + UInt16(index),
+                                                    bufferCount: 32, maxPayload: 4096)
+            try receiver.arm()
+            feedbackReceiver = receiver
+        } else {
+            feedbackReceiver = nil
+        }
+        let route = paced.addRoute(socket: socket, destination: nil, mark: mark)
+        // Path-MTU probes: same socket and class, a route of their own (never in a media GSO
+        // send), and Not-ECT: they are not media, so no CE mark on them should count as one.
+        let probeRoute = paced.addRoute(socket: socket, destination: nil,
+                                        mark: TrafficMark(config.serviceClass, ecn: .notECT))
+        let (mtu, source) = MediaSender.datagramBudget(socket: socket, setting: config.mtu)
+        do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead,
+                                  payloadType: config.payloadType) }
+        catch { throw SystemError("packetizer", errno: EINVAL, context: "MTU \(mtu) is too small") }
+        var fixedMTU: Int?
+        if case .fixed(let value) = config.mtu { fixedMTU = value }
+        let socket = socket
+        pathMTU = PathMTUController(flow: flow, socket: socket, probeRoute: probeRoute, fixedMTU: fixedMTU,
+                                    feedback: config.feedback && feedbackReceiver != nil, configure: {
+            $0.reprobeInterval = config.pathMTUReprobeInterval
+            if socket.family == .ipv4 { $0.baseMTU = config.pathMTUBaseIPv4 }
+        }, now: monotonicNanoseconds())
+        flow.tracksPackets = config.feedback
+        if config.feedback {
+            flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
+                ?? max(Int((config.paceBitsPerSecond ?? 8_000_000) / 8), 256 * 1024)
+        }
+        bound = flow.maxUnconfirmedBytes
+        rtcp = SenderFeedback(ssrc: flow.ssrc)
+        local.pathMTU = pathMTU.mtu
+        local.mtuSource = source == "configured" ? source : pathMTU.source
+        local.dscp = mark.dscp
+        local.ecn = config.ecn.name
+        local.pacingRate = config.paceBitsPerSecond ?? 0
+        local.ssrc = flow.ssrc
+        local.feedback = config.feedback
+        local.maxUnconfirmedBytes = bound ?? 0
+        local.flowIndex = index
+        local.destination = "\(config.destination)"
+    }
+
+    private static func rtcpPeer(of destination: SocketAddress) -> SocketAddress {
+        var peer = destination
+        peer.port = peer.port &+ 1
+        return peer
+    }
+
+    /// Opens an RTP socket on an even local port and, unless muxed, its RTCP socket on the next.
+    private static func openSockets(_ config: MediaSenderConfig) throws(SystemError) -> (rtp: UDPSocket, rtcp: UDPSocket?) {
+        let family = config.destination.family
+        let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: 0)!
+        for _ in 0..<32 {
+            let rtp = try UDPSocket(family: family)
+            try rtp.bind(any)
+            guard config.feedback && !config.rtcpMux else { return (rtp, nil) }
+            var rtcpAddress = try rtp.localAddress()
+            guard rtcpAddress.port < 65_535 else { continue }
+            rtcpAddress.port += 1
+            let rtcp = try UDPSocket(family: family)
+            if (try? rtcp.bind(rtcpAddress)) != nil { return (rtp, rtcp) }
+        }
+        throw SystemError("cannot bind", errno: EADDRINUSE, context: "an RTP/RTCP port pair")
+    }
+
+    /// Takes what other threads handed over: access units (as many as the queue has room
+    /// for), the end of input, a new destination.
+    func takeInput() {
+        let room = config.maxQueuedFrames - flow.queuedAccessUnits
+        let (incoming, isFinished, dropped, newDestination) = handle.inbox.withLock { box in
+            let taken = Array(box.accessUnits.prefix(max(0, room)))
+            box.accessUnits.removeFirst(taken.count)
+            defer { box.newDestination = nil }
+            return (taken, box.finished && box.accessUnits.isEmpty, box.dropped, box.newDestination)
+        }
+        for accessUnit in incoming { flow.enqueue(accessUnit) }
+        inputFinished = isFinished
+        local.framesDroppedQueueFull = dropped
+        if let newDestination, newDestination != destination { redirect(to: newDestination) }
+    }
+
+    /// Points the flow at a new receiver address (same family): the sockets are connected
+    /// there, and it starts from a keyframe.
+    private func redirect(to newDestination: SocketAddress) {
+        do {
+            try socket.connect(newDestination)
+            if config.feedback, let rtcpSocket { try rtcpSocket.connect(Self.rtcpPeer(of: newDestination)) }
+            destination = newDestination
+            local.destination = "\(newDestination)"
+            local.redirects += 1
+            requestKeyframe()
+        } catch {
+            local.errors["redirect: \(error)", default: 0] += 1
+        }
+    }
+
+    /// Keyframes are expensive: however many PLIs arrive, at most one is forced per
+    /// `minKeyframeInterval` (feedback must not turn into an amplifier). The engine's own
+    /// reasons (the bound, a receiver back or probed) are rare by construction and go through.
+    private func requestKeyframe(fromPLI: Bool = false) {
+        let now = monotonicNanoseconds()
+        guard !fromPLI || now - lastForcedKeyframe >= config.minKeyframeInterval else {
+            local.keyframeRequestsIgnored += 1
+            return
+        }
+        lastForcedKeyframe = now
+        local.keyframeRequests += 1
+        handle.keyframeRequested.store(true, ordering: .relaxed)
+    }
+
+    /// Sends a sender report when one is due. Returns when the next one is due (nil: none
+    /// will be until packets are sent). Reports go out at random times (the interval +-50 %),
+    /// not at the pacer's wake-ups: tied to those, every RTT sample would see the queue at
+    /// the same point of our own send rhythm instead of as it is on average.
+    func sendSenderReportIfDue(now: Int64) -> Int64? {
+        guard config.feedback, let feedbackSocket, flow.log.sent > 0 else { return nil }
+        if now < nextSenderReport { return nextSenderReport }
+        nextSenderReport = now + Int64(Double(config.senderReportInterval) * Double.random(in: 0.5...1.5))
+        let report = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
+                                       packets: local.packetsSent, octets: local.bytesSent)
+        let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
+        if sent { local.senderReports += 1 }
+        return nextSenderReport
+    }
+
+    /// Periodic work: loss by age, liveness, keyframe requests, the path MTU.
+    func tick(now: Int64) {
+        flow.now = now
+        pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
+                     receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000)
+        guard config.feedback, feedbackSocket != nil else { return }
+        if !rtcp.receiverGone {
+            // A receiver that stopped reporting keeps its packets unconfirmed: the bound holds.
+            flow.log.expireUnconfirmed(sentBefore: now - rtcp.lossTimeout)
+        }
+        if flow.log.sent > 0 && firstSend == nil { firstSend = now }
+        // Never any feedback: a receiver that sends none. No bound until feedback appears.
+        let silentSinceStart = !rtcp.feedbackSeen && now - (firstSend ?? now) > config.noFeedbackTimeout
+        local.feedbackAbsent = silentSinceStart
+        flow.maxUnconfirmedBytes = silentSinceStart ? nil : bound
+        _ = rtcp.checkLiveness(now: now, sending: flow.log.unconfirmedPackets > 0)
+        flow.receiverGone = rtcp.receiverGone
+        if rtcp.receiverGone && now - lastGoneProbe >= config.goneProbeInterval {
+            // A receiver that went away (or a new one in its place) can only answer what
+            // reaches it: once a second, what waited unconfirmed counts as lost and one
+            // keyframe goes out, so the bound holds and a new receiver can start decoding.
+            lastGoneProbe = now
+            flow.log.expireUnconfirmed(sentBefore: now)
+            flow.probeFrames = 1
+            flow.keyframeWanted = true
+        }
+        if flow.keyframeWanted {
+            flow.keyframeWanted = false
+            requestKeyframe()
+        }
+    }
+
+    /// True once the input is finished, everything is sent, and the final feedback is in
+    /// (or `finalFeedbackWait` passed). The engine stops when every flow is done.
+    func isDone(now: Int64) -> Bool {
+        guard inputFinished else { return false }
+        guard config.feedback, !local.feedbackAbsent else { return true }
+        if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait }
+        return flow.log.unconfirmedPackets == 0 || now >= lingerDeadline!
+    }
+
+    /// A send completion of this flow's datagrams.
+    func handleSendReport(_ report: SendReport) {
+        if pathMTU.handleSendReport(report) { return }  // probes are not media
+        local.packetsSent += report.sentDatagrams
+        local.bytesSent += report.sentBytes
+        local.packetsFailed += report.failedDatagrams
+        if report.errno != 0 {
+            local.errors[String(cString: strerror(report.errno)), default: 0] += report.failedDatagrams
+        }
+    }
+
+    /// A receive completion of this flow's feedback socket.
+    func handleFeedback(_ completion: Completion) {
+        guard let feedbackReceiver else { return }
+        try? feedbackReceiver.handle(completion) { datagram in
+            let arrival = datagram.timestampNanoseconds > 0 ? datagram.timestampNanoseconds : realtimeNanoseconds()
+            if rtcp.handle(datagram.payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
+                requestKeyframe(fromPLI: true)
+            }
+            if rtcp.receiverBack {
+                rtcp.receiverBack = false
+                requestKeyframe()
+            }
+            pathMTU.confirmed(rtcp.takeProbeConfirmations(), now: monotonicNanoseconds())
+        }
+    }
+
+    /// Copies the counters where other threads read them.
+    func publish(paced: PacedSender, flows: Int, mixedSubmissions: Int) {
+        pathMTU.publish(into: &local)
+        local.packetsConfirmed = flow.log.confirmed
+        local.packetsLost = flow.log.lost
+        local.packetsUnconfirmed = flow.log.unconfirmedPackets
+        local.bytesUnconfirmed = flow.log.unconfirmedBytes
+        local.peakUnconfirmedBytes = flow.peakUnconfirmedBytes
+        local.framesDroppedUnconfirmed = flow.framesDroppedUnconfirmed
+        local.rttLast = rtcp.rttLast
+        local.rttMin = rtcp.rttMin
+        local.rttSmoothed = rtcp.rttSmoothed
+        local.ceReported = rtcp.ceReported
+        local.receiverGone = rtcp.receiverGone
+        local.receiverGoneEvents = rtcp.receiverGoneEvents
+        local.feedbackReports = rtcp.reportsAccepted
+        local.feedbackRejected = rtcp.rejected
+        local.feedbackKernelDrops = Int(feedbackReceiver?.counters.kernelDrops ?? 0)
+        local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull
+        local.framesSent = flow.framesWritten
+        local.keyframes = flow.keyframesWritten
+        local.datagramSize = flow.largestDatagram
+        local.clamped = flow.clamped
+        local.batches = paced.queue.counters.batches
+        local.gsoSends = paced.queue.counters.gsoSends
+        local.enterCalls = ring.enterCalls
+        local.flows = flows
+        local.mixedSubmissions = mixedSubmissions
+        let snapshot = local
+        handle.statsBox.withLock { $0 = snapshot }
+    }
+}
+
+@available(*, unavailable, message: "owned by the sender's engine thread")
+extension SenderFlow: Sendable {}

@@ -1,0 +1,105 @@
+/// A sender's counters, as in the stats JSON.
+public struct SenderStats: Sendable, Equatable {
+    /// Datagrams the kernel accepted.
+    public var packetsSent = 0
+    /// Payload bytes the kernel accepted.
+    public var bytesSent = 0
+    /// Datagrams that failed to send (reported by the kernel).
+    public var packetsFailed = 0
+    /// Access units handed to the sender.
+    public var framesEncoded = 0
+    /// Access units whose every packet was put on the wire.
+    public var framesSent = 0
+    /// Keyframes among them.
+    public var keyframes = 0
+    /// Access units dropped because the send queue was full.
+    public var framesDroppedQueueFull = 0
+    /// The path MTU in use.
+    public var pathMTU = 0
+    /// Where it came from: `kernel`, `configured` (or `probe` once probing confirms it).
+    public var mtuSource = "kernel"
+    /// The largest UDP payload put on the wire.
+    public var datagramSize = 0
+    /// Packets that would have exceeded the path MTU (planned for a larger one, then dropped).
+    public var clamped = 0
+    /// Frames cut short by such a drop (the rest of the frame was not sent).
+    public var framesClamped = 0
+    /// Path-MTU probes put on the wire, confirmed by the receiver, and given up.
+    public var probesSent = 0
+    public var probesConfirmed = 0
+    public var probesLost = 0
+    /// ICMP "fragmentation needed" / "packet too big" taken into account.
+    public var icmpMTUReports = 0
+    /// Times the MTU in use stopped getting through (black hole) and fell back to the base.
+    public var blackHoles = 0
+    /// Path-MTU searches started.
+    public var mtuSearches = 0
+    /// Milliseconds from the start until the last search found its size (nil while none has).
+    public var mtuFoundAfterMs: Double?
+    /// The TOS byte's DSCP.
+    public var dscp: UInt8 = 0
+    /// The ECN codepoint sent.
+    public var ecn = "ect0"
+    /// Pacing rate (bits per second, 0 = unpaced).
+    public var pacingRate = 0.0
+    /// Submissions (io_uring_enter calls that carried sends), engine-wide.
+    public var batches = 0
+    /// Sends that used UDP GSO, engine-wide.
+    public var gsoSends = 0
+    /// Calls to io_uring_enter, engine-wide.
+    public var enterCalls = 0
+    /// The SSRC of the stream.
+    public var ssrc: UInt32 = 0
+    /// Send errors by errno name.
+    public var errors: [String: Int] = [:]
+    /// Feedback is expected (false with `--no-feedback`).
+    public var feedback = true
+    /// Packets feedback confirmed arrived.
+    public var packetsConfirmed = 0
+    /// Packets reported missing or unconfirmed too long (and not confirmed since).
+    public var packetsLost = 0
+    /// Packets neither confirmed nor lost yet.
+    public var packetsUnconfirmed = 0
+    /// Bytes of those.
+    public var bytesUnconfirmed = 0
+    /// The most unconfirmed bytes at any time.
+    public var peakUnconfirmedBytes = 0
+    /// The bound on unconfirmed bytes (0 when there is none).
+    public var maxUnconfirmedBytes = 0
+    /// Frames dropped because the bound was reached (or while waiting for a keyframe after that).
+    public var framesDroppedUnconfirmed = 0
+    /// Round-trip time in milliseconds: last, min, smoothed (nil until measured).
+    public var rttLast: Double?
+    public var rttMin: Double?
+    public var rttSmoothed: Double?
+    /// Packets the receiver reported CE-marked.
+    public var ceReported = 0
+    /// The receiver stopped sending feedback (and has not come back).
+    public var receiverGone = false
+    /// Times the receiver went silent.
+    public var receiverGoneEvents = 0
+    /// Keyframes forced (PLI, bound, receiver back).
+    public var keyframeRequests = 0
+    /// Keyframe requests ignored because one was forced less than `minKeyframeInterval` ago.
+    public var keyframeRequestsIgnored = 0
+    /// RTCP datagrams accepted from the receiver.
+    public var feedbackReports = 0
+    /// RTCP rejected, by reason (malformed, confirmations of packets never sent).
+    public var feedbackRejected: [String: Int] = [:]
+    /// Sender reports sent.
+    public var senderReports = 0
+    /// Feedback was expected but none ever arrived: the sender runs without the bound.
+    public var feedbackAbsent = false
+    /// RTCP datagrams the kernel dropped on the feedback socket (its buffer full: a flood).
+    public var feedbackKernelDrops = 0
+    /// Where this flow goes.
+    public var destination = ""
+    /// Times the flow was pointed at a new destination (`MediaSender.redirect`).
+    public var redirects = 0
+    /// This flow's index in its engine (0 for a single-flow sender).
+    public var flowIndex = 0
+    /// Flows the engine carries (they share the ring, the pacer and the submissions).
+    public var flows = 1
+    /// Submissions that carried datagrams of more than one flow (engine-wide).
+    public var mixedSubmissions = 0
+}
