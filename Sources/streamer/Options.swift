@@ -101,6 +101,16 @@ final class SignalTrap {
     }
 }
 
+/// SIGHUP: runs `action` each time (on a dispatch queue, never in the signal handler).
+final class HangupTrap {
+    private let source: DispatchSourceSignal
+    init(action: @escaping @Sendable () -> Void) {
+        signal(SIGHUP, SIG_IGN)
+        source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        source.setEventHandler(handler: action)
+        source.resume()
+    }
+}
 
 /// Rewrites a stats JSON file every `interval` seconds (atomically: temp file, rename),
 /// so a script can sample a running stream.

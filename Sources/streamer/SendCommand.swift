@@ -6,7 +6,15 @@ import UringIO
 
 /// `streamer send`: options as in the interface contract.
 struct SendOptions {
-    var destination: SocketAddress?
+    /// One flow per `--to`: where it goes as typed (re-resolved on SIGHUP) and its marks.
+    struct Target {
+        var text: String
+        var address: SocketAddress
+        var serviceClass: ServiceClass?
+        var ecn: ECNCodepoint?
+    }
+    var targets: [Target] = []
+    var destination: SocketAddress? { targets.first?.address }
     var source = "synthetic"
     var width = 1280
     var height = 720
@@ -28,7 +36,10 @@ struct SendOptions {
     var quiet = false
 
     static let help = """
-    usage: streamer send --to HOST:PORT [options]
+    usage: streamer send --to HOST:PORT[,class=C][,ecn=E] [--to ...] [options]
+      --to HOST:PORT[,class=C][,ecn=E]   a receiver; repeat for several flows in one engine (each
+                                 with its own SSRC, bound and counters; class/ecn override --class/--ecn).
+                                 SIGHUP resolves every HOST again and moves a flow whose address changed
       --source synthetic | PATH.hevc | PATH.y4m | -   default synthetic (x265-encoded test pattern); - reads y4m on stdin
       --size WxH                 synthetic source size (default 1280x720)
       --fps N                    frame rate (default 30, or the y4m header's)
@@ -53,7 +64,7 @@ struct SendOptions {
         var reader = ArgumentReader(arguments)
         while let argument = reader.next() {
             switch argument {
-            case "--to": options.destination = try parseAddress(try reader.value(for: argument), option: argument)
+            case "--to": options.targets.append(try parseTarget(try reader.value(for: argument)))
             case "--source": options.source = try reader.value(for: argument)
             case "--size":
                 let text = try reader.value(for: argument)
@@ -69,20 +80,8 @@ struct SendOptions {
             case "--frames": options.frames = try parsePositiveInt(try reader.value(for: argument), option: argument)
             case "--duration": options.duration = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--pace": options.pace = try parseRate(try reader.value(for: argument), option: argument)
-            case "--class":
-                let text = try reader.value(for: argument)
-                guard let value = ServiceClass(rawValue: text) else {
-                    throw UsageError("--class: '\(text)' is not one of background, default, video, realtime")
-                }
-                options.serviceClass = value
-            case "--ecn":
-                let text = try reader.value(for: argument)
-                switch text {
-                case "off": options.ecn = .notECT
-                case "ect0": options.ecn = .ect0
-                case "ect1": options.ecn = .ect1
-                default: throw UsageError("--ecn: '\(text)' is not one of off, ect0, ect1")
-                }
+            case "--class": options.serviceClass = try parseServiceClass(try reader.value(for: argument), option: argument)
+            case "--ecn": options.ecn = try parseECN(try reader.value(for: argument), option: argument)
             case "--mtu":
                 let text = try reader.value(for: argument)
                 options.mtu = text == "auto" ? .auto : .fixed(try parsePositiveInt(text, option: argument, range: 576...65_535))
@@ -102,6 +101,37 @@ struct SendOptions {
         }
         guard options.destination != nil else { throw UsageError("send: --to HOST:PORT is required") }
         return options
+    }
+
+    /// `HOST:PORT[,class=C][,ecn=E]`.
+    static func parseTarget(_ text: String) throws -> Target {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        var target = Target(text: parts[0], address: try parseAddress(parts[0], option: "--to"))
+        for part in parts.dropFirst() {
+            let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
+            switch (pair.first, pair.count) {
+            case ("class", 2): target.serviceClass = try parseServiceClass(pair[1], option: "--to \(parts[0]),class")
+            case ("ecn", 2): target.ecn = try parseECN(pair[1], option: "--to \(parts[0]),ecn")
+            default: throw UsageError("--to: '\(part)' is not class=C or ecn=E (in '\(text)')")
+            }
+        }
+        return target
+    }
+
+    static func parseServiceClass(_ text: String, option: String) throws -> ServiceClass {
+        guard let value = ServiceClass(rawValue: text) else {
+            throw UsageError("\(option): '\(text)' is not one of background, default, video, realtime")
+        }
+        return value
+    }
+
+    static func parseECN(_ text: String, option: String) throws -> ECNCodepoint {
+        switch text {
+        case "off": return .notECT
+        case "ect0": return .ect0
+        case "ect1": return .ect1
+        default: throw UsageError("\(option): '\(text)' is not one of off, ect0, ect1")
+        }
     }
 }
 
@@ -228,11 +258,23 @@ final class MutexBox<T: Sendable>: Sendable {
     func get() -> T { lock.withLock { $0 } }
 }
 
-/// The sender's stats JSON, as in the interface contract.
-func senderStatsObject(_ stats: SenderStats) -> [String: Any] {
+/// The sender's stats JSON, as in the interface contract: the first flow's keys at the top
+/// level (all there is with one `--to`), and every flow's under `flows`.
+func senderStatsObject(_ all: [SenderStats]) -> [String: Any] {
+    var object = flowStatsObject(all[0])
+    object["role"] = "send"
+    object["cpu"] = cpuObject()
+    object["flows"] = all.map(flowStatsObject)
+    return object
+}
+
+/// One flow's stats keys.
+func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
     func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
     return [
-        "role": "send",
+        "destination": stats.destination,
+        "ssrc": Int(stats.ssrc),
+        "redirects": stats.redirects,
         "packets": ["sent": stats.packetsSent, "confirmed": stats.packetsConfirmed, "lost": stats.packetsLost,
                     "unconfirmed": stats.packetsUnconfirmed, "failed": stats.packetsFailed],
         "bytes": ["sent": stats.bytesSent, "unconfirmed": stats.bytesUnconfirmed,
@@ -250,14 +292,14 @@ func senderStatsObject(_ stats: SenderStats) -> [String: Any] {
         "dscp": Int(stats.dscp),
         "pacing": ["rateBps": stats.pacingRate, "batches": stats.batches,
                    "datagramsPerSubmit": stats.batches > 0 ? Double(stats.packetsSent) / Double(stats.batches) : 0,
-                   "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls],
+                   "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls, "flows": stats.flows,
+                   "mixedSubmissions": stats.mixedSubmissions],
         "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
                      "senderReports": stats.senderReports, "keyframeRequests": stats.keyframeRequests,
                      "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],
         "receiverGone": stats.receiverGone,
         "receiverGoneEvents": stats.receiverGoneEvents,
         "errors": stats.errors,
-        "cpu": cpuObject(),
     ]
 }
 
@@ -278,18 +320,22 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         plan = .hevcFile(path)
     }
     let fps = options.fps ?? 30
-    var config = MediaSenderConfig(destination: options.destination!)
-    config.serviceClass = options.serviceClass
-    config.ecn = options.ecn
-    config.mtu = options.mtu
-    if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = Int64(reprobe * 1e9) }
-    config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
-    config.feedback = !options.noFeedback
-    config.maxUnconfirmedBytes = options.maxUnconfirmed
-    if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
-    let sender = try MediaSender(config: config)
+    let configs = options.targets.map { target in
+        var config = MediaSenderConfig(destination: target.address)
+        config.serviceClass = target.serviceClass ?? options.serviceClass
+        config.ecn = target.ecn ?? options.ecn
+        config.mtu = options.mtu
+        if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = Int64(reprobe * 1e9) }
+        config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
+        config.feedback = !options.noFeedback
+        config.maxUnconfirmedBytes = options.maxUnconfirmed
+        if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
+        return config
+    }
+    let sender = try MediaSender(flows: configs)
     let stopFlag = MutexBox<Bool>(false)
     let trap = SignalTrap { stopFlag.set(true); sender.finish() }
+    let hangup = HangupTrap { reresolve(options.targets, sender: sender) }
     let frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(fps)).rounded(.up)) }
     let source = SourceThread()
     source.start(plan: plan, fps: fps, bitrateKbps: max(1, Int(options.bitrate / 1000)), frameLimit: frameLimit,
@@ -297,40 +343,78 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     source.ready.wait()
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
     if let sdpPath = options.sdpPath {
-        let headerNALs = source.headers.get()
-        let destination = options.destination!
-        let sdp = SDPSessionDescription(
-            sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1, sessionName: "streamer",
-            originAddress: destination.host, connectionAddress: destination.host, port: destination.port,
-            payloadType: 96, encodingName: "H265", clockRate: 90_000,
-            vps: headerNALs.filter { ($0[0] >> 1) & 0x3f == 32 }, sps: headerNALs.filter { ($0[0] >> 1) & 0x3f == 33 },
-            pps: headerNALs.filter { ($0[0] >> 1) & 0x3f == 34 }, rtcpPort: nil, rtcpMux: false,
-            frameRate: (fps, 1))
-        try sdp.text.write(toFile: sdpPath, atomically: true, encoding: .utf8)
+        for (index, target) in options.targets.enumerated() {
+            try writeSDP(to: sdpFilePath(sdpPath, flow: index), destination: target.address, headers: source.headers.get(), fps: fps)
+        }
     }
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
         let s = sender.stats
         let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
-        return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
+        let others = sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : ""
+        return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)\(others)"
     }
     let goneWatch = GoneWatch(sender: sender)
     let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) {
-        senderStatsObject(sender.stats)
+        senderStatsObject(sender.allStats)
     }
     try sender.run()
     progress.stop()
     goneWatch.stop()
     statsWriter.stop()
-    withExtendedLifetime(trap) {}
+    withExtendedLifetime((trap, hangup)) {}
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
-    let stats = sender.stats
-    printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(options.destination!), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
-    if let statsPath = options.statsPath { try writeJSON(senderStatsObject(stats), to: statsPath) }
-    if stats.packetsFailed > 0 {
-        printError("streamer send: \(stats.packetsFailed) packets failed to send: \(stats.errors)")
+    let all = sender.allStats
+    for stats in all {
+        printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
+        if stats.packetsFailed > 0 {
+            printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(stats.errors)")
+        }
     }
-    // Nothing at all got out: that is a failure of the run, not a fault it rode through.
-    return stats.packetsSent == 0 && stats.framesEncoded > 0 ? 1 : 0
+    if let statsPath = options.statsPath { try writeJSON(senderStatsObject(all), to: statsPath) }
+    // Nothing at all got out to a receiver: that is a failure of the run, not a fault it rode through.
+    return all.contains { $0.packetsSent == 0 && $0.framesEncoded > 0 } ? 1 : 0
+}
+
+/// The SDP file of flow `index`: `path` itself for the first, `NAME-<index>.EXT` for the others.
+func sdpFilePath(_ path: String, flow index: Int) -> String {
+    guard index > 0 else { return path }
+    let url = URL(fileURLWithPath: path)
+    let ext = url.pathExtension
+    let base = url.deletingPathExtension().path
+    return ext.isEmpty ? "\(base)-\(index)" : "\(base)-\(index).\(ext)"
+}
+
+/// Writes an SDP that ffplay, VLC and GStreamer open to receive the stream at `destination`.
+func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int) throws {
+    let sdp = SDPSessionDescription(
+        sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1, sessionName: "streamer",
+        originAddress: destination.host, connectionAddress: destination.host, port: destination.port,
+        payloadType: 96, encodingName: "H265", clockRate: 90_000,
+        vps: headers.filter { ($0[0] >> 1) & 0x3f == 32 }, sps: headers.filter { ($0[0] >> 1) & 0x3f == 33 },
+        pps: headers.filter { ($0[0] >> 1) & 0x3f == 34 }, rtcpPort: nil, rtcpMux: false,
+        frameRate: (fps, 1))
+    try sdp.text.write(toFile: path, atomically: true, encoding: .utf8)
+}
+
+/// SIGHUP: resolves every `--to` again and moves each flow whose address changed; one line
+/// on stderr per flow that moved or could not be resolved.
+func reresolve(_ targets: [SendOptions.Target], sender: MediaSender) {
+    let current = sender.allStats
+    for (index, target) in targets.enumerated() {
+        do {
+            let address = try SocketAddress.parse(target.text)
+            let now = current[index].destination
+            guard "\(address)" != now else { continue }
+            guard address.family == target.address.family else {
+                printError("streamer send: SIGHUP: \(target.text) now resolves to \(address), another address family; staying at \(now)")
+                continue
+            }
+            printError("streamer send: SIGHUP: \(target.text) now resolves to \(address) (was \(now)); moving the flow")
+            sender.redirect(to: address, flow: index)
+        } catch {
+            printError("streamer send: SIGHUP: cannot resolve \(target.text) (\(error)); staying at \(current[index].destination)")
+        }
+    }
 }
 
 /// Says once on stderr when the receiver stops sending feedback, and once when it is back.
@@ -339,25 +423,29 @@ final class GoneWatch: Sendable {
     init(sender: MediaSender) {
         let running = self.running
         Thread {
-            var gone = false
-            var absentSaid = false
-            var errorsSaid = Set<String>()
+            let count = sender.flowCount
+            var gone = Array(repeating: false, count: count)
+            var absentSaid = Array(repeating: false, count: count)
+            var errorsSaid = Array(repeating: Set<String>(), count: count)
             while running.get() {
                 usleep(100_000)
-                let stats = sender.stats
-                for (reason, count) in stats.errors where !errorsSaid.contains(reason) {
-                    // Once per kind of error, not once per datagram: the count is in the stats.
-                    errorsSaid.insert(reason)
-                    printError("streamer send: sends failing: \(reason) (\(count) datagrams so far; counted in stats.errors)")
-                }
-                if stats.feedbackAbsent && !absentSaid {
-                    absentSaid = true
-                    printError("streamer send: no RTCP feedback from the receiver (ffmpeg/ffplay send none); running without the unconfirmed bound (use --no-feedback to say so)")
-                }
-                if stats.receiverGone != gone {
-                    gone = stats.receiverGone
-                    printError(gone ? "streamer send: the receiver stopped sending feedback; holding at \(stats.bytesUnconfirmed) unconfirmed bytes"
-                                    : "streamer send: the receiver is back; resuming with a keyframe")
+                for (index, stats) in sender.allStats.enumerated() {
+                    // With several flows, each line names its flow's receiver.
+                    let prefix = count > 1 ? "streamer send: [\(stats.destination)]" : "streamer send:"
+                    for (reason, failed) in stats.errors where !errorsSaid[index].contains(reason) {
+                        // Once per kind of error, not once per datagram: the count is in the stats.
+                        errorsSaid[index].insert(reason)
+                        printError("\(prefix) sends failing: \(reason) (\(failed) datagrams so far; counted in stats.errors)")
+                    }
+                    if stats.feedbackAbsent && !absentSaid[index] {
+                        absentSaid[index] = true
+                        printError("\(prefix) no RTCP feedback from the receiver (ffmpeg/ffplay send none); running without the unconfirmed bound (use --no-feedback to say so)")
+                    }
+                    if stats.receiverGone != gone[index] {
+                        gone[index] = stats.receiverGone
+                        printError(gone[index] ? "\(prefix) the receiver stopped sending feedback; holding at \(stats.bytesUnconfirmed) unconfirmed bytes"
+                                               : "\(prefix) the receiver is back; resuming with a keyframe")
+                    }
                 }
             }
         }.start()

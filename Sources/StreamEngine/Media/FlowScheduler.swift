@@ -24,8 +24,8 @@ final class FlowScheduler: DatagramProducer {
     private(set) var mixedSubmissions = 0
 
     /// Schedules `producers` (at most `maxFlows`); `weights` (e.g. their paces) size each
-    /// one's quantum: the heaviest gets `quantum` bytes per turn.
-    init(_ producers: [DatagramProducer], weights: [Double], quantum: Int = 64 * 1024) {
+    /// one's quantum: the heaviest gets `quantum` bytes per turn, none less than a datagram.
+    init(_ producers: [DatagramProducer], weights: [Double], quantum: Int) {
         precondition(!producers.isEmpty && producers.count <= Self.maxFlows && weights.count == producers.count)
         self.producers = producers
         let heaviest = max(weights.max() ?? 1, 1e-9)

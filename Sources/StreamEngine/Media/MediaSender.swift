@@ -168,7 +168,10 @@ public final class MediaSender: Sendable {
         for (index, handle) in flows.enumerated() {
             senderFlows.append(try SenderFlow(index: index, handle: handle, ring: ring, paced: paced))
         }
-        let scheduler = FlowScheduler(senderFlows.map(\.pathMTU), weights: paces.map { $0 ?? 1 })
+        // A flow's turn is about one pacing quantum: with several flows busy, a submission
+        // carries some of each instead of one flow's whole frame.
+        let scheduler = FlowScheduler(senderFlows.map(\.pathMTU), weights: paces.map { $0 ?? 1 },
+                                      quantum: paced.pacer.burstQuantum)
         paced.queue.onReport = { report in
             var report = report
             let index = FlowScheduler.flowIndex(ofTag: report.tag)
