@@ -153,11 +153,14 @@ public final class Ring {
         timerArmed = true
     }
 
+    /// The payload of the alarm's completion (tag kind `timerKind`); the wait timer's is 0.
+    public static let alarmSlot: UInt64 = 1
+
     /// Queues an alarm that completes after `nanoseconds`, independent of `armTimer`'s waits
     /// (for periodic work that must not be tied to the pacer's wake-ups), unless one is armed.
     public func armAlarm(nanoseconds: Int64) throws(SystemError) {
         guard !alarmArmed else { return }
-        try queueTimeout(slot: 1, nanoseconds: nanoseconds)
+        try queueTimeout(slot: Int(Self.alarmSlot), nanoseconds: nanoseconds)
         alarmArmed = true
     }
 
@@ -185,7 +188,7 @@ public final class Ring {
             io_uring_cqe_seen(ring, entry)
             count += 1
             if completion.tag.kind == CompletionTag.timerKind {
-                if completion.tag.payload == 1 { alarmArmed = false } else { timerArmed = false }
+                if completion.tag.payload == Self.alarmSlot { alarmArmed = false } else { timerArmed = false }
             }
             if completion.tag.kind == CompletionTag.wakeKind { wakeArmed = false }
             handle(completion)

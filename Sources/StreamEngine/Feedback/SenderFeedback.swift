@@ -13,6 +13,8 @@ final class SenderFeedback {
     private(set) var rttLast: Double?
     private(set) var rttMin: Double?
     private(set) var rttSmoothed: Double?
+    /// When the report that gave `rttLast` arrived (CLOCK_REALTIME nanoseconds, kernel timestamp).
+    private(set) var rttLastAt: Int64?
     /// Monotonic time of the last accepted feedback.
     private(set) var lastFeedback: Int64 = 0
     private(set) var feedbackSeen = false
@@ -144,6 +146,7 @@ final class SenderFeedback {
                                                   delaySinceLastSR: block.delaySinceLastSR) else { return }
         let milliseconds = Double(NTPTime.microseconds(compact: compact)) / 1000
         rttLast = milliseconds
+        rttLastAt = realtime
         rttMin = min(rttMin ?? milliseconds, milliseconds)
         rttSmoothed = rttSmoothed.map { $0 * 7 / 8 + milliseconds / 8 } ?? milliseconds
     }

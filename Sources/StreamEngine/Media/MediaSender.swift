@@ -184,19 +184,21 @@ public final class MediaSender: Sendable {
             }
         }
         var lastPublish: Int64 = 0
+        func armSenderReportAlarm(now: Int64) throws(SystemError) {
+            let due = senderFlows.compactMap { $0.senderReportDue(now: now) }.min()
+            if let due { try ring.armAlarm(nanoseconds: max(due - now, 1_000)) }
+        }
         try paced.run(scheduler, idlePoll: 20_000_000, isFinished: {
             let now = monotonicNanoseconds()
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
             let now = monotonicNanoseconds()
-            var nextReport: Int64?
             for flow in senderFlows {
                 flow.takeInput()
                 flow.tick(now: now)
-                if let due = flow.sendSenderReportIfDue(now: now) { nextReport = min(nextReport ?? due, due) }
             }
-            if let nextReport { try ring.armAlarm(nanoseconds: max(nextReport - now, 1_000)) }
+            try armSenderReportAlarm(now: now)  // no-op while one is armed
             if now - lastPublish > 50_000_000 {
                 lastPublish = now
                 publish()
@@ -205,6 +207,13 @@ public final class MediaSender: Sendable {
         }, afterPump: {
             scheduler.endPump()
         }, other: { completion in
+            if completion.tag.kind == CompletionTag.timerKind && completion.tag.payload == Ring.alarmSlot {
+                // Sender reports leave at the alarm's (random) time, not at a pacer wake-up.
+                let now = monotonicNanoseconds()
+                for flow in senderFlows { flow.sendSenderReportIfDue(now: now) }
+                try? armSenderReportAlarm(now: now)
+                return
+            }
             guard completion.tag.kind == CompletionTag.receiveKind else { return }
             let index = Int(completion.tag.payload) - Int(SenderFlow.firstFeedbackGroup)
             guard senderFlows.indices.contains(index) else { return }

@@ -72,6 +72,9 @@ public struct SenderStats: Sendable, Equatable {
     public var rttLast: Double?
     public var rttMin: Double?
     public var rttSmoothed: Double?
+    /// When the report that gave `rttLast` arrived: Unix time in seconds (its kernel timestamp),
+    /// so an RTT sample can be set beside another tool's (ping -D) taken at the same moment.
+    public var rttLastAt: Double?
     /// Packets the receiver reported CE-marked.
     public var ceReported = 0
     /// The receiver stopped sending feedback (and has not come back).
