@@ -178,6 +178,15 @@ for (name, packet) in [("sr", sr), ("rr", rr), ("rr-empty", rrEmpty), ("sdes", s
 }
 write("rtcp", "compound-sr-sdes-bye", RTCPCompoundBuilder.build([sr, sdes, bye]))
 write("rtcp", "compound-rr-sdes-pli-nack-ccfb", RTCPCompoundBuilder.build([rr, sdes, pli, nack, ccfb]))
+// Texts are bytes, not decoded UTF-8: CNAMEs and a BYE reason of 255 bytes of invalid UTF-8
+// (which once came back as 765 bytes of U+FFFD and broke the round trip).
+write("rtcp", "sdes-invalid-utf8-255", RTCPCompoundBuilder.build([
+    .sourceDescription(RTCPSourceDescription(chunks: [
+        .init(ssrc: 1, cname: RTCPText(bytes: [UInt8](repeating: 0xFF, count: 255))),
+        .init(ssrc: 2, cname: RTCPText(bytes: [UInt8](repeating: 0x80, count: 255))),
+    ])),
+    .goodbye(RTCPGoodbye(ssrcs: [1], reason: RTCPText(bytes: (0..<255).map { $0 % 2 == 0 ? 0xC3 : 0x41 }))),
+]))
 // An APP packet (unknown type, skipped) and a padded RR, written by hand.
 write("rtcp", "app-and-padded-rr", [0x80, 204, 0, 2] + be32(0xA1) + Array("name".utf8)
       + [0xA0, 201, 0, 2] + be32(0xA1) + [0, 0, 0, 4])

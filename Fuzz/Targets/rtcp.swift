@@ -4,26 +4,8 @@
 // the serializer writes, cleanly and as the same packet, alone and as one compound packet.
 // `.unknown` packets have no body to write and are left out of the round trip.
 //
-// One loss is documented and expected: SDES CNAMEs and BYE reasons are written as at most
-// 255 UTF-8 bytes. The parser decodes invalid UTF-8 to U+FFFD (3 bytes each), so a
-// 255-byte item can come back as up to 765 bytes of text, and re-serializing cuts it. The
-// round trip is checked against the packet with those texts cut the way the serializer
-// documents (`writable`).
-
-/// `packet` as its serializer can write it: CNAMEs and BYE reasons cut to 255 UTF-8 bytes.
-private func writable(_ packet: RTCPPacket) -> RTCPPacket {
-    func cut(_ text: String) -> String { String(decoding: RTCPWire.utf8Prefix(text, limit: 255), as: UTF8.self) }
-    switch packet {
-    case .sourceDescription(var sdes):
-        for index in sdes.chunks.indices { sdes.chunks[index].cname = sdes.chunks[index].cname.map(cut) }
-        return .sourceDescription(sdes)
-    case .goodbye(var bye):
-        bye.reason = bye.reason.map(cut).flatMap { $0.isEmpty ? nil : $0 }
-        return .goodbye(bye)
-    default:
-        return packet
-    }
-}
+// The round trip is strict: SDES CNAMEs and BYE reasons are kept as the bytes on the wire
+// (`RTCPText`), valid UTF-8 or not, so what is written back is exactly what was read.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -40,7 +22,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let known = result.packets.filter {
         if case .unknown = $0 { return false }
         return true
-    }.map(writable)
+    }
     for packet in known {
         var bytes: [UInt8] = []
         packet.serialize(into: &bytes)

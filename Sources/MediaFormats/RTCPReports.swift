@@ -208,11 +208,11 @@ public struct RTCPSourceDescription: Sendable, Hashable {
     public struct Chunk: Sendable, Hashable {
         /// The source described.
         public var ssrc: UInt32
-        /// Its CNAME (at most 255 UTF-8 bytes are written); nil when the chunk has none.
-        public var cname: String?
+        /// Its CNAME, byte for byte as on the wire; nil when the chunk has none.
+        public var cname: RTCPText?
 
         /// Makes a chunk.
-        public init(ssrc: UInt32, cname: String?) {
+        public init(ssrc: UInt32, cname: RTCPText?) {
             self.ssrc = ssrc
             self.cname = cname
         }
@@ -224,8 +224,8 @@ public struct RTCPSourceDescription: Sendable, Hashable {
     /// Makes an SDES packet from chunks.
     public init(chunks: [Chunk]) { self.chunks = chunks }
 
-    /// Makes an SDES packet with one CNAME chunk.
-    public init(ssrc: UInt32, cname: String) { self.chunks = [Chunk(ssrc: ssrc, cname: cname)] }
+    /// Makes an SDES packet with one CNAME chunk (its UTF-8, cut to 255 bytes on a scalar boundary).
+    public init(ssrc: UInt32, cname: String) { self.chunks = [Chunk(ssrc: ssrc, cname: RTCPText(cname))] }
 
     /// Appends the packet (header included): each chunk is its SSRC, a CNAME item, and
     /// one to four null octets ending the item list on a 32-bit boundary.
@@ -236,10 +236,9 @@ public struct RTCPSourceDescription: Sendable, Hashable {
         for chunk in written {
             RTCPWire.appendUInt32(chunk.ssrc, to: &bytes)
             if let cname = chunk.cname {
-                let text = RTCPWire.utf8Prefix(cname, limit: 255)
                 bytes.append(1)
-                bytes.append(UInt8(text.count))
-                bytes.append(contentsOf: text)
+                bytes.append(UInt8(cname.bytes.count))
+                bytes.append(contentsOf: cname.bytes)
             }
             bytes.append(0)  // the terminating null item
             while (bytes.count - start) % 4 != 0 { bytes.append(0) }
@@ -254,7 +253,7 @@ public struct RTCPSourceDescription: Sendable, Hashable {
             guard let ssrc = reader.readUInt32() else {
                 throw RTCPBodyError(kind: .badSDES, detail: "chunk \(index) of \(count) missing")
             }
-            var cname: String?
+            var cname: RTCPText?
             while true {
                 guard let itemType = reader.readUInt8() else {
                     throw RTCPBodyError(kind: .badSDES, detail: "chunk \(index) item list not terminated")
@@ -270,7 +269,7 @@ public struct RTCPSourceDescription: Sendable, Hashable {
                 guard let length = reader.readUInt8(), let text = reader.readBytes(Int(length)) else {
                     throw RTCPBodyError(kind: .badSDES, detail: "chunk \(index) item type \(itemType) runs past the packet")
                 }
-                if itemType == 1 { cname = String(decoding: text, as: UTF8.self) }
+                if itemType == 1 { cname = RTCPText(bytes: text) }
             }
             chunks.append(Chunk(ssrc: ssrc, cname: cname))
         }
@@ -282,11 +281,11 @@ public struct RTCPSourceDescription: Sendable, Hashable {
 public struct RTCPGoodbye: Sendable, Hashable {
     /// Sources leaving (at most 31 are written).
     public var ssrcs: [UInt32]
-    /// Optional reason for leaving (at most 255 UTF-8 bytes are written; an empty one is not written).
-    public var reason: String?
+    /// Optional reason for leaving, byte for byte as on the wire (an empty one is not written).
+    public var reason: RTCPText?
 
     /// Makes a BYE packet.
-    public init(ssrcs: [UInt32], reason: String? = nil) {
+    public init(ssrcs: [UInt32], reason: RTCPText? = nil) {
         self.ssrcs = ssrcs
         self.reason = reason
     }
@@ -297,10 +296,9 @@ public struct RTCPGoodbye: Sendable, Hashable {
         let start = RTCPWire.beginPacket(
             countOrFormat: UInt8(written.count), packetType: RTCPPacketType.goodbye, into: &bytes)
         for ssrc in written { RTCPWire.appendUInt32(ssrc, to: &bytes) }
-        if let reason, !reason.isEmpty {
-            let text = RTCPWire.utf8Prefix(reason, limit: 255)
-            bytes.append(UInt8(text.count))
-            bytes.append(contentsOf: text)
+        if let reason, !reason.bytes.isEmpty {
+            bytes.append(UInt8(reason.bytes.count))
+            bytes.append(contentsOf: reason.bytes)
         }
         RTCPWire.endPacket(startingAt: start, in: &bytes)
     }
@@ -315,12 +313,12 @@ public struct RTCPGoodbye: Sendable, Hashable {
             guard let ssrc = reader.readUInt32() else { break }
             ssrcs.append(ssrc)
         }
-        var reason: String?
+        var reason: RTCPText?
         if let length = reader.readUInt8(), length > 0 {
             guard let text = reader.readBytes(Int(length)) else {
                 throw RTCPBodyError(kind: .badBye, detail: "reason of \(length) bytes runs past the packet")
             }
-            reason = String(decoding: text, as: UTF8.self)
+            reason = RTCPText(bytes: text)
         }
         return RTCPGoodbye(ssrcs: ssrcs, reason: reason)
     }

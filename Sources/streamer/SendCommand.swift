@@ -144,16 +144,21 @@ enum SourcePlan {
 }
 
 /// Runs a source on a thread: encodes or reads access units and hands them to the sender
-/// in real time (frame i at start + i / fps), until the limit or `shouldStop`.
+/// in real time (frame i at start + i / fps), until the limit or `shouldStop`. A source that
+/// falls behind by more than the stall threshold (blocked, or slower than real time) does not
+/// catch up in a burst afterwards: its schedule starts again from the late frame.
 final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set before start and read by the thread only
     let failure = MutexBox<String?>(nil)
     let headers = MutexBox<[[UInt8]]>([])
     let ready = DispatchSemaphore(value: 0)
+    /// Notices (from its own thread) when this source stops delivering access units.
+    let stalls = SourceStallWatch()
 
     func start(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: MediaSender,
                shouldStop: @escaping @Sendable () -> Bool) {
+        stalls.start(fps: fps)
         let thread = Thread { [self] in
-            defer { sender.finish() }
+            defer { stalls.sourceEnded(); sender.finish() }
             do {
                 try produce(plan: plan, fps: fps, bitrateKbps: bitrateKbps, frameLimit: frameLimit, sender: sender,
                             shouldStop: shouldStop)
@@ -167,13 +172,18 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
 
     private func produce(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: MediaSender,
                          shouldStop: @Sendable () -> Bool) throws {
-        let start = monotonicNanoseconds()
+        var start = monotonicNanoseconds()
         var index = 0
         var rate = fps
-        /// Sleeps until frame `index` is due (start + index / rate).
+        /// Sleeps until frame `index` is due (start + index / rate). Frame `index - 1` was just
+        /// delivered: a stall or a slow source that left it far behind its time moves the
+        /// schedule on instead of sending the frames it missed back to back.
         func waitForSlot() {
-            let due = start + Int64(index) * 1_000_000_000 / Int64(rate)
             let now = monotonicNanoseconds()
+            stalls.frameDelivered(now: now)
+            let due = start + Int64(index) * 1_000_000_000 / Int64(rate)
+            let late = now - due + 1_000_000_000 / Int64(rate)
+            if late > SourceStallWatch.threshold(fps: rate) { start += late }
             if due > now { usleep(useconds_t((due - now) / 1000)) }
         }
         func done() -> Bool { shouldStop() || (frameLimit.map { index >= $0 } ?? false) }
@@ -233,6 +243,7 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
                         } else if header.frameRateDenominator > 0 {
                             rate = max(1, header.frameRateNumerator / header.frameRateDenominator)
                         }
+                        stalls.setFrameRate(rate)
                         encoder = try X265Encoder(EncoderConfig(width: frame.width, height: frame.height,
                                                                 fpsNumerator: rate, bitrateKbps: bitrateKbps))
                         headers.set(encoder!.headers)
@@ -304,6 +315,13 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
     ]
 }
 
+/// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's.
+func sendStatsObject(_ all: [SenderStats], source: SourceThread) -> [String: Any] {
+    var object = senderStatsObject(all)
+    object["source"] = source.stalls.statsObject()
+    return object
+}
+
 func runSend(_ arguments: [String]) throws -> Int32 {
     if arguments.contains("--help") || arguments.contains("-h") { print(SendOptions.help); return 0 }
     let options = try SendOptions.parse(arguments)
@@ -356,7 +374,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     }
     let goneWatch = GoneWatch(sender: sender)
     let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) {
-        senderStatsObject(sender.allStats)
+        sendStatsObject(sender.allStats, source: source)
     }
     try sender.run()
     progress.stop()
@@ -371,7 +389,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
             printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(stats.errors)")
         }
     }
-    if let statsPath = options.statsPath { try writeJSON(senderStatsObject(all), to: statsPath) }
+    if let statsPath = options.statsPath { try writeJSON(sendStatsObject(all, source: source), to: statsPath) }
     // Nothing at all got out to a receiver: that is a failure of the run, not a fault it rode through.
     return all.contains { $0.packetsSent == 0 && $0.framesEncoded > 0 } ? 1 : 0
 }

@@ -177,4 +177,52 @@ import Testing
         }
         #expect(parsed.errors.contains { $0.reason == "badLength" })
     }
+
+    /// An SDES packet whose CNAMEs are 255 bytes of invalid UTF-8 (and a BYE with such a
+    /// reason), as the rtcp target's round trip sees it. The parser used to decode the text
+    /// to U+FFFD (3 bytes per bad byte), so re-serializing cut it and the round trip failed
+    /// (the target worked around it); now texts are kept as bytes and it is exact.
+    /// Corpus entry rtcp/sdes-invalid-utf8-255.
+    @Test func rtcpInvalidUTF8TextsOf255BytesRoundTripExactly() {
+        let input = Self.invalidUTF8SDESAndBye
+        let parsed = RTCPPacket.parseCompound(input)
+        #expect(parsed.isClean, "\(parsed.errors)")
+        #expect(parsed.packets.count == 2)
+        guard case .sourceDescription(let sdes)? = parsed.packets.first else {
+            Issue.record("no SDES in \(parsed.packets)")
+            return
+        }
+        #expect(sdes.chunks.map { $0.cname?.bytes } == Self.invalidTexts.prefix(2).map { Optional($0) })
+        // Different bytes stay different names (decoded, both would be 255 U+FFFD).
+        #expect(sdes.chunks[0].cname != sdes.chunks[1].cname)
+        #expect(sdes.chunks[0].cname?.string == sdes.chunks[1].cname?.string)
+        if case .goodbye(let bye) = parsed.packets.last { #expect(bye.reason?.bytes == Self.invalidTexts[2]) }
+        for packet in parsed.packets {
+            var bytes: [UInt8] = []
+            packet.serialize(into: &bytes)
+            #expect(RTCPPacket.parseCompound(bytes).packets == [packet])
+        }
+        #expect(RTCPCompoundBuilder.build(parsed.packets) == input)
+    }
+
+    /// Three 255-byte texts of invalid UTF-8: stray 0xFF, lone continuation bytes, and
+    /// 2-byte lead bytes with no continuation.
+    static let invalidTexts: [[UInt8]] = [
+        [UInt8](repeating: 0xFF, count: 255), [UInt8](repeating: 0x80, count: 255),
+        (0..<255).map { $0 % 2 == 0 ? 0xC3 : 0x41 },
+    ]
+
+    /// SDES (two chunks with the first two texts as CNAMEs) then BYE (the third as reason).
+    static var invalidUTF8SDESAndBye: [UInt8] {
+        var sdes: [UInt8] = [0x82, 202, 0, 0]
+        for (ssrc, text) in zip([UInt8(1), 2], invalidTexts) {
+            sdes += [0, 0, 0, ssrc, 1, 255] + text + [0]
+            while sdes.count % 4 != 0 { sdes.append(0) }
+        }
+        sdes[3] = UInt8(sdes.count / 4 - 1)
+        var bye: [UInt8] = [0x81, 203, 0, 0, 0, 0, 0, 1, 255] + invalidTexts[2]
+        while bye.count % 4 != 0 { bye.append(0) }
+        bye[3] = UInt8(bye.count / 4 - 1)
+        return sdes + bye
+    }
 }

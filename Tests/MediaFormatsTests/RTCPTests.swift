@@ -100,6 +100,17 @@ struct RTCPGoldenTests {
         #expect(bytes(of: .sourceDescription(sdes)) == expected)
     }
 
+    /// Text from a string is its UTF-8, cut to 255 bytes without splitting a scalar.
+    @Test func textFromAStringIsCutOnAScalarBoundary() {
+        let text = RTCPText(String(repeating: "é", count: 200))  // 2 bytes each
+        #expect(text.bytes.count == 254)
+        #expect(text.string == String(repeating: "é", count: 127))
+        #expect(RTCPText(bytes: [UInt8](repeating: 0x61, count: 300)).bytes.count == 255)
+        let sdes = RTCPSourceDescription(ssrc: 1, cname: String(repeating: "€", count: 100))  // 3 bytes each
+        #expect(RTCPPacket.parseCompound(bytes(of: .sourceDescription(sdes))).packets == [.sourceDescription(sdes)])
+        #expect(sdes.chunks[0].cname?.bytes.count == 255)
+    }
+
     @Test func goodbye() {
         let bye = RTCPGoodbye(ssrcs: [7], reason: "bye")
         let expected = hex("81 CB 00 02 00 00 00 07 03 62 79 65")
