@@ -37,6 +37,8 @@ public struct MediaSenderConfig: Sendable {
     public var maxUnconfirmedBytes: Int?
     /// Feedback on the RTP ports themselves instead of RTP port + 1.
     public var rtcpMux = false
+    /// Local RTP port (RTCP on the next one unless muxed); nil: any free even/odd pair.
+    public var localPort: UInt16?
     /// After the last packet, how long to wait for the final feedback (nanoseconds).
     public var finalFeedbackWait: Int64 = 2_000_000_000
     /// Forced keyframes (PLI, bound, receiver back) at most this often (nanoseconds).
@@ -232,8 +234,8 @@ public final class MediaSender: Sendable {
     /// Opens an RTP socket on an even local port and, unless muxed, its RTCP socket on the next.
     private func openSockets() throws(SystemError) -> (rtp: UDPSocket, rtcp: UDPSocket?) {
         let family = config.destination.family
-        let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: 0)!
-        for _ in 0..<32 {
+        let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: config.localPort ?? 0)!
+        for _ in 0..<(config.localPort == nil ? 32 : 1) {
             let rtp = try UDPSocket(family: family)
             try rtp.bind(any)
             guard config.feedback && !config.rtcpMux else { return (rtp, nil) }
@@ -243,7 +245,8 @@ public final class MediaSender: Sendable {
             let rtcp = try UDPSocket(family: family)
             if (try? rtcp.bind(rtcpAddress)) != nil { return (rtp, rtcp) }
         }
-        throw SystemError("cannot bind", errno: EADDRINUSE, context: "an RTP/RTCP port pair")
+        throw SystemError("cannot bind", errno: EADDRINUSE,
+                          context: config.localPort.map { "RTP/RTCP ports \($0)-\(Int($0) + 1)" } ?? "an RTP/RTCP port pair")
     }
 
     /// Opens the sockets and the ring and sends until `finish` (and everything is sent and
