@@ -7,6 +7,7 @@ import UringIO
 /// `streamer send`: options as in the interface contract.
 struct SendOptions {
     var destination: SocketAddress?
+    var rtspListen: SocketAddress?
     var source = "synthetic"
     var width = 1280
     var height = 720
@@ -28,7 +29,12 @@ struct SendOptions {
     var quiet = false
 
     static let help = """
-    usage: streamer send --to HOST:PORT [options]
+    usage: streamer send --to HOST:PORT | --rtsp [ADDR:]PORT [options]
+      --to HOST:PORT             send RTP to a receiver there (RTCP feedback from its port + 1)
+      --rtsp [ADDR:]PORT         serve the stream over RTSP instead (TCP, default address 0.0.0.0):
+                                 one client plays rtsp://HOST:PORT/stream (RTP/UDP unicast); the run
+                                 ends when it leaves (TEARDOWN or connection closed); --frames and
+                                 --duration count from PLAY
       --source synthetic | PATH.hevc | PATH.y4m | -   default synthetic (x265-encoded test pattern); - reads y4m on stdin
       --size WxH                 synthetic source size (default 1280x720)
       --fps N                    frame rate (default 30, or the y4m header's)
@@ -54,6 +60,8 @@ struct SendOptions {
         while let argument = reader.next() {
             switch argument {
             case "--to": options.destination = try parseAddress(try reader.value(for: argument), option: argument)
+            case "--rtsp":
+                options.rtspListen = try parseAddress(try reader.value(for: argument), option: argument, defaultHost: "0.0.0.0")
             case "--source": options.source = try reader.value(for: argument)
             case "--size":
                 let text = try reader.value(for: argument)
@@ -100,7 +108,12 @@ struct SendOptions {
             default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
             }
         }
-        guard options.destination != nil else { throw UsageError("send: --to HOST:PORT is required") }
+        guard (options.destination == nil) != (options.rtspListen == nil) else {
+            throw UsageError("send: exactly one of --to HOST:PORT and --rtsp [ADDR:]PORT is required")
+        }
+        if options.rtspListen != nil && options.sdpPath != nil {
+            throw UsageError("--sdp: not with --rtsp (RTSP clients get the SDP from DESCRIBE)")
+        }
         return options
     }
 }
@@ -120,7 +133,7 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
     let headers = MutexBox<[[UInt8]]>([])
     let ready = DispatchSemaphore(value: 0)
 
-    func start(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: MediaSender,
+    func start(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: any AccessUnitSink,
                shouldStop: @escaping @Sendable () -> Bool) {
         let thread = Thread { [self] in
             defer { sender.finish() }
@@ -135,7 +148,7 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
         thread.start()
     }
 
-    private func produce(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: MediaSender,
+    private func produce(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: any AccessUnitSink,
                          shouldStop: @Sendable () -> Bool) throws {
         let start = monotonicNanoseconds()
         var index = 0
@@ -278,7 +291,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         plan = .hevcFile(path)
     }
     let fps = options.fps ?? 30
-    var config = MediaSenderConfig(destination: options.destination!)
+    var config = MediaSenderConfig(destination: options.destination ?? options.rtspListen!)
     config.serviceClass = options.serviceClass
     config.ecn = options.ecn
     config.mtu = options.mtu
@@ -287,6 +300,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed
     if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
+    if let listen = options.rtspListen { return try serveRTSP(options, plan: plan, fps: fps, sender: config, listen: listen) }
     let sender = try MediaSender(config: config)
     let stopFlag = MutexBox<Bool>(false)
     let trap = SignalTrap { stopFlag.set(true); sender.finish() }
@@ -308,11 +322,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
             frameRate: (fps, 1))
         try sdp.text.write(toFile: sdpPath, atomically: true, encoding: .utf8)
     }
-    let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
-        let s = sender.stats
-        let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
-        return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
-    }
+    let progress = Progress(enabled: !options.quiet && isatty(2) != 0) { progressLine(sender.stats) }
     let goneWatch = GoneWatch(sender: sender)
     let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) {
         senderStatsObject(sender.stats)
@@ -331,6 +341,12 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     }
     // Nothing at all got out: that is a failure of the run, not a fault it rode through.
     return stats.packetsSent == 0 && stats.framesEncoded > 0 ? 1 : 0
+}
+
+/// The live progress line.
+func progressLine(_ s: SenderStats) -> String {
+    let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
+    return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
 }
 
 /// Says once on stderr when the receiver stops sending feedback, and once when it is back.
