@@ -101,6 +101,9 @@ public final class TCPConnection {
         return .data(Array(buffer.prefix(count)))
     }
 
+    /// Sends FIN: the peer reads what was written, then end of stream. `shutdown(2)`.
+    public func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+
     /// Writes all of `bytes` (no SIGPIPE: a gone peer is an EPIPE error). `send(2)`.
     public func write(_ bytes: [UInt8]) throws(SystemError) {
         var offset = 0

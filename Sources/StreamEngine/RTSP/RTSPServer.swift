@@ -185,6 +185,13 @@ private struct RTSPSession {
         gate.updateStats { $0.rejected += 1 }
         onEvent("RTSP client \(connection.peer): \(error); disconnected")
         send(RTSPResponse(status: error.status, cseq: error.cseq))
+        // Closing with unread input would reset the connection and could destroy the answer
+        // before the client reads it: say FIN, then discard input briefly (bounded) first.
+        connection.shutdownWrite()
+        var discarded = 0
+        while discarded < 256 * 1024, case .data(let bytes)? = try? connection.read(maxBytes: 16_384, timeoutMilliseconds: 500) {
+            discarded += bytes.count
+        }
     }
 
     mutating func send(_ response: RTSPResponse) {
