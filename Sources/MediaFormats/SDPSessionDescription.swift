@@ -41,6 +41,8 @@ public struct SDPSessionDescription: Sendable, Hashable {
     public var rtcpMux: Bool
     /// a=framerate as numerator/denominator (e.g. 30000/1001), when known.
     public var frameRate: (numerator: Int, denominator: Int)?
+    /// a=control: the media's URL for RTSP SETUP, absolute or relative to the Content-Base.
+    public var control: String?
 
     /// Makes a description; H265/90000 on payload type 96 unless told otherwise.
     public init(
@@ -48,7 +50,8 @@ public struct SDPSessionDescription: Sendable, Hashable {
         originAddress: String = "127.0.0.1", connectionAddress: String, port: UInt16,
         payloadType: UInt8 = 96, encodingName: String = "H265", clockRate: UInt32 = 90_000,
         vps: [[UInt8]] = [], sps: [[UInt8]] = [], pps: [[UInt8]] = [],
-        rtcpPort: UInt16? = nil, rtcpMux: Bool = false, frameRate: (numerator: Int, denominator: Int)? = nil
+        rtcpPort: UInt16? = nil, rtcpMux: Bool = false, frameRate: (numerator: Int, denominator: Int)? = nil,
+        control: String? = nil
     ) {
         self.sessionID = sessionID
         self.sessionVersion = sessionVersion
@@ -65,6 +68,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
         self.rtcpPort = rtcpPort
         self.rtcpMux = rtcpMux
         self.frameRate = frameRate
+        self.control = control
     }
 
     /// Equal when every field is.
@@ -75,7 +79,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
             && lhs.clockRate == rhs.clockRate && lhs.vps == rhs.vps && lhs.sps == rhs.sps && lhs.pps == rhs.pps
             && lhs.rtcpPort == rhs.rtcpPort && lhs.rtcpMux == rhs.rtcpMux
             && lhs.frameRate?.numerator == rhs.frameRate?.numerator
-            && lhs.frameRate?.denominator == rhs.frameRate?.denominator
+            && lhs.frameRate?.denominator == rhs.frameRate?.denominator && lhs.control == rhs.control
     }
 
     /// Hashes the identifying fields.
@@ -106,12 +110,13 @@ public struct SDPSessionDescription: Sendable, Hashable {
         if let rtcpPort { lines.append("a=rtcp:\(rtcpPort)") }
         if rtcpMux { lines.append("a=rtcp-mux") }
         if let frameRate, let formatted = Self.format(frameRate) { lines.append("a=framerate:\(formatted)") }
+        if let control { lines.append("a=control:\(Self.clean(control))") }
         return lines.map { $0 + "\r\n" }.joined()
     }
 
     /// Reads a description back: connection address (media-level c= over session-level),
     /// port and payload type of the first video m= line, its rtpmap and fmtp sprops,
-    /// rtcp, rtcp-mux and framerate. Accepts LF or CRLF endings; ignores other lines.
+    /// rtcp, rtcp-mux, framerate and control. Accepts LF or CRLF endings; ignores other lines.
     public init(parsing text: String) throws(SDPError) {
         self.init(connectionAddress: "", port: 0)
         var sessionConnection: String?
@@ -212,6 +217,8 @@ public struct SDPSessionDescription: Sendable, Hashable {
             rtcpMux = true
         case "framerate":
             frameRate = Self.parseRate(argument)
+        case "control":
+            control = argument  // the video's own (later) line overrides a session-level one
         default:
             return
         }
@@ -258,7 +265,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
 
 extension String {
     /// The string without leading and trailing spaces and tabs.
-    fileprivate var trimmingSpaces: String {
+    var trimmingSpaces: String {
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
             let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" })

@@ -55,16 +55,7 @@ public final class UDPSocket {
     }
 
     /// The address this socket is bound to. `getsockname(2)`.
-    public func localAddress() throws(SystemError) -> SocketAddress {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = try withUnsafeMutablePointer(to: &storage) { pointer throws(SystemError) in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa throws(SystemError) in
-                try retryingEINTR("getsockname") { getsockname(fd, sa, &length) }
-            }
-        }
-        return withUnsafeBytes(of: &storage) { SocketAddress($0.baseAddress!, length: Int(length))! }
-    }
+    public func localAddress() throws(SystemError) -> SocketAddress { try socketAddress(of: fd, peer: false) }
 
     /// Sets an integer socket option. `setsockopt(2)`.
     public func setOption(_ level: Int32, _ option: Int32, _ value: Int32, name: String) throws(SystemError) {

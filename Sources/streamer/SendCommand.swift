@@ -15,6 +15,7 @@ struct SendOptions {
     }
     var targets: [Target] = []
     var destination: SocketAddress? { targets.first?.address }
+    var rtspListen: SocketAddress?
     var source = "synthetic"
     var width = 1280
     var height = 720
@@ -36,10 +37,15 @@ struct SendOptions {
     var quiet = false
 
     static let help = """
-    usage: streamer send --to HOST:PORT[,class=C][,ecn=E] [--to ...] [options]
-      --to HOST:PORT[,class=C][,ecn=E]   a receiver; repeat for several flows in one engine (each
-                                 with its own SSRC, bound and counters; class/ecn override --class/--ecn).
-                                 SIGHUP resolves every HOST again and moves a flow whose address changed
+    usage: streamer send --to HOST:PORT[,class=C][,ecn=E] [--to ...] | --rtsp [ADDR:]PORT [options]
+      --to HOST:PORT[,class=C][,ecn=E]   send RTP to a receiver there (RTCP feedback from its port + 1);
+                                 repeat for several flows in one engine (each with its own SSRC, bound
+                                 and counters; class/ecn override --class/--ecn). SIGHUP resolves every
+                                 HOST again and moves a flow whose address changed
+      --rtsp [ADDR:]PORT         serve the stream over RTSP instead (TCP, default address 0.0.0.0):
+                                 one client plays rtsp://HOST:PORT/stream (RTP/UDP unicast); the run
+                                 ends when it leaves (TEARDOWN or connection closed); --frames and
+                                 --duration count from PLAY
       --source synthetic | PATH.hevc | PATH.y4m | -   default synthetic (x265-encoded test pattern); - reads y4m on stdin
       --size WxH                 synthetic source size (default 1280x720)
       --fps N                    frame rate (default 30, or the y4m header's)
@@ -65,6 +71,8 @@ struct SendOptions {
         while let argument = reader.next() {
             switch argument {
             case "--to": options.targets.append(try parseTarget(try reader.value(for: argument)))
+            case "--rtsp":
+                options.rtspListen = try parseAddress(try reader.value(for: argument), option: argument, defaultHost: "0.0.0.0")
             case "--source": options.source = try reader.value(for: argument)
             case "--size":
                 let text = try reader.value(for: argument)
@@ -99,7 +107,12 @@ struct SendOptions {
             default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
             }
         }
-        guard options.destination != nil else { throw UsageError("send: --to HOST:PORT is required") }
+        guard (options.destination == nil) != (options.rtspListen == nil) else {
+            throw UsageError("send: exactly one of --to HOST:PORT and --rtsp [ADDR:]PORT is required")
+        }
+        if options.rtspListen != nil && options.sdpPath != nil {
+            throw UsageError("--sdp: not with --rtsp (RTSP clients get the SDP from DESCRIBE)")
+        }
         return options
     }
 
@@ -154,7 +167,7 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
     /// Notices (from its own thread) when this source stops delivering access units.
     let stalls = SourceStallWatch()
 
-    func start(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: MediaSender,
+    func start(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: any AccessUnitSink,
                shouldStop: @escaping @Sendable () -> Bool) {
         stalls.start(fps: fps)
         let thread = Thread { [self] in
@@ -170,7 +183,7 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
         thread.start()
     }
 
-    private func produce(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: MediaSender,
+    private func produce(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: any AccessUnitSink,
                          shouldStop: @Sendable () -> Bool) throws {
         var start = monotonicNanoseconds()
         var index = 0
@@ -322,6 +335,21 @@ func sendStatsObject(_ all: [SenderStats], source: SourceThread) -> [String: Any
     return object
 }
 
+/// A flow's configuration from the options (`serviceClass` and `ecn` override theirs).
+func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceClass: ServiceClass? = nil,
+                  ecn: ECNCodepoint? = nil) -> MediaSenderConfig {
+    var config = MediaSenderConfig(destination: destination)
+    config.serviceClass = serviceClass ?? options.serviceClass
+    config.ecn = ecn ?? options.ecn
+    config.mtu = options.mtu
+    if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = Int64(reprobe * 1e9) }
+    config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
+    config.feedback = !options.noFeedback
+    config.maxUnconfirmedBytes = options.maxUnconfirmed
+    if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
+    return config
+}
+
 func runSend(_ arguments: [String]) throws -> Int32 {
     if arguments.contains("--help") || arguments.contains("-h") { print(SendOptions.help); return 0 }
     let options = try SendOptions.parse(arguments)
@@ -339,17 +367,9 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         plan = .hevcFile(path)
     }
     let fps = options.fps ?? 30
-    let configs = options.targets.map { target in
-        var config = MediaSenderConfig(destination: target.address)
-        config.serviceClass = target.serviceClass ?? options.serviceClass
-        config.ecn = target.ecn ?? options.ecn
-        config.mtu = options.mtu
-        if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = Int64(reprobe * 1e9) }
-        config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
-        config.feedback = !options.noFeedback
-        config.maxUnconfirmedBytes = options.maxUnconfirmed
-        if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
-        return config
+    let configs = options.targets.map { senderConfig(options, destination: $0.address, serviceClass: $0.serviceClass, ecn: $0.ecn) }
+    if let listen = options.rtspListen {
+        return try serveRTSP(options, plan: plan, fps: fps, sender: senderConfig(options, destination: listen), listen: listen)
     }
     let sender = try MediaSender(flows: configs)
     let stopFlag = MutexBox<Bool>(false)
@@ -367,10 +387,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         }
     }
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
-        let s = sender.stats
-        let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
-        let others = sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : ""
-        return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)\(others)"
+        progressLine(sender.stats) + (sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : "")
     }
     let goneWatch = GoneWatch(sender: sender)
     let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) {
@@ -434,6 +451,12 @@ func reresolve(_ targets: [SendOptions.Target], sender: MediaSender) {
             printError("streamer send: SIGHUP: cannot resolve \(target.text) (\(error)); staying at \(current[index].destination)")
         }
     }
+}
+
+/// The live progress line.
+func progressLine(_ s: SenderStats) -> String {
+    let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
+    return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
 }
 
 /// Says once on stderr when the receiver stops sending feedback, and once when it is back.

@@ -68,13 +68,19 @@ func nextPortPair() -> UInt16 {
     }
 }
 
+/// 127.0.0.1:`port` as a `sockaddr_in`.
+func loopbackIPv4(port: UInt16) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return address
+}
+
 private func isFree(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = UInt16(port).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var address = loopbackIPv4(port: UInt16(port))
     return withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
     }
@@ -95,6 +101,10 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
     /// Bad arguments: one line naming the option, exit 2.
     @Test(arguments: [
         (["send"], "--to"),
+        (["send"], "--rtsp"),
+        (["send", "--to", "127.0.0.1:5004", "--rtsp", "8554"], "exactly one of --to"),
+        (["send", "--rtsp", "70000"], "--rtsp"),
+        (["send", "--rtsp", "127.0.0.1:8554", "--sdp", "x.sdp"], "--sdp"),
         (["send", "--to", "127.0.0.1:5004", "--ecn", "foo"], "--ecn"),
         (["send", "--to", "127.0.0.1:5004", "--class", "gold"], "--class"),
         (["send", "--to", "127.0.0.1:5004", "--size", "7x5"], "--size"),

@@ -35,6 +35,8 @@ public struct MediaSenderConfig: Sendable {
     public var feedback = true
     /// Bound on sent-but-unconfirmed bytes (nil: about one second at the pace, at least 256 KB).
     public var maxUnconfirmedBytes: Int?
+    /// Local RTP port (RTCP on the next one unless muxed); nil: any free even/odd pair.
+    public var localPort: UInt16?
     /// Feedback on the RTP ports themselves instead of RTP port + 1.
     public var rtcpMux = false
     /// After the last packet, how long to wait for the final feedback (nanoseconds).

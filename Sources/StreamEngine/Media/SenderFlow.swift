@@ -151,8 +151,8 @@ final class SenderFlow {
     /// Opens an RTP socket on an even local port and, unless muxed, its RTCP socket on the next.
     private static func openSockets(_ config: MediaSenderConfig) throws(SystemError) -> (rtp: UDPSocket, rtcp: UDPSocket?) {
         let family = config.destination.family
-        let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: 0)!
-        for _ in 0..<32 {
+        let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: config.localPort ?? 0)!
+        for _ in 0..<(config.localPort == nil ? 32 : 1) {
             let rtp = try UDPSocket(family: family)
             try rtp.bind(any)
             guard config.feedback && !config.rtcpMux else { return (rtp, nil) }
@@ -162,7 +162,8 @@ final class SenderFlow {
             let rtcp = try UDPSocket(family: family)
             if (try? rtcp.bind(rtcpAddress)) != nil { return (rtp, rtcp) }
         }
-        throw SystemError("cannot bind", errno: EADDRINUSE, context: "an RTP/RTCP port pair")
+        throw SystemError("cannot bind", errno: EADDRINUSE,
+                          context: config.localPort.map { "RTP/RTCP ports \($0)-\(Int($0) + 1)" } ?? "an RTP/RTCP port pair")
     }
 
     /// Takes what other threads handed over: access units (as many as the queue has room
