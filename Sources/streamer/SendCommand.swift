@@ -320,6 +320,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                    "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls, "flows": stats.flows,
                    "mixedSubmissions": stats.mixedSubmissions],
         "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
+                     "intervalMs": number(stats.feedbackIntervalMs),
                      "senderReports": stats.senderReports, "keyframeRequests": stats.keyframeRequests,
                      "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],
         "receiverGone": stats.receiverGone,

@@ -40,16 +40,27 @@ final class SenderFeedback {
 
     init(ssrc: UInt32) { self.ssrc = ssrc }
 
-    /// How long a packet may stay unconfirmed before it counts as lost.
+    /// The smoothed time between accepted feedback datagrams (nanoseconds; nil until two came).
+    /// Ours report every 20 ms; ffmpeg sends a receiver report per 280,000 bytes it receives,
+    /// which at a few Mbit/s is one every 0.5-1 s.
+    private(set) var reportInterval: Int64?
+
+    /// How long a packet may stay unconfirmed before it counts as lost: a few RTTs, and never
+    /// less than a few report intervals (a receiver that reports seldom confirms late).
     var lossTimeout: Int64 {
-        guard let rtt = rttSmoothed else { return 1_000_000_000 }
-        return max(Int64(rtt * 3e6), 200_000_000)
+        // Until the receiver's rhythm is known (two reports), a second.
+        guard let reportInterval else { return 1_000_000_000 }
+        let reports = reportInterval * 5 / 2
+        guard let rtt = rttSmoothed else { return max(1_000_000_000, reports) }
+        return max(Int64(rtt * 3e6), 200_000_000, reports)
     }
 
-    /// How long without feedback before the receiver counts as gone.
+    /// How long without feedback before the receiver counts as gone: ten RTTs, at least a
+    /// second, and at least four of its report intervals.
     var silenceLimit: Int64 {
-        guard let rtt = rttSmoothed else { return 1_000_000_000 }
-        return max(Int64(rtt * 10e6), 1_000_000_000)
+        let reports = (reportInterval ?? 0) * 4
+        guard let rtt = rttSmoothed else { return max(1_000_000_000, reports) }
+        return max(Int64(rtt * 10e6), 1_000_000_000, reports)
     }
 
     /// Marks the receiver gone when it has been silent too long. Returns true on the change.
@@ -130,6 +141,11 @@ final class SenderFeedback {
         }
         if accepted {
             reportsAccepted += 1
+            if feedbackSeen && !receiverGone {
+                // A gap over 5 s is an outage, not the receiver's rhythm.
+                let gap = min(now - lastFeedback, 5_000_000_000)
+                reportInterval = reportInterval.map { ($0 * 7 + gap) / 8 } ?? gap
+            }
             lastFeedback = now
             feedbackSeen = true
             if receiverGone {

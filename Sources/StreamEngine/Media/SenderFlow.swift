@@ -321,6 +321,7 @@ final class SenderFlow {
         local.receiverGone = rtcp.receiverGone
         local.receiverGoneEvents = rtcp.receiverGoneEvents
         local.feedbackReports = rtcp.reportsAccepted
+        local.feedbackIntervalMs = rtcp.reportInterval.map { Double($0) / 1e6 }
         local.feedbackRejected = rtcp.rejected
         local.feedbackKernelDrops = Int(feedbackReceiver?.counters.kernelDrops ?? 0)
         local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull

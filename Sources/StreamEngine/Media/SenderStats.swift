@@ -89,6 +89,8 @@ public struct SenderStats: Sendable, Equatable {
     public var feedbackReports = 0
     /// RTCP rejected, by reason (malformed, confirmations of packets never sent).
     public var feedbackRejected: [String: Int] = [:]
+    /// The receiver's smoothed feedback interval in milliseconds (nil until measured).
+    public var feedbackIntervalMs: Double?
     /// Sender reports sent.
     public var senderReports = 0
     /// Feedback was expected but none ever arrived: the sender runs without the bound.
