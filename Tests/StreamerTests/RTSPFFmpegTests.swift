@@ -126,6 +126,11 @@ struct RTSPFFmpegTests {
         // Loss aging follows the measured report interval, so what ffmpeg received is confirmed,
         // not declared lost before its report comes; only the tail after its last report
         // (under 280,000 bytes) can end unconfirmed and so lost.
+        // ffmpeg cannot confirm path-MTU probes (it would count each as a packet of the stream,
+        // thousands "missed"): none go out to it; the kernel's view of the path sizes the packets.
+        #expect(intField(final, "path.probes.sent") == 0)
+        #expect(field(final, "path.mtuSource") as? String == "kernel")
+        #expect((intField(final, "path.datagramSize") ?? 0) > 1400)
         let interval = field(final, "feedback.intervalMs") as? Double ?? 0
         #expect(interval > 300 && interval < 2000, "ffmpeg's report interval \(interval) ms")
         // ffmpeg counts RTP payload bytes; 10 % for the variation of packet sizes in the tail.

@@ -239,16 +239,21 @@ final class SenderFlow {
     /// Periodic work: loss by age, liveness, keyframe requests, the path MTU.
     func tick(now: Int64) {
         flow.now = now
+        if flow.log.sent > 0 && firstSend == nil { firstSend = now }
+        // Never any feedback: a receiver that sends none. No bound until feedback appears.
+        let silentSinceStart = config.feedback && !rtcp.feedbackSeen && now - (firstSend ?? now) > config.noFeedbackTimeout
+        // Ours send per-packet feedback from their first report on; a receiver that sends
+        // only receiver reports (ffmpeg), or nothing, cannot confirm probes.
+        let confirmsProbes: Bool? = rtcp.perPacketFeedback ? true
+            : (rtcp.reportsAccepted >= 2 || silentSinceStart) ? false : nil
         pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
-                     receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000)
+                     receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000,
+                     receiverConfirmsProbes: confirmsProbes)
         guard config.feedback, feedbackSocket != nil else { return }
         if !rtcp.receiverGone {
             // A receiver that stopped reporting keeps its packets unconfirmed: the bound holds.
             flow.log.expireUnconfirmed(sentBefore: now - rtcp.lossTimeout)
         }
-        if flow.log.sent > 0 && firstSend == nil { firstSend = now }
-        // Never any feedback: a receiver that sends none. No bound until feedback appears.
-        let silentSinceStart = !rtcp.feedbackSeen && now - (firstSend ?? now) > config.noFeedbackTimeout
         local.feedbackAbsent = silentSinceStart
         flow.maxUnconfirmedBytes = silentSinceStart ? nil : bound
         _ = rtcp.checkLiveness(now: now, sending: flow.log.unconfirmedPackets > 0)

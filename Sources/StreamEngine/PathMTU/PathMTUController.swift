@@ -57,6 +57,16 @@ final class PathMTUController: DatagramProducer {
         flow.log.recordsLostSizes = true
     }
 
+    /// The receiver cannot confirm probes (a third-party receiver that sends only receiver
+    /// reports, or none): no probing, the kernel's view and ICMP from now on.
+    func stopProbing() {
+        guard var config = prober?.config, config.probing else { return }
+        config.probing = false
+        prober = PathMTUProber(config: config, kernelMTU: socket.kernelPathMTU() ?? 1500)
+        pendingProbe = nil
+        apply()
+    }
+
     /// The MTU the flow's datagrams are sized for.
     var mtu: Int { configuredMTU ?? prober?.mtu ?? 1500 }
 
@@ -64,8 +74,12 @@ final class PathMTUController: DatagramProducer {
     var source: String { configuredMTU != nil ? "configured" : prober?.source.rawValue ?? "kernel" }
 
     /// Periodic work: ICMP from the error queue, black-hole evidence from the flow's log,
-    /// the next probe. `receiverAlive`: feedback is arriving now.
-    func tick(now: Int64, roundTripMilliseconds: Double?, receiverAlive: Bool) {
+    /// the next probe. `receiverAlive`: feedback is arriving now. `receiverConfirmsProbes`:
+    /// the receiver is one that confirms probes (it sends per-packet feedback); nil while that
+    /// is not known yet, and no probe goes out until it is (a third-party receiver would take
+    /// a probe for a packet of the stream: ffmpeg counts ~21,000 packets missed per probe).
+    func tick(now: Int64, roundTripMilliseconds: Double?, receiverAlive: Bool, receiverConfirmsProbes: Bool?) {
+        if receiverConfirmsProbes == false { stopProbing() }
         let reports = socket.drainErrorQueue()  // always drained, even with a pinned MTU
         errorQueueReports += reports.count
         guard var prober else { return }
@@ -83,7 +97,7 @@ final class PathMTUController: DatagramProducer {
         prober.mediaAboveBase(lost: lost, confirmed: confirmed, smallConfirmed: smallConfirmed,
                               receiverAlive: receiverAlive, now: now)
         prober.roundTripTime = roundTripMilliseconds.map { Int64($0 * 1e6) }
-        if pendingProbe == nil { pendingProbe = prober.nextProbe(now: now) }
+        if pendingProbe == nil && receiverConfirmsProbes == true { pendingProbe = prober.nextProbe(now: now) }
         if let completed = prober.searchCompletedAt, !prober.isSearching {
             lastSearchMilliseconds = Double(completed - startedAt) / 1e6
         }
