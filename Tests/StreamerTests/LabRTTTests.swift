@@ -20,25 +20,26 @@ struct LabRTTTests {
         try lab.waitUntilBound("rcv", port: 5004)
         let sender = try lab.spawn("snd", binary, [
             "send", "--to", "10.77.2.2:5004", "--duration", "10", "--size", size, "--bitrate", bitrate,
-            "--pace", pace, "--report-interval", "0.02", "--quiet", "--stats", stats.path, "--stats-every", "0.01",
+            "--pace", pace, "--report-interval", "0.02", "--quiet", "--stats", stats.path, "--stats-every", "0.005",
         ])
         Thread.sleep(forTimeInterval: 2)
-        // Ping and sample the sender's last RTT over the same 4 s.
+        // Ping (every 10 ms) and sample each of the sender's RTT samples (one per receiver report,
+        // every 20 ms; told apart by their arrival times) over the same 5 s.
         let ping = Process()
         ping.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-        ping.arguments = ["netns", "exec", "sl-\(lab.name)-snd", "ping", "-n", "-i", "0.05", "-c", "120", "10.77.2.2"]
+        ping.arguments = ["netns", "exec", "sl-\(lab.name)-snd", "ping", "-n", "-i", "0.01", "-c", "500", "10.77.2.2"]
         let pingOutput = Pipe()
         ping.standardOutput = pingOutput
         try ping.run()
         var engineSamples: [Double] = []
         var lastSeen: Double?
-        let end = Date().addingTimeInterval(6)
-        while Date() < end {
-            if let object = try? readJSON(stats), let rtt = field(object, "rttMs.last") as? Double, rtt != lastSeen {
+        while ping.isRunning {
+            if let object = try? readJSON(stats), let rtt = field(object, "rttMs.last") as? Double,
+               let at = field(object, "rttMs.lastAtUnix") as? Double, at != lastSeen {
                 engineSamples.append(rtt)
-                lastSeen = rtt
+                lastSeen = at
             }
-            Thread.sleep(forTimeInterval: 0.01)
+            Thread.sleep(forTimeInterval: 0.004)
         }
         ping.waitUntilExit()
         let text = String(decoding: pingOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -49,7 +50,7 @@ struct LabRTTTests {
         #expect(waitForExit(sender, seconds: 20) == 0)
         #expect(waitForExit(receiver, seconds: 20) == 0)
         try #require(engineSamples.count >= 5, "too few RTT samples: \(engineSamples)")
-        try #require(pingSamples.count >= 60, "ping: \(text)")
+        try #require(pingSamples.count >= 250, "ping: \(text)")
         print("RTT medians: engine \(median(engineSamples)) ms (\(engineSamples.count) samples), ping \(median(pingSamples)) ms (\(pingSamples.count) samples)")
         return (median(engineSamples), median(pingSamples))
     }
@@ -67,10 +68,10 @@ struct LabRTTTests {
         // The stream offers more than the bottleneck takes: tbf's queue stays full.
         let result = try measure(lab: lab, bitrate: "4M", pace: "5M", size: "640x360")
         #expect(result.ping > 20, "the queue did not load: ping \(result.ping) ms")
-        // Measured here: the engine's median is 0.1-1.0 ms below ping's (about 200 bytes of
-        // queue at 3 Mbit/s; at 1 Mbit/s the gap grows to 2-3.6 ms, so it is bytes, not time).
-        // The cause is not found yet; the issue asks for 1 ms, this asserts 1.5 ms so the test
-        // does not flake on a loaded CI machine, and the note on the issue says so.
-        #expect(abs(result.engine - result.ping) <= 1.5, "engine \(result.engine) ms, ping \(result.ping) ms")
+        // The queue's delay swings by ~15 ms with every frame (a frame's burst at 5 Mbit/s into
+        // 3 Mbit/s), so both medians need hundreds of samples. Sender reports leave at random
+        // times from their own alarm; sent at pacer wake-ups (before a media batch) they saw the
+        // low point of that swing and read 0.1-1.3 ms below ping.
+        #expect(abs(result.engine - result.ping) <= 1.0, "engine \(result.engine) ms, ping \(result.ping) ms")
     }
 }
