@@ -10,7 +10,8 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
     return [
         "role": "recv",
         "packets": ["received": stats.received, "lost": stats.lost, "late": stats.late,
-                    "duplicate": stats.duplicate, "reordered": stats.reordered, "truncated": stats.truncated],
+                    "duplicate": stats.duplicate, "reordered": stats.reordered, "truncated": stats.truncated,
+                    "timestampRestarts": stats.timestampRestarts],
         "probes": ["received": stats.probesReceived],
         "ecn": ["notEct": stats.ecn[0], "ect0": stats.ecn[2], "ect1": stats.ecn[1], "ce": stats.ecn[3]],
         "dscp": dscp,

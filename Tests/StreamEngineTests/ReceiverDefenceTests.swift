@@ -49,4 +49,42 @@ struct ReceiverDefenceTests {
         #expect(frames.withLock { $0.count } == 11)
         #expect(frames.withLock { $0.allSatisfy(\.isComplete) })
     }
+
+    /// A sender that stamps by wall clock and paused for 100 s: its clock moved on. The first
+    /// packet on the new clock is held aside (it could be a stray); the second one in sequence
+    /// makes the receiver follow, and both are taken: nothing lost, every frame complete.
+    @Test func aClockThatMovedOnIsFollowedAfterTwoPacketsInSequence() throws {
+        var config = MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!)
+        config.feedback = false
+        let receiver = try MediaReceiver(config: config)
+        let frames = Mutex<[DepacketizedAccessUnit]>([])
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            try? receiver.run { unit in frames.withLock { $0.append(unit) } }
+            done.signal()
+        }.start()
+        let socket = try UDPSocket(family: .ipv4)
+        try socket.connect(receiver.localAddress)
+        func send(sequence: UInt16, timestamp: UInt32) throws {
+            var packet = RTPHeader(marker: true, payloadType: 96, sequenceNumber: sequence, timestamp: timestamp, ssrc: 7).bytes
+            packet += [19 << 1, 1, 0x80, 0x11, 0x22]
+            _ = try packet.withUnsafeBytes { try PlainUDP.sendTo(socket, $0) }
+        }
+        for index in 0..<10 { try send(sequence: UInt16(100 + index), timestamp: UInt32(9000 + 3000 * index)) }
+        try send(sequence: 500, timestamp: 9_000_000)  // a stray far off in time and sequence: rejected
+        for index in 10..<20 { try send(sequence: UInt16(100 + index), timestamp: UInt32(9000 + 3000 * index + 9_000_000)) }
+        let deadline = Date().addingTimeInterval(5)
+        while receiver.stats.received < 20 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        Thread.sleep(forTimeInterval: 0.1)
+        receiver.stop()
+        done.wait()
+        let stats = receiver.stats
+        #expect(stats.rejected["timestampJump"] == 1)  // the stray only
+        #expect(stats.timestampRestarts == 1)
+        #expect(stats.received == 20)
+        #expect(stats.lost == 0)
+        let got = frames.withLock { $0 }
+        #expect(got.count == 20 && got.allSatisfy(\.isComplete))
+        #expect(got.last?.timestamp == UInt32(9000 + 3000 * 19 + 9_000_000))
+    }
 }

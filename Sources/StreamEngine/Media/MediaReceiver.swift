@@ -75,6 +75,9 @@ public struct ReceiverStats: Sendable, Equatable {
     /// Datagrams larger than this receiver's buffers (its own size, whatever the sender
     /// thinks the MTU is): the kernel cut them, so they are counted here and dropped.
     public var truncated = 0
+    /// Times the stream's RTP clock moved on by more than 10 s and two packets in sequence on
+    /// the new clock made the receiver follow it (a sender that stamps by wall clock and paused).
+    public var timestampRestarts = 0
 }
 
 /// Receives an RTP H.265 stream, accounts for every packet, and rebuilds access units.
@@ -131,6 +134,12 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     private static let maxTimestampStep: Int32 = 900_000
 
+    /// Within 10 s of each other on the 90 kHz clock (wrapping).
+    private static func isNear(_ a: UInt32, _ b: UInt32) -> Bool {
+        let step = Int32(bitPattern: a &- b)
+        return step <= maxTimestampStep && step >= -maxTimestampStep
+    }
+
     /// Asks `run` to return.
     public func stop() { stopRequested.store(true, ordering: .relaxed) }
 
@@ -156,6 +165,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         var lockedSSRC: UInt32?
         var lockedPayloadType: UInt8?
         var lastAcceptedTimestamp: UInt32?
+        // The last packet rejected for its timestamp (its bytes in `candidateBytes`): if the next
+        // one follows it in sequence and in time, the stream's clock moved on (wall-clock
+        // timestamps across a long pause) and both are taken.
+        var timestampJumpCandidate: (header: RTPHeader, tos: UInt8, timestampNanoseconds: Int64, payloadRange: Range<Int>)?
+        var candidateBytes: [UInt8] = []
         var lockedSource = config.from
         var frames = 0
         var lastPublish: Int64 = 0
@@ -200,6 +214,29 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             }
             let interval = frameInterval!
             if step >= interval * 2 - interval / 2 { local.framesMissing += Int((step + interval / 2) / interval) - 1 }
+        }
+        /// A packet of the stream: counted, tracked, reported, and into the depacketizer.
+        func accept(_ header: RTPHeader, datagram: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer,
+                    tos: UInt8, timestampNanoseconds: Int64) {
+            let mark = TrafficMark(tos: tos)
+            local.ecn[Int(mark.ecn.rawValue)] += 1
+            local.dscp[Int(mark.dscp)] += 1
+            local.bytesReceived += datagram.count
+            // 90 kHz units, at 10 us resolution (no overflow for any realtime clock value).
+            let arrival = UInt32(truncatingIfNeeded: timestampNanoseconds / 100_000 * 9)
+            switch tracker.record(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: arrival) {
+            case .sequenceJump:
+                // Far from the stream's sequence numbers: counted, kept out of the frames.
+                local.rejected["sequenceJump", default: 0] += 1
+                return
+            case .late, .duplicate:
+                return  // counted by the tracker; the frame it belonged to is gone or whole
+            case .first, .inOrder, .reordered, .restarted:
+                break
+            }
+            lastAcceptedTimestamp = header.timestamp
+            feedback.record(sequence: header.sequenceNumber, arrival: timestampNanoseconds, ecn: mark.ecn.rawValue)
+            emit(depacketizer.push(header, payload: payload))
         }
         func sendFeedback(now: Int64) {
             guard let rtcpSocket, let ssrc = lockedSSRC, let source = lockedSource else { return }
@@ -295,41 +332,37 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                 local.rejected["unexpectedPayloadType", default: 0] += 1
                 return
             }
-            if let last = lastAcceptedTimestamp {
-                // More than 10 s away from the stream's clock: not a frame of this stream.
-                let step = Int32(bitPattern: parsed.header.timestamp &- last)
-                if step > Self.maxTimestampStep || step < -Self.maxTimestampStep {
+            if let last = lastAcceptedTimestamp, !Self.isNear(parsed.header.timestamp, last) {
+                // More than 10 s away from the stream's clock: not a frame of this stream, unless
+                // it is the second packet in a row on a new clock (then the clock moved on, and
+                // the first one, kept aside, is taken after all).
+                let header = parsed.header
+                guard let candidate = timestampJumpCandidate, header.sequenceNumber == candidate.header.sequenceNumber &+ 1,
+                      Self.isNear(header.timestamp, candidate.header.timestamp) else {
+                    timestampJumpCandidate = (header, datagram.tos, datagram.timestampNanoseconds, parsed.payloadRange)
+                    candidateBytes.removeAll(keepingCapacity: true)
+                    candidateBytes.append(contentsOf: datagram.payload)
                     local.rejected["timestampJump", default: 0] += 1
                     return
                 }
+                timestampJumpCandidate = nil
+                local.timestampRestarts += 1
+                local.rejected["timestampJump", default: 0] -= 1
+                candidateBytes.withUnsafeBytes { bytes in
+                    accept(candidate.header, datagram: bytes, payload: UnsafeRawBufferPointer(rebasing: bytes[candidate.payloadRange]),
+                           tos: candidate.tos, timestampNanoseconds: candidate.timestampNanoseconds)
+                }
+            } else {
+                timestampJumpCandidate = nil
             }
             if lockedPayloadType == nil {
                 lockedSSRC = parsed.header.ssrc
                 lockedPayloadType = parsed.header.payloadType
                 if lockedSource == nil { lockedSource = datagram.source }
             }
-            let mark = TrafficMark(tos: datagram.tos)
-            local.ecn[Int(mark.ecn.rawValue)] += 1
-            local.dscp[Int(mark.dscp)] += 1
-            local.bytesReceived += datagram.payload.count
-            // 90 kHz units, at 10 us resolution (no overflow for any realtime clock value).
-            let arrival = UInt32(truncatingIfNeeded: datagram.timestampNanoseconds / 100_000 * 9)
-            switch tracker.record(sequence: parsed.header.sequenceNumber, rtpTimestamp: parsed.header.timestamp,
-                                  arrival: arrival) {
-            case .sequenceJump:
-                // Far from the stream's sequence numbers: counted, kept out of the frames.
-                local.rejected["sequenceJump", default: 0] += 1
-                return
-            case .late, .duplicate:
-                return  // counted by the tracker; the frame it belonged to is gone or whole
-            case .first, .inOrder, .reordered, .restarted:
-                break
-            }
-            lastAcceptedTimestamp = parsed.header.timestamp
-            feedback.record(sequence: parsed.header.sequenceNumber, arrival: datagram.timestampNanoseconds,
-                            ecn: mark.ecn.rawValue)
-            let payload = UnsafeRawBufferPointer(rebasing: datagram.payload[parsed.payloadRange])
-            emit(depacketizer.push(parsed.header, payload: payload))
+            accept(parsed.header, datagram: datagram.payload,
+                   payload: UnsafeRawBufferPointer(rebasing: datagram.payload[parsed.payloadRange]),
+                   tos: datagram.tos, timestampNanoseconds: datagram.timestampNanoseconds)
             let now = monotonicNanoseconds()
             if now - lastPublish > 50_000_000 {
                 lastPublish = now

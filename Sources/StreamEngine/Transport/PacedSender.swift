@@ -151,9 +151,12 @@ public final class PacedSender {
         var now = monotonicNanoseconds()
         fill: while let first = producer.peekDatagram() {
             guard datagramsThisSubmission < config.maxDatagramsPerSubmission else { state = .batchFull; break }
-            // A submission starts only with a batch's worth of budget (a quantum, or what is
-            // waiting if that is less); within it, each further slot needs only its own.
-            let batch = datagramsThisSubmission == 0 ? min(producer.pendingBytes, pacer.burstQuantum) : 0
+            // A submission starts only with a batch's worth of budget (half a quantum, or what
+            // is waiting if that is less); within it, each further slot needs only its own.
+            // Half, not all: the bucket holds at most a quantum, and budget that would pile up
+            // above it while the timer's wake-up is late would be lost (waiting for a full
+            // bucket ran 1 Gbit/s 5 % slow).
+            let batch = datagramsThisSubmission == 0 ? min(producer.pendingBytes, pacer.burstQuantum / 2) : 0
             let wait = pacer.delay(for: max(first.size, batch), now: now)
             if wait > 0 { state = .paced(nanoseconds: wait); break }
             guard let slot = queue.acquire() else { state = .slotsExhausted; break }
