@@ -11,8 +11,10 @@ final class BackgroundReceiver: Sendable {
     let collected = Mutex<[DepacketizedAccessUnit]>([])
     private let done = DispatchSemaphore(value: 0)
 
-    init(frameLimit: Int?) throws {
-        receiver = try MediaReceiver(config: MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!))
+    init(frameLimit: Int?, feedback: Bool = true) throws {
+        var config = MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!)
+        config.feedback = feedback
+        receiver = try MediaReceiver(config: config)
         Thread { [self] in
             try? receiver.run(frameLimit: frameLimit) { unit in collected.withLock { $0.append(unit) } }
             done.signal()
