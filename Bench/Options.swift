@@ -21,7 +21,7 @@ struct BenchOptions {
     var streamSize = 1472
 
     static let usage = """
-        usage: bench [--quick] [--paths sendto,sendmmsg,uring,uring-gso,uring-gso-zc,uring-unlinked,stream]
+        usage: bench [--quick] [--paths sendto,sendmmsg,uring,uring-gso,uring-gso-zc,uring-linked,stream]
                      [--size BYTES] [--count N] [--batch N] [--repeat N] [--out DIR]
                      [--recv-paths recvfrom,recvmmsg,uring,uring-gro] [--sweep | --no-sweep] [--window N]
                      [--stream-size BYTES] [--pacing | --no-pacing]
@@ -33,8 +33,8 @@ struct BenchOptions {
         bench recv / bench send; the control channel is TCP on the same port number).
 
           --quick          smaller counts, one warm-up and three repetitions; under a minute
-          --paths LIST     send paths (default: all); uring-unlinked is uring with unlinked SQEs
-                           (PacedSenderConfig.ordered = false); stream is the media path (pre-encoded
+          --paths LIST     send paths (default: all); uring-linked is uring with linked SQEs
+                           (PacedSenderConfig.ordered = true); stream is the media path (pre-encoded
                            1280x720 HEVC through an unpaced MediaSender), run in its own group beside
                            sendto and uring-gso at --stream-size
           --stream-size    largest datagram of the stream group: MTU - 28 (default 1472, MTU 1500)

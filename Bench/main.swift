@@ -85,8 +85,8 @@ func plan(served: [ReceivePath]) -> [(label: String, cases: [BenchCase], count: 
         groups.append(("stream", cases, options.roundCount, options.repeatCount))
     }
     guard options.runsSweeps else { return groups }
-    // The sweeps leave out the experiment (uring-unlinked), measured in main.
-    sendPaths = sendPaths.filter { $0 != .uringUnlinked }
+    // The sweeps leave out the comparison (uring-linked), measured in main.
+    sendPaths = sendPaths.filter { $0 != .uringLinked }
     let sweepCount = max(1000, options.roundCount / 2)
     let sweepRepeats = min(3, options.repeatCount)
     for size in [200, 1200, 1472, 8972] {

@@ -21,8 +21,10 @@ public struct SendQueueCounters: Sendable, Equatable {
     public var datagrams = 0
     /// Payload bytes accepted by the kernel.
     public var bytes = 0
-    /// sendmsg SQEs prepared (a GSO group counts once).
+    /// send SQEs prepared (a GSO group counts once).
     public var sendCalls = 0
+    /// Of those, plain sends (IORING_OP_SEND: one datagram, connected peer, the socket's own mark).
+    public var plainSends = 0
     /// sendmsg SQEs that carried several segments (UDP GSO).
     public var gsoSends = 0
     /// Submissions (calls of `submitReady` that queued anything).
@@ -44,8 +46,10 @@ public struct SendQueueCounters: Sendable, Equatable {
 ///
 /// A slot holds up to 64 datagrams laid out back to back. When a run of equal-size
 /// datagrams (the last may be shorter) fits one GSO send, it goes out as one `sendmsg`
-/// with a `UDP_SEGMENT` cmsg; otherwise each datagram is its own `sendmsg`. Every send
-/// carries one `IP_TOS` / `IPV6_TCLASS` cmsg with the whole TOS byte.
+/// with a `UDP_SEGMENT` cmsg; otherwise each datagram is its own send. Every `sendmsg`
+/// carries one `IP_TOS` / `IPV6_TCLASS` cmsg with the whole TOS byte; a single datagram to
+/// the connected peer whose mark is the socket's own (`setTrafficMark`) goes as a plain
+/// send (IORING_OP_SEND), which the kernel handles like `send(2)`.
 ///
 /// The sends of one submission are linked (`IOSQE_IO_LINK`) when `ordered` is set, so
 /// the wire order is the submission order even when a socket buffer fills; a send
@@ -271,9 +275,16 @@ public final class UDPSendQueue {
             }
             runLengths[base + index] = UInt8(run)
             let sqe = try ring.nextEntry()
-            let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
-                                     segmentSize: run > 1 ? length : 0, socket: socket, tos: state.tos)
-            io_uring_prep_sendmsg(sqe, socket.fd, msg, 0)
+            if run == 1 && !state.hasDestination && socket.defaultTOS == state.tos {
+                // One datagram to the connected peer with the socket's own mark: a plain send
+                // (IORING_OP_SEND), no msghdr for the kernel to copy and no cmsg to parse.
+                io_uring_prep_send(sqe, socket.fd, payloads + slot * slotCapacity + offset, runBytes, 0)
+                counters.plainSends += 1
+            } else {
+                let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
+                                         segmentSize: run > 1 ? length : 0, socket: socket, tos: state.tos)
+                io_uring_prep_sendmsg(sqe, socket.fd, msg, 0)
+            }
             io_uring_sqe_set_data64(sqe, CompletionTag(kind: CompletionTag.sendKind,
                                                        payload: UInt64(slot) << 8 | UInt64(index)).userData)
             if ordered { sqe.pointee.flags |= UInt8(cu_iosqe_io_link) }

@@ -24,6 +24,9 @@ public final class UDPSocket {
     public private(set) var connectedPeer: SocketAddress?
     /// False once a GSO send failed on this socket (EIO, EINVAL...): segments then go one by one.
     public var gsoEnabled: Bool
+    /// The TOS byte / traffic class set with `setTrafficMark` (nil until then): a send with
+    /// this mark needs no per-send cmsg.
+    public private(set) var defaultTOS: UInt8?
 
     /// Opens a UDP socket. `socket(2)`.
     public init(family: SocketAddress.Family) throws(SystemError) {
@@ -80,6 +83,7 @@ public final class UDPSocket {
         } else {
             try setOption(Int32(IPPROTO_IP), IP_TOS, Int32(mark.tos), name: "IP_TOS")
         }
+        defaultTOS = mark.tos
     }
 
     /// Asks for the TOS byte (IPv4) or traffic class (IPv6) of each received datagram.

@@ -45,7 +45,7 @@ import Testing
         let runs = try #require(json["runs"] as? [[String: Any]])
         #expect(!runs.isEmpty)
         let paths = Set(runs.compactMap { $0["path"] as? String })
-        #expect(paths.isSuperset(of: ["sendto", "sendmmsg", "uring", "uring-gso", "uring-gso-zc", "uring-unlinked",
+        #expect(paths.isSuperset(of: ["sendto", "sendmmsg", "uring", "uring-gso", "uring-gso-zc", "uring-linked",
                                       "stream"]))
         let stream = runs.filter { $0["path"] as? String == "stream" }
         #expect(!stream.isEmpty, "no stream run")

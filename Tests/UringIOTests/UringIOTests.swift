@@ -34,6 +34,26 @@ struct MarkingTests {
         #expect(pair.reports.allSatisfy { $0.failedDatagrams == 0 && $0.sentDatagrams == 3 })
     }
 
+    /// Single datagrams with the socket's own mark go as plain sends (no msghdr, no cmsg) and
+    /// still arrive with that mark; another mark on the same socket goes by sendmsg with its cmsg.
+    @Test(arguments: [SocketAddress.Family.ipv4, .ipv6])
+    func plainSendsCarryTheSocketsMark(family: SocketAddress.Family) throws {
+        let pair = try LoopbackPair(family: family)
+        let own = TrafficMark(.realtime, ecn: .ect1)
+        let other = TrafficMark(.background, ecn: .ect0)
+        try pair.sender.setTrafficMark(own)
+        pair.sender.gsoEnabled = false  // one send per datagram
+        let first = (0..<8).map { patternDatagram(index: $0, length: 500) }
+        let second = (8..<16).map { patternDatagram(index: $0, length: 500) }
+        try pair.send(first, mark: own)
+        try pair.send(second, mark: other)
+        try pair.pump(until: 16, reportsExpected: 2)
+        #expect(pair.received.map(\.payload) == first + second)
+        #expect(pair.received.map(\.tos) == Array(repeating: own.tos, count: 8) + Array(repeating: other.tos, count: 8))
+        #expect(pair.queue.counters.plainSends == 8)
+        #expect(pair.queue.counters.sendCalls == 16)
+    }
+
     @Test func trafficMarkPacksDSCPAndECN() {
         #expect(TrafficMark(.realtime, ecn: .ect0).tos == 0xBA)
         #expect(TrafficMark(.video, ecn: .ect1).tos == 0x89)
