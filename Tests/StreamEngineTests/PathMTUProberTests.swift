@@ -8,6 +8,9 @@ struct SimulatedPath {
     var icmp: Bool
     var rtt: Int64 = 5_000_000
     var now: Int64 = 0
+    /// Share of probes the path drops whatever their size (congestion), from a fixed seed.
+    var loss = 0.0
+    var random = SplitMix64(seed: 1)
     private var inFlight: [(probe: PathMTUProber.Probe, arrives: Int64)] = []
 
     init(pathMTU: Int, icmp: Bool) {
@@ -25,7 +28,9 @@ struct SimulatedPath {
             }
             inFlight.removeAll { $0.arrives <= now }
             if let probe = prober.nextProbe(now: now) {
-                if probe.size <= pathMTU {
+                if loss > 0 && random.nextUnit() < loss {
+                    // dropped by a full queue: no answer, no ICMP
+                } else if probe.size <= pathMTU {
                     inFlight.append((probe, now + rtt))
                 } else if icmp {
                     prober.pathMTUAnnounced(pathMTU, now: now + rtt / 2)
@@ -35,6 +40,20 @@ struct SimulatedPath {
         }
         return prober.searchCompletedAt
     }
+}
+
+/// A small deterministic generator (SplitMix64) for repeatable simulated losses.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func nextUnit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
 struct PathMTUProberTests {
@@ -181,5 +200,30 @@ struct PathMTUProberTests {
         #expect(prober.mtu == 1400)
         let changed10 = prober.nextProbe(now: 3)
         #expect(changed10 == nil)
+    }
+
+    /// A congested path dropping 30 % of all packets: with three attempts per size, some
+    /// searches take congestion for a smaller MTU; told the loss rate, the prober gives each size
+    /// enough attempts (6) that 40 searches with the same losses all find 1500.
+    @Test func congestionIsNotTakenForASmallerMTU() {
+        func searches(knowingTheLoss: Bool) -> [Int] {
+            (1...40).map { seed in
+                var prober = makeProber()
+                if knowingTheLoss { prober.pathLossRate = 0.3 }
+                var path = SimulatedPath(pathMTU: 1500, icmp: false)
+                path.loss = 0.3
+                path.random = SplitMix64(seed: UInt64(seed))
+                _ = path.run(&prober, seconds: 30)
+                return prober.mtu
+            }
+        }
+        #expect(makeProber().attemptLimit == 3)
+        var lossy = makeProber()
+        lossy.pathLossRate = 0.3
+        #expect(lossy.attemptLimit == 6)
+        let blind = searches(knowingTheLoss: false)
+        #expect(blind.contains { $0 < 1500 }, "three attempts per size: some searches should end low: \(blind)")
+        let informed = searches(knowingTheLoss: true)
+        #expect(informed.allSatisfy { $0 == 1500 }, "\(informed)")
     }
 }

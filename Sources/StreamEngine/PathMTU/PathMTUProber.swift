@@ -1,3 +1,5 @@
+import Glibc
+
 /// Configuration of packetization-layer path-MTU discovery (RFC 8899). Sizes are IP MTUs
 /// (IP and UDP headers included); times are nanoseconds.
 public struct PathMTUProberConfig: Sendable, Equatable {
@@ -95,6 +97,18 @@ public struct PathMTUProber: Sendable {
     public private(set) var searchCompletedAt: Int64?
     /// The smoothed round-trip time, when known: probes wait for at least two of them (plus 50 ms).
     public var roundTripTime: Int64?
+    /// The media loss rate on the path now (0...1, from the sender's feedback). On a lossy path
+    /// a probe size gets more attempts before it counts as too big: congestion drops probes too.
+    public var pathLossRate = 0.0
+
+    /// Attempts per probe size: `maxProbes`, or on a path losing more than 10 % as many as make
+    /// losing every one of them to congestion as unlikely as 1 in 1000 (at most 10; at 30 %
+    /// loss, 6).
+    public var attemptLimit: Int {
+        guard pathLossRate > 0.1 else { return config.maxProbes }
+        let needed = Int((Glibc.log(0.001) / Glibc.log(min(pathLossRate, 0.5))).rounded(.up))
+        return min(10, max(config.maxProbes, needed))
+    }
 
     /// Starts discovery with the kernel's path MTU toward the peer (`IP_MTU`).
     public init(config: PathMTUProberConfig, kernelMTU: Int) {
@@ -122,12 +136,12 @@ public struct PathMTUProber: Sendable {
         if outstanding == nil && largeLossStreak >= config.blackHoleLosses && !smallConfirmedDuringStreak
             && mtu > min(config.baseMTU, kernelMTU) {
             // Large media is getting lost: does the path still carry the base size?
-            return send(size: min(config.baseMTU, kernelMTU), attempt: config.maxProbes, now: now)
+            return send(size: min(config.baseMTU, kernelMTU), attempt: attemptLimit, now: now)
         }
         if let pending = outstanding {
             let timeout = max(config.probeTimeout, (roundTripTime ?? 0) * 2 + 50_000_000)
             guard now - pending.sentAt >= timeout else { return nil }
-            if pending.attempt < config.maxProbes {
+            if pending.attempt < attemptLimit {
                 return send(size: pending.probe.size, attempt: pending.attempt + 1, now: now)
             }
             probesLost += 1
