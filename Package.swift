@@ -26,10 +26,12 @@ let package = Package(
         .executableTarget(name: "streamer", dependencies: ["StreamEngine"]),
         .executableTarget(name: "bench", dependencies: ["StreamEngine", "UringIO"], path: "Bench"),
 
-        .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats"]),
+        // Helpers shared by the test targets (a seeded generator).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats", "TestSupport"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
         .testTarget(name: "StreamerTests", dependencies: ["streamer"]),
-        .testTarget(name: "StreamEngineTests", dependencies: ["StreamEngine", "MediaFormats", "UringIO"]),
+        .testTarget(name: "StreamEngineTests", dependencies: ["StreamEngine", "MediaFormats", "UringIO", "TestSupport"]),
         .testTarget(name: "BenchTests", dependencies: ["bench"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 import MediaFormats
 
 @Suite struct AnnexBTests {

@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import MediaFormats
 
 private func bytes(of packet: RTCPPacket) -> [UInt8] {

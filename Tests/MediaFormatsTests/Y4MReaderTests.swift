@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import MediaFormats
 
 private func makeStream(width: Int, height: Int, frames: Int, header: String? = nil, frameLine: String = "FRAME") -> [UInt8] {

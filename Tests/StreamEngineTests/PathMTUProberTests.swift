@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import StreamEngine
 
 /// The prober against a simulated path: probes up to `pathMTU` are confirmed one RTT later,
@@ -40,20 +41,6 @@ struct SimulatedPath {
         }
         return prober.searchCompletedAt
     }
-}
-
-/// A small deterministic generator (SplitMix64) for repeatable simulated losses.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func nextUnit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
 struct PathMTUProberTests {
