@@ -16,6 +16,7 @@ struct SendOptions {
     var targets: [Target] = []
     var destination: SocketAddress? { targets.first?.address }
     var rtspListen: SocketAddress?
+    var localPort: UInt16?
     var source = "synthetic"
     var width = 1280
     var height = 720
@@ -46,6 +47,8 @@ struct SendOptions {
                                  one client plays rtsp://HOST:PORT/stream (RTP/UDP unicast); the run
                                  ends when it leaves (TEARDOWN or connection closed); --frames and
                                  --duration count from PLAY
+      --local-port PORT          send from this even UDP port, RTCP on the next (default: any free pair;
+                                 with several --to, flow i uses PORT + 2i)
       --source synthetic | PATH.hevc | PATH.y4m | -   default synthetic (x265-encoded test pattern); - reads y4m on stdin
       --size WxH                 synthetic source size (default 1280x720)
       --fps N                    frame rate (default 30, or the y4m header's)
@@ -71,6 +74,10 @@ struct SendOptions {
         while let argument = reader.next() {
             switch argument {
             case "--to": options.targets.append(try parseTarget(try reader.value(for: argument)))
+            case "--local-port":
+                let port = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1024...65_534)
+                guard port % 2 == 0 else { throw UsageError("--local-port: \(port) must be even (RTCP goes from the next port)") }
+                options.localPort = UInt16(port)
             case "--rtsp":
                 options.rtspListen = try parseAddress(try reader.value(for: argument), option: argument, defaultHost: "0.0.0.0")
             case "--source": options.source = try reader.value(for: argument)
@@ -109,6 +116,12 @@ struct SendOptions {
         }
         guard (options.destination == nil) != (options.rtspListen == nil) else {
             throw UsageError("send: exactly one of --to HOST:PORT and --rtsp [ADDR:]PORT is required")
+        }
+        if let port = options.localPort {
+            guard options.rtspListen == nil else { throw UsageError("--local-port: not with --rtsp (SETUP announces the ports)") }
+            guard Int(port) + 2 * (options.targets.count - 1) <= 65_534 else {
+                throw UsageError("--local-port: \(port) + 2 per further --to passes 65534")
+            }
         }
         if options.rtspListen != nil && options.sdpPath != nil {
             throw UsageError("--sdp: not with --rtsp (RTSP clients get the SDP from DESCRIBE)")
@@ -368,7 +381,11 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         plan = .hevcFile(path)
     }
     let fps = options.fps ?? 30
-    let configs = options.targets.map { senderConfig(options, destination: $0.address, serviceClass: $0.serviceClass, ecn: $0.ecn) }
+    let configs = options.targets.enumerated().map { index, target in
+        var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass, ecn: target.ecn)
+        config.localPort = options.localPort.map { $0 + UInt16(2 * index) }
+        return config
+    }
     if let listen = options.rtspListen {
         return try serveRTSP(options, plan: plan, fps: fps, sender: senderConfig(options, destination: listen), listen: listen)
     }

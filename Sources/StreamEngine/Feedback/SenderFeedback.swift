@@ -26,6 +26,9 @@ final class SenderFeedback {
     /// Set when reports return after silence (taken by the sender, which then forces a keyframe).
     var receiverBack = false
     private(set) var ceReported = 0
+    /// What a receiver that sends only receiver reports says it lost (cumulative, up to its
+    /// highest sequence number): `confirmThrough` confirmed those packets with the rest.
+    private(set) var reportedLost = 0
     private(set) var reportsAccepted = 0
     private(set) var keyframeRequests = 0
     private(set) var rejected: [String: Int] = [:]
@@ -45,12 +48,28 @@ final class SenderFeedback {
     /// which at a few Mbit/s is one every 0.5-1 s.
     private(set) var reportInterval: Int64?
 
+    /// RFC 3550's nominal minimum between a receiver's reports (6.2): what a receiver that sends
+    /// only receiver reports is assumed to keep until its interval is measured (GStreamer's
+    /// rtpbin keeps it; ffmpeg reports per 280,000 bytes, often faster).
+    static let nominalReportInterval: Int64 = 5_000_000_000
+
+    /// Feedback came, and none of it per packet: a third-party receiver confirming through the
+    /// highest sequence number of its receiver reports.
+    var receiverReportsOnly: Bool { feedbackSeen && !perPacketFeedback }
+
+    /// The receiver's report interval as far as known: measured, else nominal for one that sends
+    /// only receiver reports (nil for ours, or before any feedback).
+    var expectedReportInterval: Int64? {
+        reportInterval ?? (receiverReportsOnly ? Self.nominalReportInterval : nil)
+    }
+
     /// How long a packet may stay unconfirmed before it counts as lost: a few RTTs, and never
     /// less than a few report intervals (a receiver that reports seldom confirms late).
     var lossTimeout: Int64 {
-        // Until the receiver's rhythm is known (two reports), a second.
-        guard let reportInterval else { return 1_000_000_000 }
-        let reports = reportInterval * 5 / 2
+        // Until the receiver's rhythm is known, a second (RFC 3550's nominal 5 s interval for
+        // one that sends only receiver reports).
+        guard let interval = expectedReportInterval else { return 1_000_000_000 }
+        let reports = interval * 5 / 2
         guard let rtt = rttSmoothed else { return max(1_000_000_000, reports) }
         return max(Int64(rtt * 3e6), 200_000_000, reports)
     }
@@ -58,7 +77,7 @@ final class SenderFeedback {
     /// How long without feedback before the receiver counts as gone: ten RTTs, at least a
     /// second, and at least four of its report intervals.
     var silenceLimit: Int64 {
-        let reports = (reportInterval ?? 0) * 4
+        let reports = (expectedReportInterval ?? 0) * 4
         guard let rtt = rttSmoothed else { return max(1_000_000_000, reports) }
         return max(Int64(rtt * 10e6), 1_000_000_000, reports)
     }
@@ -102,6 +121,7 @@ final class SenderFeedback {
                     noteRTT(block, realtime: realtime)
                     if !perPacketFeedback, let highest = flow.log.extend(UInt16(truncatingIfNeeded: block.extendedHighestSequence)) {
                         flow.log.confirmThrough(highest)
+                        reportedLost = max(0, Int(block.cumulativeLost))
                     }
                 }
             case .senderReport(let report):

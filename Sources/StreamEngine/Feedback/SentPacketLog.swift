@@ -22,6 +22,8 @@ public struct SentPacketLog: Sendable {
     public private(set) var newest: Int64 = -1
     private var first: Int64 = -1
 
+    /// The highest extended sequence a cumulative report confirmed through (`confirmThrough`).
+    private var reportedThrough: Int64 = -1
     /// Packets logged.
     public private(set) var sent = 0
     /// Packets feedback confirmed.
@@ -112,16 +114,18 @@ public struct SentPacketLog: Sendable {
         return .confirmed
     }
 
-    /// Confirms every unconfirmed packet up to `sequence` (a receiver report's cumulative
-    /// highest, from receivers that report nothing per packet).
+    /// Confirms every packet up to `sequence` not confirmed yet, those declared lost for their
+    /// age included: a receiver report's cumulative highest, from receivers that report nothing
+    /// per packet (and count what they lost themselves: the caller keeps that count).
     public mutating func confirmThrough(_ sequence: Int64) {
         guard sequence >= first else { return }
-        var current = max(oldestOpen, sequence - mask)
+        var current = max(first, reportedThrough + 1, sequence - mask)
         while current <= min(sequence, newest) {
             let index = Int(current & mask)
-            if entries[index].sequence == current && entries[index].state == .unconfirmed { confirm(current) }
+            if entries[index].sequence == current && entries[index].state != .confirmed { confirm(current) }
             current += 1
         }
+        reportedThrough = max(reportedThrough, min(sequence, newest))
         advanceOldestOpen()
     }
 

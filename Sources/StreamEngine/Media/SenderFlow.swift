@@ -242,10 +242,11 @@ final class SenderFlow {
         if flow.log.sent > 0 && firstSend == nil { firstSend = now }
         // Never any feedback: a receiver that sends none. No bound until feedback appears.
         let silentSinceStart = config.feedback && !rtcp.feedbackSeen && now - (firstSend ?? now) > config.noFeedbackTimeout
-        // Ours send per-packet feedback from their first report on; a receiver that sends
-        // only receiver reports (ffmpeg), or nothing, cannot confirm probes.
+        // Ours send per-packet feedback from their first report on (it follows the first media
+        // packets); a receiver that sends only receiver reports (ffmpeg, GStreamer), or nothing,
+        // cannot confirm probes.
         let confirmsProbes: Bool? = rtcp.perPacketFeedback ? true
-            : (rtcp.reportsAccepted >= 2 || silentSinceStart) ? false : nil
+            : (rtcp.receiverReportsOnly || silentSinceStart) ? false : nil
         pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
                      receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000,
                      receiverConfirmsProbes: confirmsProbes)
@@ -255,7 +256,17 @@ final class SenderFlow {
             flow.log.expireUnconfirmed(sentBefore: now - rtcp.lossTimeout)
         }
         local.feedbackAbsent = silentSinceStart
-        flow.maxUnconfirmedBytes = silentSinceStart ? nil : bound
+        var effectiveBound = bound
+        if config.maxUnconfirmedBytes == nil, let bound, rtcp.receiverReportsOnly,
+           let interval = rtcp.expectedReportInterval {
+            // The default bound (about a second) against a receiver that confirms only once per
+            // report interval (RFC 3550: 5 s) would stall the flow between its reports: room for
+            // two intervals at the pace instead (at most 16 MB). A configured bound stays as set.
+            let perInterval = (config.paceBitsPerSecond ?? 8_000_000) / 8 * Double(interval) / 1e9
+            effectiveBound = max(bound, min(Int(2 * perInterval), 16 << 20))
+        }
+        flow.maxUnconfirmedBytes = silentSinceStart ? nil : effectiveBound
+        local.maxUnconfirmedBytes = effectiveBound ?? 0
         _ = rtcp.checkLiveness(now: now, sending: flow.log.unconfirmedPackets > 0)
         flow.receiverGone = rtcp.receiverGone
         if rtcp.receiverGone && now - lastGoneProbe >= config.goneProbeInterval {
@@ -312,8 +323,11 @@ final class SenderFlow {
     /// Copies the counters where other threads read them.
     func publish(paced: PacedSender, flows: Int, mixedSubmissions: Int) {
         pathMTU.publish(into: &local)
-        local.packetsConfirmed = flow.log.confirmed
-        local.packetsLost = flow.log.lost
+        // A receiver that reports only its highest sequence and a loss count: the count is
+        // among the packets confirmed through that highest.
+        let reportedLost = min(rtcp.reportedLost, flow.log.confirmed)
+        local.packetsConfirmed = flow.log.confirmed - reportedLost
+        local.packetsLost = flow.log.lost + reportedLost
         local.packetsUnconfirmed = flow.log.unconfirmedPackets
         local.bytesUnconfirmed = flow.log.unconfirmedBytes
         local.peakUnconfirmedBytes = flow.peakUnconfirmedBytes
