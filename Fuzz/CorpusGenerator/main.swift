@@ -234,6 +234,19 @@ a=framerate:29.97
 
 """.utf8))
 
+// MARK: rtsp: what ffmpeg's RTSP client sends, and some that must be refused
+
+write("rtsp", "options", Array("OPTIONS rtsp://127.0.0.1:8554/stream RTSP/1.0\r\nCSeq: 1\r\nUser-Agent: Lavf59.27.100\r\n\r\n".utf8))
+write("rtsp", "describe", Array("DESCRIBE rtsp://127.0.0.1:8554/stream RTSP/1.0\r\nAccept: application/sdp\r\nCSeq: 2\r\n\r\n".utf8))
+write("rtsp", "setup-udp", Array("SETUP rtsp://127.0.0.1:8554/stream/trackID=0 RTSP/1.0\r\nTransport: RTP/AVP/UDP;unicast;client_port=40000-40001\r\nCSeq: 3\r\n\r\n".utf8))
+write("rtsp", "setup-tcp-and-udp", Array("SETUP rtsp://h/stream RTSP/1.0\r\nCSeq: 3\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1, RTP/AVP;unicast;client_port=5000-5001\r\n\r\n".utf8))
+write("rtsp", "play", Array("PLAY rtsp://127.0.0.1:8554/stream RTSP/1.0\r\nRange: npt=0.000-\r\nCSeq: 4\r\nSession: 12345678\r\n\r\n".utf8))
+write("rtsp", "get-parameter-body", Array("GET_PARAMETER rtsp://h/stream RTSP/1.0\r\nCSeq: 5\r\nSession: 12345678\r\nContent-Length: 10\r\n\r\npacket_los".utf8))
+write("rtsp", "teardown-pipelined", Array("TEARDOWN rtsp://h/stream RTSP/1.0\r\nCSeq: 6\r\n\r\nOPTIONS * RTSP/1.0\r\nCSeq: 7\r\n\r\n".utf8))
+write("rtsp", "bad-version", Array("OPTIONS * RTSP/2.0\r\nCSeq: 1\r\n\r\n".utf8))
+write("rtsp", "no-cseq", Array("OPTIONS * RTSP/1.0\r\n\r\n".utf8))
+write("rtsp", "bare-lf", Array("OPTIONS * RTSP/1.0\nCSeq: 1\n\n".utf8))
+
 // MARK: sequence: [mode] ...; free mode: [0x00] [(sequence, step)...]; model mode: [0x01] [span, 2] [origin...] [offsets...]
 
 var free: [UInt8] = [0x00]
