@@ -29,11 +29,12 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
 
 let recvHelp = """
 usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
-                     [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--quiet]
+                     [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--rtcp-mux] [--quiet]
   --out PATH|-     write the decodable frames (complete, from a keyframe on) as Annex B H.265 (ffmpeg -i x.hevc)
   --frames N       stop after N frames;  --duration S  stop after S seconds
   --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
   --no-feedback    send no RTCP to the sender
+  --rtcp-mux       RTCP on the RTP port itself (RFC 5761), both ways, not RTP port + 1
   --from HOST:PORT accept the stream only from this address (default: the first valid stream)
 """
 
@@ -46,6 +47,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var statsPath: String?
     var statsEvery: Double?
     var feedback = true
+    var rtcpMux = false
     var from: SocketAddress?
     var quiet = false
     var reader = ArgumentReader(arguments)
@@ -58,6 +60,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         case "--stats": statsPath = try reader.value(for: argument)
         case "--stats-every": statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
         case "--no-feedback": feedback = false
+        case "--rtcp-mux": rtcpMux = true
         case "--from": from = try parseAddress(try reader.value(for: argument), option: argument)
         case "--quiet": quiet = true
         default: throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
@@ -66,6 +69,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
     var config = MediaReceiverConfig(listen: listen)
     config.feedback = feedback
+    config.rtcpMux = rtcpMux
     config.from = from
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }

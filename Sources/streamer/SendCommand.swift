@@ -17,6 +17,7 @@ struct SendOptions {
     var destination: SocketAddress? { targets.first?.address }
     var rtspListen: SocketAddress?
     var localPort: UInt16?
+    var rtcpMux = false
     var source = "synthetic"
     var width = 1280
     var height = 720
@@ -47,6 +48,7 @@ struct SendOptions {
                                  one client plays rtsp://HOST:PORT/stream (RTP/UDP unicast); the run
                                  ends when it leaves (TEARDOWN or connection closed); --frames and
                                  --duration count from PLAY
+      --rtcp-mux                 RTCP on the RTP ports themselves (RFC 5761), not RTP port + 1
       --local-port PORT          send from this even UDP port, RTCP on the next (default: any free pair;
                                  with several --to, flow i uses PORT + 2i)
       --source synthetic | PATH.hevc | PATH.y4m | -   default synthetic (x265-encoded test pattern); - reads y4m on stdin
@@ -74,6 +76,7 @@ struct SendOptions {
         while let argument = reader.next() {
             switch argument {
             case "--to": options.targets.append(try parseTarget(try reader.value(for: argument)))
+            case "--rtcp-mux": options.rtcpMux = true
             case "--local-port":
                 let port = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1024...65_534)
                 guard port % 2 == 0 else { throw UsageError("--local-port: \(port) must be even (RTCP goes from the next port)") }
@@ -360,6 +363,7 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed
+    config.rtcpMux = options.rtcpMux
     if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
     return config
 }
@@ -401,7 +405,8 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
     if let sdpPath = options.sdpPath {
         for (index, target) in options.targets.enumerated() {
-            try writeSDP(to: sdpFilePath(sdpPath, flow: index), destination: target.address, headers: source.headers.get(), fps: fps)
+            try writeSDP(to: sdpFilePath(sdpPath, flow: index), destination: target.address, headers: source.headers.get(),
+                         fps: fps, rtcpMux: options.rtcpMux)
         }
     }
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
@@ -439,13 +444,13 @@ func sdpFilePath(_ path: String, flow index: Int) -> String {
 }
 
 /// Writes an SDP that ffplay, VLC and GStreamer open to receive the stream at `destination`.
-func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int) throws {
+func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int, rtcpMux: Bool) throws {
     let sdp = SDPSessionDescription(
         sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1, sessionName: "streamer",
         originAddress: destination.host, connectionAddress: destination.host, port: destination.port,
         payloadType: 96, encodingName: "H265", clockRate: 90_000,
         vps: headers.filter { ($0[0] >> 1) & 0x3f == 32 }, sps: headers.filter { ($0[0] >> 1) & 0x3f == 33 },
-        pps: headers.filter { ($0[0] >> 1) & 0x3f == 34 }, rtcpPort: nil, rtcpMux: false,
+        pps: headers.filter { ($0[0] >> 1) & 0x3f == 34 }, rtcpPort: nil, rtcpMux: rtcpMux,
         frameRate: (fps, 1))
     try sdp.text.write(toFile: path, atomically: true, encoding: .utf8)
 }

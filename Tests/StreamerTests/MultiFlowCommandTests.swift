@@ -145,4 +145,35 @@ struct MultiFlowCommandTests {
             #expect(decode.status == 0 && decode.stderr.isEmpty, "ffmpeg: \(decode.stderr)")
         }
     }
+
+    /// `--rtcp-mux` at both ends (RFC 5761): feedback and sender reports share the RTP ports,
+    /// every packet is confirmed, the RTT is measured, nothing is rejected, and the SDP says so.
+    @Test func rtcpMuxCarriesFeedbackOnTheRTPPorts() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = try temporaryDirectory("mux")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let port = nextPortPair()
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: binary)
+        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--rtcp-mux", "--frames", "60", "--quiet",
+                              "--stats", directory.appendingPathComponent("recv.json").path]
+        receiver.standardError = FileHandle.nullDevice
+        try receiver.run()
+        try waitUntilBound(port: port)
+        let sent = try run(binary, ["send", "--to", "127.0.0.1:\(port)", "--rtcp-mux", "--frames", "60", "--size", "320x240",
+                                    "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
+                                    "--sdp", directory.appendingPathComponent("x.sdp").path])
+        #expect(sent.status == 0, "send: \(sent.stderr)")
+        #expect(waitForExit(receiver, seconds: 20) == 0)
+        let send = try readJSON(directory.appendingPathComponent("send.json"))
+        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        #expect(intField(recv, "frames.complete") == 60)
+        #expect(intField(recv, "packets.received") == intField(send, "packets.sent"))
+        #expect(intField(send, "packets.confirmed") == intField(send, "packets.sent"))
+        #expect((intField(send, "feedback.reports") ?? 0) > 10)
+        #expect((intField(recv, "feedback.senderReports") ?? 0) > 0)
+        #expect(field(send, "rttMs.smoothed") as? Double != nil)
+        #expect((recv["rejected"] as? [String: Int])?.isEmpty ?? false, "\(recv["rejected"] ?? "-")")
+        #expect(try String(contentsOf: directory.appendingPathComponent("x.sdp"), encoding: .utf8).contains("a=rtcp-mux"))
+    }
 }

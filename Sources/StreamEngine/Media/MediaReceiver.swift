@@ -130,6 +130,12 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         try rtcpSocket?.enableReceiveTimestamps()
     }
 
+    /// With rtcp-mux, an RTCP packet on the RTP port: its second byte is an RTCP packet type
+    /// (RFC 5761 4: 192-223, where no RTP payload type with the marker bit collides).
+    private static func isMultiplexedRTCP(_ datagram: UnsafeRawBufferPointer) -> Bool {
+        datagram.count >= 8 && datagram[0] >> 6 == 2 && (192...223).contains(datagram[1])
+    }
+
     private static let rejectionKeys = Dictionary(uniqueKeysWithValues: RTPPacketError.allCases.map { ($0, "rtp." + $0.reason) })
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     private static let maxTimestampStep: Int32 = 900_000
@@ -238,8 +244,10 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             feedback.record(sequence: header.sequenceNumber, arrival: timestampNanoseconds, ecn: mark.ecn.rawValue)
             emit(depacketizer.push(header, payload: payload))
         }
+        // Feedback leaves from the RTCP socket, or with rtcp-mux from the RTP socket itself.
+        let feedbackSocket = rtcpSocket ?? (config.rtcpMux && config.feedback ? socket : nil)
         func sendFeedback(now: Int64) {
-            guard let rtcpSocket, let ssrc = lockedSSRC, let source = lockedSource else { return }
+            guard let feedbackSocket, let ssrc = lockedSSRC, let source = lockedSource else { return }
             var destination = source
             if !config.rtcpMux { destination.port = source.port &+ 1 }
             let due = feedback.isFull || now - lastReport >= 250_000_000
@@ -249,7 +257,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             let pliBefore = feedback.pictureLossIndications
             for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, tracker: &tracker) {
                 let sent = datagram.withUnsafeBytes { bytes in
-                    (try? PlainUDP.sendTo(rtcpSocket, bytes, destination: destination)) != nil
+                    (try? PlainUDP.sendTo(feedbackSocket, bytes, destination: destination)) != nil
                 }
                 if sent { local.feedbackSent += 1 } else { local.feedbackErrors += 1 }
             }
@@ -280,7 +288,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                 publish()
             }
         }) { socketIndex, datagram in
-            if socketIndex == 1 {
+            if socketIndex == 1 || (config.rtcpMux && Self.isMultiplexedRTCP(datagram.payload)) {
                 // RTCP from the sender: only its sender reports matter here (LSR/DLSR).
                 guard let source = lockedSource, let from = datagram.source, from.host == source.host else {
                     local.rejected["rtcp.foreignSource", default: 0] += 1
