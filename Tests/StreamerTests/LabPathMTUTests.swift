@@ -32,16 +32,16 @@ struct LabPathMTUTests {
         }
     }
 
-    func start(lab: Lab, seconds: Double, bitrate: String = "2M", extra: [String] = []) throws -> Stream {
+    func start(lab: Lab, seconds: Double, bitrate: String = "2M", ipv6: Bool = false, extra: [String] = []) throws -> Stream {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("pmtu")
         let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", "5004", "--duration", String(seconds + 4), "--quiet",
+            "recv", "--listen", ipv6 ? "[::]:5004" : "5004", "--duration", String(seconds + 4), "--quiet",
             "--stats", directory.appendingPathComponent("recv.json").path, "--stats-every", "0.1",
         ])
-        try lab.waitUntilBound("rcv", port: 5004)
+        try lab.waitUntilBound("rcv", port: 5004, ipv6: ipv6)
         let sender = try lab.spawn("snd", binary, [
-            "send", "--to", "10.77.2.2:5004", "--duration", String(seconds), "--size", "320x240",
+            "send", "--to", ipv6 ? "[fd77:2::2]:5004" : "10.77.2.2:5004", "--duration", String(seconds), "--size", "320x240",
             "--bitrate", bitrate, "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
             "--stats-every", "0.1",
         ] + extra)
@@ -78,6 +78,35 @@ struct LabPathMTUTests {
         if blockICMP {
             #expect(intField(result.send, "path.icmpReports") == 0)
             if egress < 1500 { #expect(counters["icmpDropped"] ?? 0 > 0) }
+        }
+    }
+
+    /// The same over IPv6 (egress 1400, the sender link 1500): "packet too big" from the router,
+    /// or with ICMPv6 blocked the probes alone, find the MTU exactly; datagrams are sized for
+    /// IPv6's 48 bytes of headers; nothing of the media is lost.
+    @Test(arguments: [false, true])
+    func findsThePathMTUOverIPv6(blockICMP: Bool) throws {
+        var up = ["--port", "5004", "--mtu", "1400"]
+        if blockICMP { up.append("--block-icmp-frag") }
+        let lab = try Lab(name: "pm6\(blockICMP ? "b" : "")", up: up)
+        let stream = try start(lab: lab, seconds: 7, ipv6: true)
+        defer { try? FileManager.default.removeItem(at: stream.directory) }
+        let result = try stream.finish(seconds: 30)
+        let counters = try lab.counters()
+        print("IPv6 path MTU 1400\(blockICMP ? " (ICMPv6 blocked)" : ""): found \(intField(result.send, "path.mtu") ?? -1) after \(field(result.send, "path.foundAfterMs") ?? "-") ms, datagramSize \(intField(result.send, "path.datagramSize") ?? -1), icmpReports \(intField(result.send, "path.icmpReports") ?? -1), router icmpDropped \(counters["icmpDropped"] ?? -1)")
+        #expect(intField(result.send, "path.mtu") == 1400)
+        #expect(field(result.send, "path.mtuSource") as? String == "probe")
+        #expect(((field(result.send, "path.foundAfterMs") as? Double) ?? .infinity) <= 10_000)
+        let largest = try #require(intField(result.send, "path.datagramSize"))
+        #expect(largest <= 1400 - 48 && Double(largest) >= 0.95 * Double(1400 - 48), "largest datagram \(largest)")
+        #expect(intField(result.recv, "packets.lost") == 0)
+        #expect(intField(result.recv, "frames.complete") == intField(result.send, "frames.sent"))
+        #expect(intField(result.recv, "packets.received") == intField(result.send, "packets.sent"))
+        if blockICMP {
+            #expect(intField(result.send, "path.icmpReports") == 0)
+            #expect(counters["icmpDropped"] ?? 0 > 0)
+        } else {
+            #expect((intField(result.send, "path.icmpReports") ?? 0) > 0)
         }
     }
 

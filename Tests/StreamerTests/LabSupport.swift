@@ -52,12 +52,12 @@ final class Lab {
         try run("/usr/sbin/ip", ["netns", "exec", "sl-\(name)-\(host)", executable] + arguments)
     }
 
-    /// Waits until UDP `port` is bound inside `host`, up to 10 s.
-    func waitUntilBound(_ host: String, port: UInt16) throws {
+    /// Waits until UDP `port` (IPv4, or IPv6 with `ipv6`) is bound inside `host`, up to 10 s.
+    func waitUntilBound(_ host: String, port: UInt16, ipv6: Bool = false) throws {
         let suffix = ":" + String(format: "%04X", port)
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            let table = try exec(host, "/bin/cat", ["/proc/net/udp"]).stdout
+            let table = try exec(host, "/bin/cat", [ipv6 ? "/proc/net/udp6" : "/proc/net/udp"]).stdout
             if table.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst().first?.hasSuffix(suffix) == true }) {
                 return
             }
