@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats", "TestSupport"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
-        .testTarget(name: "StreamerTests", dependencies: ["streamer"]),
+        .testTarget(name: "StreamerTests", dependencies: ["streamer", "TestSupport"]),
         .testTarget(name: "StreamEngineTests", dependencies: ["StreamEngine", "MediaFormats", "UringIO", "TestSupport"]),
         .testTarget(name: "BenchTests", dependencies: ["bench"]),
     ],

@@ -122,34 +122,37 @@ struct RTCPGoldenTests {
 @Suite("RTCP round trips")
 struct RTCPRoundTripTests {
     @Test func everyType() throws {
-        let packets: [RTCPPacket] = [
-            .senderReport(
-                RTCPSenderReport(
-                    ssrc: 9, ntpTimestamp: NTPTime(unixSeconds: 1_700_000_000, nanoseconds: 5).rawValue,
-                    rtpTimestamp: 90_000, packetCount: 1, octetCount: 2, reportBlocks: [sampleBlock, sampleBlock])),
+        // Built in parts with their types spelled out: as one literal it takes the type checker
+        // long enough to fail under load.
+        let chunks: [RTCPSourceDescription.Chunk] = [
+            .init(ssrc: 1, cname: "streamer@host"), .init(ssrc: 2, cname: nil), .init(ssrc: 3, cname: "x"),
+            .init(ssrc: 4, cname: "héllo"),
+        ]
+        let metrics = (0..<10).map { (index: Int) -> RTCPCongestionControlFeedback.Metric in
+            let received: Bool = index % 3 != 0
+            return RTCPCongestionControlFeedback.Metric(received: received, ecn: UInt8(index % 4),
+                                                        arrivalTimeOffset: UInt16(index * 100))
+        }
+        let streams: [RTCPCongestionControlFeedback.StreamReport] = [
+            .init(mediaSSRC: 6, beginSequence: 65530, metrics: metrics),
+            .init(mediaSSRC: 7, beginSequence: 0, metrics: []),
+            .init(mediaSSRC: 8, beginSequence: 9, metrics: [.notReceived]),
+        ]
+        let ntp = NTPTime(unixSeconds: 1_700_000_000, nanoseconds: 5).rawValue
+        var packets: [RTCPPacket] = [
+            .senderReport(RTCPSenderReport(ssrc: 9, ntpTimestamp: ntp, rtpTimestamp: 90_000, packetCount: 1,
+                                           octetCount: 2, reportBlocks: [sampleBlock, sampleBlock])),
             .senderReport(RTCPSenderReport(ssrc: 9, ntpTimestamp: 1, rtpTimestamp: 2, packetCount: 3, octetCount: 4)),
             .receiverReport(RTCPReceiverReport(ssrc: 3, reportBlocks: [sampleBlock])),
             .receiverReport(RTCPReceiverReport(ssrc: 3)),
-            .sourceDescription(
-                RTCPSourceDescription(chunks: [
-                    .init(ssrc: 1, cname: "streamer@host"), .init(ssrc: 2, cname: nil), .init(ssrc: 3, cname: "x"),
-                    .init(ssrc: 4, cname: "héllo"),
-                ])),
+            .sourceDescription(RTCPSourceDescription(chunks: chunks)),
+        ]
+        packets += [
             .goodbye(RTCPGoodbye(ssrcs: [1, 2, 3], reason: "shutting down")),
             .goodbye(RTCPGoodbye(ssrcs: [], reason: nil)),
             .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 2)),
             .genericNACK(RTCPGenericNACK(senderSSRC: 1, mediaSSRC: 2, sequenceNumbers: [65534, 65535, 0, 1, 40])),
-            .congestionControlFeedback(
-                RTCPCongestionControlFeedback(
-                    senderSSRC: 5,
-                    reports: [
-                        .init(mediaSSRC: 6, beginSequence: 65530, metrics: (0..<10).map {
-                            .init(received: $0 % 3 != 0, ecn: UInt8($0 % 4), arrivalTimeOffset: UInt16($0 * 100))
-                        }),
-                        .init(mediaSSRC: 7, beginSequence: 0, metrics: []),
-                        .init(mediaSSRC: 8, beginSequence: 9, metrics: [.notReceived]),
-                    ],
-                    reportTimestamp: 77)),
+            .congestionControlFeedback(RTCPCongestionControlFeedback(senderSSRC: 5, reports: streams, reportTimestamp: 77)),
             .congestionControlFeedback(RTCPCongestionControlFeedback(senderSSRC: 5, reports: [], reportTimestamp: 1)),
         ]
         for packet in packets {

@@ -4,6 +4,7 @@ import MediaFormats
 import StreamEngine
 import Synchronization
 import Testing
+import TestSupport
 import UringIO
 
 let ffmpegPath = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"].first { FileManager.default.isExecutableFile(atPath: $0) }
@@ -40,20 +41,6 @@ func freeUDPPort() throws -> UInt16 {
     return try socket.localAddress().port
 }
 
-/// Waits until something has bound `port` (read from /proc/net/udp, without touching the
-/// port), up to 10 s.
-func waitUntilBound(port: UInt16) throws {
-    let suffix = ":" + String(format: "%04X", port)
-    let deadline = Date().addingTimeInterval(10)
-    while Date() < deadline {
-        let table = (try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? ""
-        if table.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst().first?.hasSuffix(suffix) == true }) {
-            return
-        }
-        Thread.sleep(forTimeInterval: 0.02)
-    }
-    throw SystemError("waiting for ffmpeg to bind", errno: ETIMEDOUT, context: "port \(port)")
-}
 
 /// ffmpeg's per-frame MD5s of decoding `input` (one line per decoded frame).
 func decodedFrameHashes(_ arguments: [String], ffmpeg: String) throws -> [String] {

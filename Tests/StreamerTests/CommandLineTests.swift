@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import TestSupport
 
 /// The built `streamer` (beside the test bundle, or in .build/debug).
 func streamerBinary() -> String? {
@@ -40,20 +41,6 @@ func run(_ executable: String, _ arguments: [String], timeout: Double = 60) thro
     process.waitUntilExit()
     return Outcome(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
                    stderr: String(decoding: stderrData, as: UTF8.self))
-}
-
-/// Waits until something has bound UDP `port` (read from /proc/net/udp), up to 10 s.
-func waitUntilBound(port: UInt16) throws {
-    let suffix = ":" + String(format: "%04X", port)
-    let deadline = Date().addingTimeInterval(10)
-    while Date() < deadline {
-        let table = (try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? ""
-        if table.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst().first?.hasSuffix(suffix) == true }) {
-            return
-        }
-        Thread.sleep(forTimeInterval: 0.02)
-    }
-    Issue.record("nothing bound UDP port \(port) within 10 s")
 }
 
 private let portCounter = Atomic<Int>(0)

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import TestSupport
 
 /// Hostile input: a running `streamer recv` is flooded with 1,000,000 malformed and foreign
 /// datagrams while a real stream runs.
@@ -27,13 +28,7 @@ struct FloodTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let port = nextPortPair()
         let recvStats = directory.appendingPathComponent("recv.json")
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: binary)
-        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--duration", "22", "--quiet",
-                              "--stats", recvStats.path, "--stats-every", "0.1"]
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
-        try waitUntilBound(port: port)
+        let receiver = try startReceiver(binary, port: port, seconds: 22, directory: directory, name: "recv")
         let sender = Process()
         sender.executableURL = URL(fileURLWithPath: binary)
         sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--duration", "16", "--size", "320x240",

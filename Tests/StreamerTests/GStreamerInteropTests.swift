@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 let gstLaunch = ["/usr/bin/gst-launch-1.0"].first { FileManager.default.isExecutableFile(atPath: $0) }
 

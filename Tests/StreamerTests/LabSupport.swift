@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 let isRoot = geteuid() == 0
 let hasNft = FileManager.default.isExecutableFile(atPath: "/usr/sbin/nft")
@@ -54,13 +55,10 @@ final class Lab {
 
     /// Waits until UDP `port` (IPv4, or IPv6 with `ipv6`) is bound inside `host`, up to 10 s.
     func waitUntilBound(_ host: String, port: UInt16, ipv6: Bool = false) throws {
-        let suffix = ":" + String(format: "%04X", port)
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             let table = try exec(host, "/bin/cat", [ipv6 ? "/proc/net/udp6" : "/proc/net/udp"]).stdout
-            if table.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst().first?.hasSuffix(suffix) == true }) {
-                return
-            }
+            if udpTableHasBinding(table, port: port) { return }
             Thread.sleep(forTimeInterval: 0.02)
         }
         throw LabError("nothing bound UDP port \(port) in \(host) within 10 s")

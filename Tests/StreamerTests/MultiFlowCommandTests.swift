@@ -1,36 +1,22 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
-/// Starts `streamer recv` on `address:port` for `frames` frames (or `seconds`), with stats.
+/// Starts `streamer recv` on `address:port` for `frames` frames (or `seconds`), writing
+/// `name.hevc` and rewriting `name.json` every 0.1 s in `directory`; `extra` options appended.
 func startReceiver(_ binary: String, address: String = "127.0.0.1", port: UInt16, frames: Int? = nil,
-                   seconds: Int? = nil, directory: URL, name: String) throws -> Process {
+                   seconds: Int? = nil, directory: URL, name: String, extra: [String] = []) throws -> Process {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: binary)
     process.arguments = ["recv", "--listen", "\(address):\(port)", "--quiet",
                          "--out", directory.appendingPathComponent("\(name).hevc").path,
                          "--stats", directory.appendingPathComponent("\(name).json").path, "--stats-every", "0.1"]
-        + (frames.map { ["--frames", "\($0)"] } ?? []) + (seconds.map { ["--duration", "\($0)"] } ?? [])
+        + (frames.map { ["--frames", "\($0)"] } ?? []) + (seconds.map { ["--duration", "\($0)"] } ?? []) + extra
     process.standardError = FileHandle.nullDevice
     try process.run()
-    try waitUntilBound(address: address, port: port)
+    try waitUntilBound(port: port, address: address)
     return process
-}
-
-/// Waits until something has bound UDP `address:port` (IPv4, from /proc/net/udp), up to 10 s.
-func waitUntilBound(address: String, port: UInt16) throws {
-    var raw = in_addr()
-    inet_pton(AF_INET, address, &raw)
-    let wanted = String(format: "%08X:%04X", raw.s_addr, port)  // /proc shows the address in host order
-    let deadline = Date().addingTimeInterval(10)
-    while Date() < deadline {
-        let table = (try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? ""
-        if table.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst().first == Substring(wanted) }) {
-            return
-        }
-        Thread.sleep(forTimeInterval: 0.02)
-    }
-    Issue.record("nothing bound UDP \(address):\(port) within 10 s")
 }
 
 /// `streamer send` with several `--to`: flows of one engine.
@@ -153,13 +139,8 @@ struct MultiFlowCommandTests {
         let directory = try temporaryDirectory("mux")
         defer { try? FileManager.default.removeItem(at: directory) }
         let port = nextPortPair()
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: binary)
-        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--rtcp-mux", "--frames", "60", "--quiet",
-                              "--stats", directory.appendingPathComponent("recv.json").path]
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
-        try waitUntilBound(port: port)
+        let receiver = try startReceiver(binary, port: port, frames: 60, directory: directory, name: "recv",
+                                         extra: ["--rtcp-mux"])
         let sent = try run(binary, ["send", "--to", "127.0.0.1:\(port)", "--rtcp-mux", "--frames", "60", "--size", "320x240",
                                     "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
                                     "--sdp", directory.appendingPathComponent("x.sdp").path])

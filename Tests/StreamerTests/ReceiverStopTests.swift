@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 /// Resident memory of a process, in bytes (VmRSS).
 func residentBytes(_ pid: Int32) -> Int? {
@@ -24,14 +25,7 @@ struct ReceiverStopTests {
         let bound = 150_000
         let recvStats = directory.appendingPathComponent("recv.json")
         let sendStats = directory.appendingPathComponent("send.json")
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: binary)
-        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--duration", "24", "--quiet",
-                              "--out", directory.appendingPathComponent("x.hevc").path,
-                              "--stats", recvStats.path, "--stats-every", "0.1"]
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
-        try waitUntilBound(port: port)
+        let receiver = try startReceiver(binary, port: port, seconds: 24, directory: directory, name: "recv")
         let sender = Process()
         sender.executableURL = URL(fileURLWithPath: binary)
         sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--duration", "19", "--size", "320x240",
@@ -88,7 +82,7 @@ struct ReceiverStopTests {
         #expect((intField(final, "feedback.keyframeRequests") ?? 0) >= 1)
         // The stream it wrote decodes without error: frames resume at a keyframe.
         if let ffmpeg = ["/usr/bin/ffmpeg"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
-            let decode = try run(ffmpeg, ["-v", "error", "-nostdin", "-i", directory.appendingPathComponent("x.hevc").path,
+            let decode = try run(ffmpeg, ["-v", "error", "-nostdin", "-i", directory.appendingPathComponent("recv.hevc").path,
                                           "-f", "null", "-"])
             #expect(decode.status == 0)
             #expect(decode.stderr.isEmpty, "ffmpeg: \(decode.stderr)")

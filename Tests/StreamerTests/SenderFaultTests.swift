@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 /// The sender under faults: a receiver that dies and comes back, a route that disappears.
 @Suite(.enabled(if: uringEnabled, "io_uring is disabled here"))
@@ -33,15 +34,7 @@ struct SenderFaultTests {
         let port = nextPortPair()
         let bound = 150_000
         func receiver(_ name: String, seconds: Int) throws -> Process {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--duration", "\(seconds)", "--quiet",
-                                 "--out", directory.appendingPathComponent("\(name).hevc").path,
-                                 "--stats", directory.appendingPathComponent("\(name).json").path, "--stats-every", "0.1"]
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            try waitUntilBound(port: port)
-            return process
+            try startReceiver(binary, port: port, seconds: seconds, directory: directory, name: name)
         }
         let first = try receiver("first", seconds: 30)
         let sendStats = directory.appendingPathComponent("send.json")

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 /// SIGINT/SIGTERM: final stats written, exit 0; a second signal exits at once.
 @Suite(.enabled(if: uringEnabled, "io_uring is disabled here"))

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 /// A source that stops delivering for a while: `streamer send --source -` reads y4m from a pipe
 /// that this test stops writing to mid-stream.

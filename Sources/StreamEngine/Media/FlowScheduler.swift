@@ -19,7 +19,9 @@ final class FlowScheduler: DatagramProducer {
     private var current = 0
     private var credit: Int
     private var peeked = 0
-    private var flowsThisPump: Set<Int> = []
+    /// The first flow written in this pump (-1: none yet), and whether another one followed.
+    private var firstFlowThisPump = -1
+    private var pumpMixesFlows = false
     /// Pumps that wrote datagrams of more than one flow (each pump is one submission).
     private(set) var mixedSubmissions = 0
 
@@ -55,7 +57,7 @@ final class FlowScheduler: DatagramProducer {
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
         producers[peeked].writeDatagram(into: buffer)
         credit -= buffer.count
-        if producers.count > 1 { flowsThisPump.insert(peeked) }
+        if firstFlowThisPump < 0 { firstFlowThisPump = peeked } else if peeked != firstFlowThisPump { pumpMixesFlows = true }
     }
 
     var pendingBytes: Int {
@@ -67,8 +69,9 @@ final class FlowScheduler: DatagramProducer {
 
     /// Call after each pump: counts a submission that mixed flows.
     func endPump() {
-        if flowsThisPump.count > 1 { mixedSubmissions += 1 }
-        flowsThisPump.removeAll(keepingCapacity: true)
+        if pumpMixesFlows { mixedSubmissions += 1 }
+        firstFlowThisPump = -1
+        pumpMixesFlows = false
     }
 }
 

@@ -75,7 +75,7 @@ public final class MediaSender: Sendable {
     /// The configuration of the first flow (the only one of a single-flow sender).
     public var config: MediaSenderConfig { flows[0].config }
     /// Every flow's configuration, by index.
-    public let flowConfigs: [MediaSenderConfig]
+    public var flowConfigs: [MediaSenderConfig] { flows.map(\.config) }
     private let flows: [FlowHandle]
     private let stopRequested = Atomic<Bool>(false)
     private let wakeEvent: WakeEvent
@@ -92,7 +92,6 @@ public final class MediaSender: Sendable {
         }
         let wakeEvent = try WakeEvent()
         self.wakeEvent = wakeEvent
-        flowConfigs = configs
         flows = configs.map { FlowHandle(config: $0, wakeEvent: wakeEvent) }
     }
 

@@ -21,9 +21,9 @@ final class PathMTUController: DatagramProducer {
     private var pendingProbe: PathMTUProber.Probe?
     private var largeConfirmedSeen = 0
     private var confirmedSeen = 0
-    /// Media loss rate (smoothed over ~200 ms of ticks), and the counts it was last taken from.
+    /// Media loss rate (smoothed over ~200 ms of ticks), and the lost count it was last taken from.
     private var lossRate = 0.0
-    private var lossCountsSeen = (lost: 0, confirmed: 0)
+    private var lostSeen = 0
     private let configuredMTU: Int?
     /// Monotonic time the prober started.
     private let startedAt: Int64
@@ -100,9 +100,9 @@ final class PathMTUController: DatagramProducer {
         prober.mediaAboveBase(lost: lost, confirmed: confirmed, smallConfirmed: smallConfirmed,
                               receiverAlive: receiverAlive, now: now)
         prober.roundTripTime = roundTripMilliseconds.map { Int64($0 * 1e6) }
-        let newlyLost = max(0, flow.log.lost - lossCountsSeen.lost)
-        let newlyConfirmed = max(0, flow.log.confirmed - lossCountsSeen.confirmed)
-        lossCountsSeen = (flow.log.lost, flow.log.confirmed)
+        let newlyLost = max(0, flow.log.lost - lostSeen)
+        let newlyConfirmed = max(0, confirmed + smallConfirmed)
+        lostSeen = flow.log.lost
         if newlyLost + newlyConfirmed > 0 {
             lossRate = lossRate * 0.9 + Double(newlyLost) / Double(newlyLost + newlyConfirmed) * 0.1
         }
