@@ -8,7 +8,7 @@ let gstLaunch = ["/usr/bin/gst-launch-1.0"].first { FileManager.default.isExecut
 /// GStreamer 1.22 on both ends of our stream (tools/setup installs it).
 @Suite(.enabled(if: uringEnabled && gstLaunch != nil, "needs io_uring and GStreamer (tools/setup installs it)"))
 struct GStreamerInteropTests {
-    /// GStreamer's rtpbin receives our stream and sends RFC 3550 receiver reports (every ~5 s)
+    /// GStreamer's rtpbin receives our stream and sends RFC 3550 receiver reports (every 2-6 s)
     /// from its RTCP port to ours: they confirm packets (nothing counted lost on loopback), the
     /// default bound makes room for two of its report intervals instead of stalling between
     /// them, no path-MTU probe goes to it, and what it wrote decodes.
@@ -52,11 +52,15 @@ struct GStreamerInteropTests {
         let confirmed = intField(send, "packets.confirmed") ?? 0
         print("gstreamer: sent \(packets), confirmed \(confirmed), unconfirmed \(intField(send, "packets.unconfirmed") ?? -1), reports \(intField(send, "feedback.reports") ?? 0), interval \(field(send, "feedback.intervalMs") ?? "-") ms, bound \(intField(send, "bytes.maxUnconfirmed") ?? 0)")
         #expect((intField(send, "feedback.reports") ?? 0) >= 2)
+        // RFC 3550 6.3.1: rtpbin's 5 s minimum interval is randomized over [0.5, 1.5] and
+        // divided by e - 3/2, so every gap between its reports lies in 2.05...6.16 s, and so
+        // does the sender's smoothed measure of them. (A CI run saw 2.90 s.)
         let interval = field(send, "feedback.intervalMs") as? Double ?? 0
-        #expect(interval > 3000 && interval < 8000, "rtpbin's report interval \(interval) ms")
+        #expect(interval > 2000 && interval < 6500, "rtpbin's report interval \(interval) ms")
         #expect(intField(send, "packets.lost") == 0)
-        // All but what went out after its last report (under one interval, ~5 s of 12).
-        #expect(Double(confirmed) >= 0.5 * Double(packets), "confirmed \(confirmed) of \(packets)")
+        // All but what went out after its last report: that one came at most 6.16 s before
+        // the end of the 12 s run, so at least ~45 % of the packets are confirmed.
+        #expect(Double(confirmed) >= 0.4 * Double(packets), "confirmed \(confirmed) of \(packets)")
         #expect(intField(send, "frames.droppedUnconfirmed") == 0)
         #expect(intField(send, "frames.sent") == 360)
         #expect(intField(send, "path.probes.sent") == 0)
