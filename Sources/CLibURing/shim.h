@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <linux/errqueue.h>
 #include <linux/time_types.h>
 #include <liburing.h>
@@ -167,6 +169,26 @@ static inline int cu_setns_net(int fd) { return setns(fd, 0x40000000 /* CLONE_NE
 /// io_uring_enter. Returns the number submitted or a negative errno.
 static inline int cu_submit_and_wait(struct io_uring *ring, unsigned wait_nr) {
     return io_uring_submit_and_wait(ring, wait_nr);
+}
+
+/// Submits what is queued and waits, in one io_uring_enter, until `wait_nr` completions are
+/// ready or `timeout_ns` has passed (IORING_ENTER_EXT_ARG, Linux 5.11: the timeout belongs to
+/// this wait alone; no timer entry, no completion for it). For rings without SQPOLL, as
+/// liburing's own submit does: publish the SQ tail, then enter. Returns the number submitted
+/// (even when the wait then timed out), 0 or -ETIME when nothing was, or a negative errno.
+static inline int cu_submit_and_wait_timeout(struct io_uring *ring, unsigned wait_nr, long long timeout_ns) {
+    struct io_uring_sq *sq = &ring->sq;
+    unsigned tail = sq->sqe_tail;
+    if (sq->sqe_head != tail) {
+        sq->sqe_head = tail;
+        io_uring_smp_store_release(sq->ktail, tail);
+    }
+    unsigned to_submit = tail - io_uring_smp_load_acquire(sq->khead);
+    struct __kernel_timespec ts = { .tv_sec = timeout_ns / 1000000000LL, .tv_nsec = timeout_ns % 1000000000LL };
+    struct io_uring_getevents_arg arg = { .sigmask = 0, .sigmask_sz = _NSIG / 8, .pad = 0, .ts = (__u64)(uintptr_t)&ts };
+    long rc = syscall(__NR_io_uring_enter, ring->ring_fd, to_submit, wait_nr,
+                      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof(arg));
+    return rc < 0 ? -errno : (int)rc;
 }
 
 static inline int cu_peek_cqe(struct io_uring *ring, struct io_uring_cqe **cqe) {

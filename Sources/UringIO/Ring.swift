@@ -73,6 +73,8 @@ public final class Ring {
     public private(set) var timerArmed = false
     /// True while the alarm's SQE is in flight.
     public private(set) var alarmArmed = false
+    /// The kernel takes a timeout with each wait (IORING_FEAT_EXT_ARG).
+    public let hasWaitTimeouts: Bool
 
     /// Opens a ring with `entries` submission slots. `io_uring_queue_init_params`.
     public init(entries: UInt32 = 256) throws(SystemError) {
@@ -95,6 +97,7 @@ public final class Ring {
             timerSpec.deallocate()
             throw SystemError("io_uring_queue_init", errno: -rc, context: "\(entries) entries")
         }
+        hasWaitTimeouts = params.features & IORING_FEAT_EXT_ARG != 0
     }
 
     deinit {
@@ -136,7 +139,12 @@ public final class Ring {
     @discardableResult
     public func submit(waitingFor minimumCompletions: UInt32 = 0) throws(SystemError) -> Int {
         guard pendingEntries > 0 || minimumCompletions > 0 else { return 0 }
-        let rc = cu_submit_and_wait(ring, minimumCompletions)
+        return try entered(cu_submit_and_wait(ring, minimumCompletions))
+    }
+
+    /// Counts one `io_uring_enter` and what it submitted. A signal interrupting the wait, a
+    /// full completion queue or the wait's own timeout is not an error.
+    private func entered(_ rc: Int32) throws(SystemError) -> Int {
         enterCalls += 1
         if rc == -EINTR || rc == -EAGAIN || rc == -EBUSY || rc == -ETIME { return 0 }
         if rc < 0 { throw SystemError("io_uring_enter", errno: -rc) }
@@ -145,8 +153,27 @@ public final class Ring {
         return Int(rc)
     }
 
+    /// Submits every prepared entry and waits, in the same `io_uring_enter`, until
+    /// `minimumCompletions` completions are ready or `timeoutNanoseconds` has passed.
+    ///
+    /// The timeout belongs to this one wait (IORING_ENTER_EXT_ARG): unlike a timer entry it
+    /// cannot outlive the wait and hold back a shorter one, and it posts no completion.
+    /// Completions of sends issued inline by this very submission count towards
+    /// `minimumCompletions`, so a caller that waits for something else adds them. On kernels
+    /// before 5.11 (no EXT_ARG) it falls back to `armTimer` and waits for one completion.
+    /// Returns the number of entries submitted.
+    @discardableResult
+    public func submit(waitingFor minimumCompletions: UInt32, timeoutNanoseconds: Int64) throws(SystemError) -> Int {
+        guard hasWaitTimeouts else {
+            try armTimer(nanoseconds: timeoutNanoseconds)
+            return try submit(waitingFor: 1)
+        }
+        return try entered(cu_submit_and_wait_timeout(ring, max(minimumCompletions, 1), max(timeoutNanoseconds, 1_000)))
+    }
+
     /// Queues a timer that completes after `nanoseconds` (IORING_OP_TIMEOUT), unless one is armed.
-    /// The engine waits with it in the same ring instead of sleeping in another thread.
+    /// It stays armed across waits until it fires: for a bounded wait use
+    /// `submit(waitingFor:timeoutNanoseconds:)`, whose timeout cannot outlive it.
     public func armTimer(nanoseconds: Int64) throws(SystemError) {
         guard !timerArmed else { return }
         try queueTimeout(slot: 0, nanoseconds: nanoseconds)

@@ -130,6 +130,57 @@ struct RingTests {
         #expect(pair.received.map(\.payload) == datagrams)
     }
 
+    /// A wait with its own timeout: the completions of the sends it submits (posted during
+    /// the submission) do not end it when the caller counts them in, it ends at the timeout
+    /// without posting anything of its own, and a wait for one completion ends at once.
+    @Test func waitTimeoutsOutwaitInlineSendCompletions() throws {
+        let ring = try Ring()
+        try #require(ring.hasWaitTimeouts, "kernel without IORING_FEAT_EXT_ARG (before 5.11)")
+        let receiver = try UDPSocket(family: .ipv4)
+        try receiver.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
+        let sender = try UDPSocket(family: .ipv4)
+        try sender.connect(try receiver.localAddress())
+        sender.gsoEnabled = false
+        let queue = UDPSendQueue(ring: ring, slots: 4, slotCapacity: 4096)
+        let index = queue.register(sender)
+        var reports: [SendReport] = []
+        queue.onReport = { reports.append($0) }
+        func prepare(_ count: Int) throws {
+            let slot = try #require(queue.acquire())
+            for _ in 0..<count { _ = queue.appendDatagram(slot, length: 200) }
+            queue.commit(slot, socketIndex: index, destination: nil, mark: TrafficMark(.default, ecn: .notECT), tag: 0)
+            #expect(try queue.submitReady() == count)
+        }
+        // Three sends, waiting for one completion beyond them: the wait lasts its 30 ms.
+        try prepare(3)
+        var start = monotonicNanoseconds()
+        #expect(try ring.submit(waitingFor: 1 + 3, timeoutNanoseconds: 30_000_000) == 3)
+        #expect(monotonicNanoseconds() - start >= 29_000_000)
+        var kinds: [UInt8] = []
+        #expect(ring.reap { kinds.append($0.tag.kind); queue.handle($0) } == 3)
+        #expect(kinds == [CompletionTag.sendKind, CompletionTag.sendKind, CompletionTag.sendKind])
+        #expect(reports.count == 1 && reports[0].sentDatagrams == 3)
+        // Nothing to submit: the timeout alone, and no completion for it.
+        start = monotonicNanoseconds()
+        #expect(try ring.submit(waitingFor: 1, timeoutNanoseconds: 20_000_000) == 0)
+        #expect(monotonicNanoseconds() - start >= 19_000_000)
+        #expect(ring.reap { _ in } == 0)
+        // Waiting for one completion: the send's own ends the wait long before its 5 s.
+        try prepare(1)
+        start = monotonicNanoseconds()
+        #expect(try ring.submit(waitingFor: 1, timeoutNanoseconds: 5_000_000_000) == 1)
+        #expect(monotonicNanoseconds() - start < 4_000_000_000)
+        #expect(ring.reap { queue.handle($0) } == 1)
+        #expect(ring.enterCalls == 3)
+        // All four datagrams arrived.
+        var buffer = [UInt8](repeating: 0, count: 512)
+        var arrived = 0
+        while try buffer.withUnsafeMutableBytes({ try PlainUDP.receiveFrom(receiver, into: $0, flags: Int32(MSG_DONTWAIT)) }) == 200 {
+            arrived += 1
+        }
+        #expect(arrived == 4)
+    }
+
     /// A send to a closed port on a connected socket fails with ECONNREFUSED and is reported.
     @Test func failedSendsAreReportedNotLost() throws {
         let ring = try Ring()

@@ -1,7 +1,7 @@
 import UringIO
 
 /// A receive loop on its own ring: a multishot `recvmsg` on a buffer ring per socket, with
-/// io_uring timeouts to check for a stop request and to run periodic work. Runs on the
+/// a timeout on each wait to check for a stop request and to run periodic work. Runs on the
 /// thread that calls `run`.
 public final class DatagramReceiveLoop {
     /// The ring.
@@ -43,8 +43,7 @@ public final class DatagramReceiveLoop {
         for receiver in receivers { try receiver.arm() }
         var failure: SystemError?
         while !shouldStop() {
-            try ring.armTimer(nanoseconds: checkInterval)
-            try ring.submit(waitingFor: 1)
+            try ring.submit(waitingFor: 1, timeoutNanoseconds: checkInterval)
             _ = ring.reap { completion in
                 guard completion.tag.kind == CompletionTag.receiveKind else { return }
                 let index = Int(completion.tag.payload) - 1

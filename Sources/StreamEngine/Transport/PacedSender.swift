@@ -83,7 +83,8 @@ public enum PumpState: Sendable, Equatable {
 
 /// Puts datagrams on the wire through io_uring: many per submission, released by the
 /// completions of earlier submissions (the completion window) and by a token-bucket
-/// rate budget. Waits are io_uring timeouts in the same ring.
+/// rate budget. Waits carry their own timeout (the pacer's next release) in the same
+/// `io_uring_enter` that submits.
 ///
 /// Owned by one engine thread, like its ring.
 public final class PacedSender {
@@ -200,10 +201,22 @@ public final class PacedSender {
     }
 
     /// Submits what `pump` prepared and waits (in the same `io_uring_enter`) for a
-    /// completion or until `timeoutNanoseconds` (an io_uring timeout) passes.
+    /// completion or until `timeoutNanoseconds` passes.
     public func submitAndWait(timeoutNanoseconds: Int64?) throws(SystemError) {
-        if let timeoutNanoseconds { try ring.armTimer(nanoseconds: max(timeoutNanoseconds, 1_000)) }
-        try ring.submit(waitingFor: 1)
+        try submitAndWait(timeoutNanoseconds: timeoutNanoseconds, sendsJustPrepared: 0)
+    }
+
+    /// Submits and waits; with a timeout, the `sendsJustPrepared` (whose completions the
+    /// kernel posts during this very submission) do not end the wait: it lasts until the
+    /// timeout or some other completion (feedback, a wake-up, a send that had to wait).
+    /// So a paced sender enters the kernel once per batch, not once for the batch and once
+    /// more for the wait that follows its completions.
+    private func submitAndWait(timeoutNanoseconds: Int64?, sendsJustPrepared: Int) throws(SystemError) {
+        if let timeoutNanoseconds {
+            try ring.submit(waitingFor: UInt32(1 + sendsJustPrepared), timeoutNanoseconds: timeoutNanoseconds)
+        } else {
+            try ring.submit(waitingFor: 1)
+        }
     }
 
     /// Handles a send completion (tag kind `sendKind`).
@@ -219,24 +232,29 @@ public final class PacedSender {
                     beforePump: () throws(SystemError) -> Bool = { true }, afterPump: () -> Void = {},
                     other: (Completion) -> Void = { _ in }) throws(SystemError) {
         while try beforePump() {
+            let sendsBefore = queue.counters.sendCalls
             let state = try pump(producer)
             afterPump()
             if state == .idle && isDrained && isFinished() { return }
+            let sends = queue.counters.sendCalls - sendsBefore
+            // With a deadline (the pacer's, or the idle poll) the wait is not ended by the
+            // completions of the sends it submits; without one (window or slots full) those
+            // completions are what it waits for.
             var timeout: Int64?
             if case .paced(let nanoseconds) = state { timeout = nanoseconds }
-            if state == .idle && isDrained { timeout = idlePoll }
+            if state == .idle { timeout = idlePoll }
             if state == .batchFull && queue.batchesInFlight < config.completionWindow {
                 // More may go at once: submit without waiting.
                 try ring.submit()
             } else {
-                try submitAndWait(timeoutNanoseconds: timeout)
+                try submitAndWait(timeoutNanoseconds: timeout, sendsJustPrepared: sends)
             }
             reapCompletions(other: other)
         }
         // Stopped: let what is in flight complete, so every count is final.
         while !isDrained {
             if queue.readySlots > 0 { try queue.submitReady() }
-            try submitAndWait(timeoutNanoseconds: 100_000_000)
+            try submitAndWait(timeoutNanoseconds: 100_000_000, sendsJustPrepared: 0)
             reapCompletions(other: other)
         }
     }
