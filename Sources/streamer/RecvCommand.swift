@@ -29,11 +29,14 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
 
 let recvHelp = """
 usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
-                     [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--rtcp-mux] [--quiet]
+                     [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--feedback-interval SECONDS]
+                     [--rtcp-mux] [--quiet]
   --out PATH|-     write the decodable frames (complete, from a keyframe on) as Annex B H.265 (ffmpeg -i x.hevc)
   --frames N       stop after N frames;  --duration S  stop after S seconds
   --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
   --no-feedback    send no RTCP to the sender
+  --feedback-interval S  feedback (RFC 8888, receiver report) at most every S seconds while packets
+                   or sender reports arrive, default 0.02 (at least 0.001)
   --rtcp-mux       RTCP on the RTP port itself (RFC 5761), both ways, not RTP port + 1
   --from HOST:PORT accept the stream only from this address (default: the first valid stream)
 """
@@ -48,6 +51,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var statsEvery: Double?
     var feedback = true
     var rtcpMux = false
+    var feedbackInterval: Double?
     var from: SocketAddress?
     var quiet = false
     var reader = ArgumentReader(arguments)
@@ -61,6 +65,13 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         case "--stats-every": statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
         case "--no-feedback": feedback = false
         case "--rtcp-mux": rtcpMux = true
+        case "--feedback-interval":
+            let value = try reader.value(for: argument)
+            let seconds = try parseSeconds(value, option: argument)
+            guard (0.001...10).contains(seconds) else {
+                throw UsageError("\(argument): '\(value)' must be between 0.001 and 10 seconds")
+            }
+            feedbackInterval = seconds
         case "--from": from = try parseAddress(try reader.value(for: argument), option: argument)
         case "--quiet": quiet = true
         default: throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
@@ -70,6 +81,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var config = MediaReceiverConfig(listen: listen)
     config.feedback = feedback
     config.rtcpMux = rtcpMux
+    if let feedbackInterval { config.reportInterval = Int64(feedbackInterval * 1e9) }
     config.from = from
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }

@@ -365,6 +365,8 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     config.maxUnconfirmedBytes = options.maxUnconfirmed
     config.rtcpMux = options.rtcpMux
     if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
+    // A --stats file rewritten more often than the engine's default publishing shows every rewrite.
+    if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, Int64(every * 1e9)) }
     return config
 }
 

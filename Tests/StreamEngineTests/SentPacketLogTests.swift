@@ -1,3 +1,4 @@
+import MediaFormats
 import Testing
 @testable import StreamEngine
 
@@ -17,5 +18,40 @@ struct SentPacketLogTests {
         #expect(log.confirmed == 10 && log.unconfirmedPackets == 0 && log.unconfirmedBytes == 0)
         log.confirmThrough(2000)  // beyond what was sent: nothing more
         #expect(log.confirmed == 10 && log.sent == 10)
+    }
+}
+
+struct SenderRTTTests {
+    /// Receiver reports that answer the same sender report (LSR) again, with a longer DLSR,
+    /// are one round trip, not several: only a new LSR makes a new RTT sample.
+    @Test func oneSamplePerSenderReport() throws {
+        let ssrc: UInt32 = 0x1234_5678
+        let feedback = SenderFeedback(ssrc: ssrc)
+        let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
+        let second: Int64 = 1_000_000_000
+        let sentAt = 1_800_000_000 * second  // the sender report's NTP time, realtime
+        let lsr = NTPTime(unixSeconds: sentAt / second, nanoseconds: 0).compact
+        func report(lastSR: UInt32, dlsrMilliseconds: UInt32) -> [UInt8] {
+            let block = RTCPReportBlock(ssrc: ssrc, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0,
+                                        jitter: 0, lastSR: lastSR, delaySinceLastSR: dlsrMilliseconds * 65_536 / 1000)
+            return RTCPCompoundBuilder.build([.receiverReport(RTCPReceiverReport(ssrc: 7, reportBlocks: [block]))])
+        }
+        func deliver(_ bytes: [UInt8], at realtime: Int64) {
+            _ = bytes.withUnsafeBytes { feedback.handle($0, flow: flow, now: realtime, realtime: realtime) }
+        }
+        // The first answer: 50 ms after the SR, 10 ms held at the receiver: 40 ms.
+        deliver(report(lastSR: lsr, dlsrMilliseconds: 10), at: sentAt + 50_000_000)
+        #expect(abs((feedback.rttLast ?? 0) - 40) < 0.1)
+        let firstAt = feedback.rttLastAt
+        #expect(firstAt == sentAt + 50_000_000)
+        // The same SR answered again 20 ms later (30 ms held): no new sample.
+        deliver(report(lastSR: lsr, dlsrMilliseconds: 30), at: sentAt + 70_000_000)
+        #expect(feedback.rttLastAt == firstAt)
+        // A new SR (sent 100 ms later) with a 60 ms round trip is a new sample.
+        let lsr2 = NTPTime(unixSeconds: sentAt / second, nanoseconds: 100_000_000).compact
+        deliver(report(lastSR: lsr2, dlsrMilliseconds: 5), at: sentAt + 165_000_000)
+        #expect(abs((feedback.rttLast ?? 0) - 60) < 0.1)
+        #expect(feedback.rttLastAt == sentAt + 165_000_000)
+        #expect(abs((feedback.rttSmoothed ?? 0) - (40 * 7.0 / 8 + 60.0 / 8)) < 0.1)
     }
 }

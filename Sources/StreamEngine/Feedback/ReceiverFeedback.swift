@@ -21,6 +21,8 @@ public struct ReceiverFeedback: Sendable {
     private var highest: Int64 = -1
     private var lastSRCompact: UInt32 = 0
     private var lastSRArrival: Int64 = 0
+    /// A sender report arrived that no report has answered yet.
+    public private(set) var senderReportUnanswered = false
     private var pictureLossPending = false
     private var probesToConfirm: [RTCPPathMTUConfirmation.Entry] = []
     /// Reports built.
@@ -34,8 +36,12 @@ public struct ReceiverFeedback: Sendable {
         self.maxPending = maxPending
     }
 
-    /// True when packets arrived since the last report.
-    public var hasNews: Bool { !pending.isEmpty || pictureLossPending || !probesToConfirm.isEmpty }
+    /// True when packets or a sender report arrived since the last report (a sender report
+    /// is answered at the next report time even when no media arrives, so the sender's RTT
+    /// sample is fresh and each sender report is answered before the next one replaces it).
+    public var hasNews: Bool {
+        !pending.isEmpty || pictureLossPending || !probesToConfirm.isEmpty || senderReportUnanswered
+    }
 
     /// Notes a path-MTU probe that arrived: the next report confirms it (RTCP APP "PMTU").
     public mutating func confirmProbe(id: UInt32, size: Int) {
@@ -61,6 +67,7 @@ public struct ReceiverFeedback: Sendable {
     public mutating func noteSenderReport(ntpTimestamp: UInt64, arrival: Int64) {
         lastSRCompact = UInt32(truncatingIfNeeded: ntpTimestamp >> 16)
         lastSRArrival = arrival
+        senderReportUnanswered = true
     }
 
     /// Asks for a keyframe in the next report.
@@ -74,6 +81,7 @@ public struct ReceiverFeedback: Sendable {
     /// than one datagram's CCFB covers, further datagrams carry the rest (RR + CCFB each).
     public mutating func makeReports(now: Int64, mediaSSRC: UInt32, tracker: inout RTPSequenceTracker) -> [[UInt8]] {
         pending.sort { $0.sequence < $1.sequence }
+        senderReportUnanswered = false
         var all = pending
         var datagrams: [[UInt8]] = []
         repeat {

@@ -15,6 +15,8 @@ final class SenderFeedback {
     private(set) var rttSmoothed: Double?
     /// When the report that gave `rttLast` arrived (CLOCK_REALTIME nanoseconds, kernel timestamp).
     private(set) var rttLastAt: Int64?
+    /// The sender report (its LSR) behind `rttLast`: each one's round trip is one sample.
+    private var rttLastSR: UInt32?
     /// Monotonic time of the last accepted feedback.
     private(set) var lastFeedback: Int64 = 0
     private(set) var feedbackSeen = false
@@ -176,11 +178,18 @@ final class SenderFeedback {
         return wantsKeyframe
     }
 
+    /// Takes the round trip of the sender report a block answers (RFC 3550 6.4.1), once per
+    /// sender report: a receiver that reports more often than sender reports arrive (or
+    /// after one was lost) repeats the same LSR with a longer DLSR, which is the same round
+    /// trip again, and counting it again would weight the reports that got through a loaded
+    /// queue over the ones it dropped.
     private func noteRTT(_ block: RTCPReportBlock, realtime: Int64) {
+        guard block.lastSR != rttLastSR else { return }
         let ntp = NTPTime(unixSeconds: realtime / 1_000_000_000, nanoseconds: UInt32(realtime % 1_000_000_000))
         guard let compact = NTPTime.roundTripTime(arrivalCompact: ntp.compact, lastSR: block.lastSR,
                                                   delaySinceLastSR: block.delaySinceLastSR) else { return }
         let milliseconds = Double(NTPTime.microseconds(compact: compact)) / 1000
+        rttLastSR = block.lastSR
         rttLast = milliseconds
         rttLastAt = realtime
         rttMin = min(rttMin ?? milliseconds, milliseconds)

@@ -18,7 +18,7 @@ public struct MediaReceiverConfig: Sendable {
     /// Feedback goes to the sender's RTP port + 1 and is received on ours + 1 (what ffmpeg and
     /// GStreamer do), or, with `rtcpMux`, on the RTP ports themselves.
     public var rtcpMux = false
-    /// How often feedback goes out while packets arrive (nanoseconds).
+    /// How often feedback goes out while packets (or sender reports) arrive (nanoseconds).
     public var reportInterval: Int64 = 20_000_000
 
     /// Makes a configuration listening on `listen`.
@@ -246,12 +246,17 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         }
         // Feedback leaves from the RTCP socket, or with rtcp-mux from the RTP socket itself.
         let feedbackSocket = rtcpSocket ?? (config.rtcpMux && config.feedback ? socket : nil)
-        func sendFeedback(now: Int64) {
+        func sendFeedback(now: Int64, answeringSenderReport: Bool = false) {
             guard let feedbackSocket, let ssrc = lockedSSRC, let source = lockedSource else { return }
             var destination = source
             if !config.rtcpMux { destination.port = source.port &+ 1 }
+            // A sender report about to be replaced by a newer one is answered first (at most one
+            // report per quarter interval), so every one gives the sender its RTT sample: SRs
+            // that a draining queue delivers close together would otherwise leave only the
+            // later, less delayed one answered, and the sender's RTT would read low.
             let due = feedback.isFull || now - lastReport >= 250_000_000
                 || (feedback.hasNews && now - lastReport >= config.reportInterval)
+                || (answeringSenderReport && now - lastReport >= config.reportInterval / 4)
             guard due else { return }
             lastReport = now
             let pliBefore = feedback.pictureLossIndications
@@ -278,7 +283,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             statsBox.withLock { $0 = snapshot }
         }
 
-        try loop.run(checkInterval: 10_000_000, shouldStop: {
+        try loop.run(checkInterval: min(10_000_000, max(config.reportInterval, 1_000_000)), shouldStop: {
             stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
         }, tick: {
             if config.feedback { sendFeedback(now: realtimeNanoseconds()) }
@@ -298,6 +303,9 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                 for error in parsed.errors { local.rejected["rtcp." + error.reason, default: 0] += 1 }
                 for packet in parsed.packets {
                     if case .senderReport(let report) = packet, report.ssrc == lockedSSRC {
+                        if config.feedback && feedback.senderReportUnanswered {
+                            sendFeedback(now: realtimeNanoseconds(), answeringSenderReport: true)
+                        }
                         feedback.noteSenderReport(ntpTimestamp: report.ntpTimestamp,
                                                   arrival: datagram.timestampNanoseconds > 0
                                                       ? datagram.timestampNanoseconds : realtimeNanoseconds())

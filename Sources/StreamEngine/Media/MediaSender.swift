@@ -56,6 +56,10 @@ public struct MediaSenderConfig: Sendable {
     public var pathMTUReprobeInterval: Int64 = 15_000_000_000
     /// With `mtu` auto: the smallest MTU assumed to work on an IPv4 path (IPv6: 1280).
     public var pathMTUBaseIPv4 = 1200
+    /// How often the engine publishes its counters for `stats(flow:)` while running
+    /// (nanoseconds; the shortest of all flows' applies). What `stats` returns is at most
+    /// this old.
+    public var statsInterval: Int64 = 50_000_000
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -185,6 +189,7 @@ public final class MediaSender: Sendable {
             }
         }
         var lastPublish: Int64 = 0
+        let publishInterval = max(flowConfigs.map(\.statsInterval).min() ?? 50_000_000, 1_000_000)
         func armSenderReportAlarm(now: Int64) throws(SystemError) {
             let due = senderFlows.compactMap { $0.senderReportDue(now: now) }.min()
             if let due { try ring.armAlarm(nanoseconds: max(due - now, 1_000)) }
@@ -200,7 +205,7 @@ public final class MediaSender: Sendable {
                 flow.tick(now: now)
             }
             try armSenderReportAlarm(now: now)  // no-op while one is armed
-            if now - lastPublish > 50_000_000 {
+            if now - lastPublish >= publishInterval {
                 lastPublish = now
                 publish()
             }
