@@ -109,6 +109,8 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         (["recv", "--listen", "70000"], "--listen"),
         (["recv"], "--listen"),
         (["recv", "--listen", "5004", "--bogus"], "--bogus"),
+        (["recv", "--listen", "5004", "--feedback-interval", "0.0001"], "--feedback-interval"),
+        (["recv", "--listen", "5004", "--feedback-interval", "soon"], "--feedback-interval"),
         (["fly"], "fly"),
         ([], "usage"),
     ])
