@@ -3,6 +3,7 @@ import MediaFormats
 import StreamEngine
 import Synchronization
 import Testing
+import TestSupport
 import UringIO
 
 /// A `MediaReceiver` on loopback running on its own thread, collecting what it emits.
@@ -124,5 +125,46 @@ struct MultiFlowTests {
         #expect(dyingStats.framesDroppedUnconfirmed > 0)
         #expect(dyingStats.peakUnconfirmedBytes <= bound, "peak \(dyingStats.peakUnconfirmedBytes)")
         #expect(dyingStats.framesSent < frameCount)
+    }
+
+    /// Two flows paced at 8 Mbit/s each share a pacer at 16 Mbit/s. With the second flow
+    /// idle, the first still leaves at its own 8 Mbit/s: its receiver's kernel timestamps
+    /// never show a burst above that rate line beyond its own 2 ms quantum (without its own
+    /// cap it would take all 16 Mbit/s: ~600 KB above the line over this 1.2 MB).
+    @Test func aFlowKeepsToItsOwnPaceWhileAnotherIsIdle() throws {
+        let pace = 8_000_000.0
+        let receivers = (0..<2).map { _ in
+            ThreadedReceiver(gro: false, expected: 2_000, size: { _ in 0 }, recordArrivals: true)
+        }
+        try #require(receivers.allSatisfy { $0.failure == nil && $0.port != 0 })
+        let configs = receivers.map { receiver in
+            var config = MediaSenderConfig(destination: SocketAddress(ip: "127.0.0.1", port: receiver.port)!)
+            config.mtu = .fixed(1500)
+            config.paceBitsPerSecond = pace
+            config.feedback = false
+            return config
+        }
+        let sender = try MediaSender(flows: configs)
+        var random = SplitMix64(seed: 42)
+        for index in 0..<20 {
+            // 60 KB access units (one IDR NAL unit each): FU fragments of equal size.
+            let nal = [0x26, 0x01] + (0..<60_000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            #expect(sender.send(AccessUnit(nalUnits: [nal], timestamp: UInt32(index * 3000), isKeyframe: true), flow: 0))
+        }
+        sender.finish()
+        try sender.run()
+        let sent = sender.stats(flow: 0)
+        let got = receivers[0].finish(expected: sent.packetsSent, seconds: 20)
+        let idle = receivers[1].finish(expected: 1, seconds: 0.1)
+        #expect(sent.framesSent == 20 && got.received == sent.packetsSent)
+        #expect(idle.received == 0 && sender.stats(flow: 1).packetsSent == 0)
+        let arrivals = got.arrivals.sorted { $0.timestamp < $1.timestamp }
+        try #require(arrivals.count == sent.packetsSent && arrivals.allSatisfy { $0.timestamp > 0 })
+        let burst = largestBurstAboveRate(arrivals, rateBitsPerSecond: pace)
+        // The cap's quantum (2 ms of 8 Mbit/s, at least 1500 B: 2,000 B), one datagram and
+        // 1 ms at the rate for receive-timestamp jitter on a loaded machine.
+        #expect(burst <= 2_000 + 1_500 + pace / 8 * 0.001, "burst of \(burst) bytes above 8 Mbit/s")
+        let span = Double(arrivals.last!.timestamp - arrivals.first!.timestamp) / 1e9
+        print("flow cap: \(got.bytes) B in \(span) s = \(Double(got.bytes) * 8 / span / 1e6) Mbit/s, largest burst \(burst) B")
     }
 }

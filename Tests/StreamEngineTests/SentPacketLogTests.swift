@@ -21,6 +21,26 @@ struct SentPacketLogTests {
     }
 }
 
+struct SentPacketLogMoveTests {
+    /// A flow that moves to another receiver writes off what the old one had not confirmed:
+    /// out of the unconfirmed count, not lost; the new receiver's cumulative report does not
+    /// claim them; the four states always add up to what was sent.
+    @Test func movingAwayAbandonsWhatIsUnconfirmed() {
+        var log = SentPacketLog(capacity: 64)
+        for sequence in 0..<10 { log.recordSent(sequence: Int64(sequence), bytes: 100, at: Int64(sequence)) }
+        for sequence in 0..<4 { log.confirm(Int64(sequence)) }
+        #expect(log.expireUnconfirmed(sentBefore: 5) == 1)  // 4 too old
+        #expect(log.abandonUnconfirmed() == 5)  // 5...9
+        #expect(log.abandoned == 5 && log.unconfirmedPackets == 0 && log.unconfirmedBytes == 0 && log.lost == 1)
+        for sequence in 10..<14 { log.recordSent(sequence: Int64(sequence), bytes: 100, at: Int64(sequence)) }
+        log.confirmThrough(13)  // the new receiver's highest: its own packets only, and the lost one
+        #expect(log.confirmed == 9 && log.abandoned == 5 && log.lost == 0 && log.unconfirmedPackets == 0)
+        #expect(log.confirm(7) == .confirmed)  // per-packet word that one arrived after all
+        #expect(log.abandoned == 4 && log.confirmed == 10)
+        #expect(log.sent == log.confirmed + log.lost + log.unconfirmedPackets + log.abandoned)
+    }
+}
+
 struct SenderRTTTests {
     /// Receiver reports that answer the same sender report (LSR) again, with a longer DLSR,
     /// are one round trip, not several: only a new LSR makes a new RTT sample.

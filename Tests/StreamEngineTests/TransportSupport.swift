@@ -30,12 +30,12 @@ func checkPattern(_ payload: UnsafeRawBufferPointer, size: (Int) -> Int, limit: 
     guard payload.count >= 8 || payload.count == size(0) else { return nil }
     var index = 0
     if payload.count >= 8 {
-        index = Int(UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self)))
+        index = Int(truncatingIfNeeded: UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self)))
     } else {
         // Datagrams shorter than 8 bytes carry only part of the index: accept by pattern.
         var raw = [UInt8](repeating: 0, count: 8)
         for j in 0..<payload.count { raw[j] = payload[j] }
-        index = Int(UInt64(littleEndian: raw.withUnsafeBytes { $0.load(as: UInt64.self) }))
+        index = Int(truncatingIfNeeded: UInt64(littleEndian: raw.withUnsafeBytes { $0.load(as: UInt64.self) }))
     }
     guard index >= 0, index < limit, size(index) == payload.count else { return nil }
     for j in 8..<max(8, payload.count) where payload[j] != UInt8(truncatingIfNeeded: index &* 31 &+ j) { return nil }
@@ -194,4 +194,22 @@ func onThread<T: Sendable>(namespace: String? = nil, _ body: @escaping @Sendable
     thread.start()
     done.wait()
     return try result.withLock { $0! }.get()
+}
+
+/// The largest burst above a rate line in arrivals sorted by time: max over i <= j of
+/// bytes(i...j) - R/8 * (t_j - t_i), in one pass. A token bucket of depth Q at rate R
+/// never lets it exceed Q.
+func largestBurstAboveRate(_ arrivals: [(timestamp: Int64, bytes: Int)], rateBitsPerSecond rate: Double) -> Double {
+    guard let origin = arrivals.first?.timestamp else { return 0 }
+    var worstExcess = 0.0
+    var bestStart = -Double.infinity  // max over i of (R/8 * t_i - bytesBefore(i))
+    var cumulative = 0.0
+    let bytesPerNanosecond = rate / 8e9
+    for arrival in arrivals {
+        let t = Double(arrival.timestamp - origin)
+        bestStart = max(bestStart, bytesPerNanosecond * t - cumulative)
+        cumulative += Double(arrival.bytes)
+        worstExcess = max(worstExcess, cumulative - bytesPerNanosecond * t + bestStart)
+    }
+    return worstExcess
 }

@@ -100,18 +100,7 @@ struct PacingTests {
         try #require(arrivals.count == count && arrivals.allSatisfy { $0.timestamp > 0 })
         let span = Double(arrivals.last!.timestamp - arrivals.first!.timestamp) / 1e9
         #expect(span >= 1.0)
-        // max over i <= j of bytes(i...j) - R/8 * (t_j - t_i), in one pass.
-        var worstExcess = 0.0
-        var bestStart = -Double.infinity  // max over i of (R/8 * t_i - bytesBefore(i))
-        var cumulative = 0.0
-        let bytesPerNanosecond = rate / 8e9
-        let origin = arrivals.first!.timestamp
-        for arrival in arrivals {
-            let t = Double(arrival.timestamp - origin)
-            bestStart = max(bestStart, bytesPerNanosecond * t - cumulative)
-            cumulative += Double(arrival.bytes)
-            worstExcess = max(worstExcess, cumulative - bytesPerNanosecond * t + bestStart - 0)
-        }
+        let worstExcess = largestBurstAboveRate(arrivals, rateBitsPerSecond: rate)
         // worstExcess = max burst above the rate line; the bucket allows Q. Receive timestamps
         // jitter on a loaded 2-core machine (other tests run at the same time): allowed are one
         // datagram and 1 ms at the rate (2,500 B), still well under a doubled quantum (12,000 B).

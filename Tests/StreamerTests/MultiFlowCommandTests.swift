@@ -124,7 +124,13 @@ struct MultiFlowCommandTests {
         #expect(complete > 90, "second receiver: \(secondStats)")
         #expect(intField(secondStats, "frames.incomplete") == 0)
         #expect((intField(firstStats, "frames.complete") ?? 0) + complete <= intField(send, "frames.sent") ?? 0)
-        #expect(intField(send, "packets.confirmed") == intField(send, "packets.sent"), "both receivers confirmed what they got")
+        // Every packet accounted: confirmed by the receiver it went to, or sent to the first one
+        // but not yet confirmed when the flow moved (its feedback is not accepted after that).
+        let abandoned = intField(send, "packets.abandoned") ?? -1
+        #expect((0...20).contains(abandoned), "abandoned \(abandoned)")
+        #expect(intField(send, "packets.confirmed") == (intField(send, "packets.sent") ?? 0) - abandoned,
+                "both receivers confirmed what they got")
+        #expect(intField(send, "packets.lost") == 0)
         if let ffmpeg = ["/usr/bin/ffmpeg"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
             let decode = try run(ffmpeg, ["-v", "error", "-nostdin", "-i", directory.appendingPathComponent("second.hevc").path,
                                           "-f", "null", "-"])

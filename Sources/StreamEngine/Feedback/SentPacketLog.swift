@@ -1,11 +1,12 @@
 /// The sender's record of every packet it put on the wire and what became of it:
-/// unconfirmed, confirmed by feedback, or lost (reported missing, or unconfirmed for too
-/// long). Bounded: a fixed ring of entries indexed by extended sequence number.
+/// unconfirmed, confirmed by feedback, lost (reported missing, or unconfirmed for too
+/// long), or abandoned (sent to a receiver the flow has since left). Bounded: a fixed ring
+/// of entries indexed by extended sequence number. `sent` is always the sum of the other four.
 ///
 /// Counts are exact: a packet declared lost that feedback later confirms moves from
 /// `lost` to `confirmed`.
 public struct SentPacketLog: Sendable {
-    private enum State: UInt8 { case empty = 0, unconfirmed, confirmed, lost }
+    private enum State: UInt8 { case empty = 0, unconfirmed, confirmed, lost, abandoned }
 
     private struct Entry {
         var sequence: Int64 = -1
@@ -30,7 +31,9 @@ public struct SentPacketLog: Sendable {
     public private(set) var confirmed = 0
     /// Packets declared lost (and not confirmed since).
     public private(set) var lost = 0
-    /// Packets neither confirmed nor lost.
+    /// Packets that were unconfirmed when the flow moved to another receiver (`abandonUnconfirmed`).
+    public private(set) var abandoned = 0
+    /// Packets neither confirmed nor lost (nor abandoned).
     public private(set) var unconfirmedPackets = 0
     /// Bytes of those.
     public private(set) var unconfirmedBytes = 0
@@ -105,6 +108,8 @@ public struct SentPacketLog: Sendable {
             unconfirmedBytes -= Int(entries[index].bytes)
         case .lost:
             lost -= 1
+        case .abandoned:
+            abandoned -= 1
         case .confirmed, .empty:
             return .repeated
         }
@@ -122,7 +127,9 @@ public struct SentPacketLog: Sendable {
         var current = max(first, reportedThrough + 1, sequence - mask)
         while current <= min(sequence, newest) {
             let index = Int(current & mask)
-            if entries[index].sequence == current && entries[index].state != .confirmed { confirm(current) }
+            // Abandoned packets went to an earlier receiver: this one's highest says nothing of them.
+            if entries[index].sequence == current && entries[index].state != .confirmed
+                && entries[index].state != .abandoned { confirm(current) }
             current += 1
         }
         reportedThrough = max(reportedThrough, min(sequence, newest))
@@ -140,6 +147,29 @@ public struct SentPacketLog: Sendable {
             if entry.sequence == current && entry.state == .unconfirmed {
                 guard entry.sentAt < deadline else { break }
                 markLost(index)
+                count += 1
+            }
+            current += 1
+        }
+        advanceOldestOpen()
+        return count
+    }
+
+    /// Writes off every unconfirmed packet: the flow moved to another receiver, and the one
+    /// they went to can no longer confirm them (only the flow's receiver is heard). They
+    /// leave the unconfirmed count (and so the bound) without counting as lost, since they
+    /// most likely arrived. Returns how many.
+    @discardableResult
+    public mutating func abandonUnconfirmed() -> Int {
+        var count = 0
+        var current = oldestOpen
+        while current <= newest {
+            let index = Int(current & mask)
+            if entries[index].sequence == current && entries[index].state == .unconfirmed {
+                entries[index].state = .abandoned
+                unconfirmedPackets -= 1
+                unconfirmedBytes -= Int(entries[index].bytes)
+                abandoned += 1
                 count += 1
             }
             current += 1

@@ -71,7 +71,8 @@ public struct MediaSenderConfig: Sendable {
 ///
 /// One sender carries one flow or several (`init(flows:)`): each flow has its own
 /// destination, SSRC, service class, path MTU, feedback, bound and counters; all of them
-/// share one ring, one pacer (at the sum of their paces) and the same submissions.
+/// share one ring, one pacer (at the sum of their paces) and the same submissions, and each
+/// flow is also held to its own pace (`paceBitsPerSecond`) while the others are idle.
 ///
 /// Any thread may hand it access units (`send`); `run` drives the ring on the thread
 /// that calls it until `finish` or `stop`.
@@ -175,8 +176,8 @@ public final class MediaSender: Sendable {
         }
         // A flow's turn is about one pacing quantum: with several flows busy, a submission
         // carries some of each instead of one flow's whole frame.
-        let scheduler = FlowScheduler(senderFlows.map(\.pathMTU), weights: paces.map { $0 ?? 1 },
-                                      quantum: paced.pacer.burstQuantum)
+        let scheduler = FlowScheduler(senderFlows.map(\.pathMTU), paces: paces,
+                                      burstQuanta: flowConfigs.map(\.burstQuantum), quantum: paced.pacer.burstQuantum)
         paced.queue.onReport = { report in
             var report = report
             let index = FlowScheduler.flowIndex(ofTag: report.tag)

@@ -191,6 +191,9 @@ final class SenderFlow {
             destination = newDestination
             local.destination = "\(newDestination)"
             local.redirects += 1
+            // What the old receiver has not confirmed yet it never will: its feedback is no
+            // longer accepted. Written off, not lost, and out of the bound.
+            flow.log.abandonUnconfirmed()
             requestKeyframe()
         } catch {
             local.errors["redirect: \(error)", default: 0] += 1
@@ -328,6 +331,7 @@ final class SenderFlow {
         let reportedLost = min(rtcp.reportedLost, flow.log.confirmed)
         local.packetsConfirmed = flow.log.confirmed - reportedLost
         local.packetsLost = flow.log.lost + reportedLost
+        local.packetsAbandoned = flow.log.abandoned
         local.packetsUnconfirmed = flow.log.unconfirmedPackets
         local.bytesUnconfirmed = flow.log.unconfirmedBytes
         local.peakUnconfirmedBytes = flow.peakUnconfirmedBytes

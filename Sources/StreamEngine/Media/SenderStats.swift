@@ -58,6 +58,9 @@ public struct SenderStats: Sendable, Equatable {
     public var packetsConfirmed = 0
     /// Packets reported missing or unconfirmed too long (and not confirmed since).
     public var packetsLost = 0
+    /// Packets that were unconfirmed when the flow moved to another receiver (`redirect`):
+    /// neither confirmed nor lost, since only the flow's current receiver is heard.
+    public var packetsAbandoned = 0
     /// Packets neither confirmed nor lost yet.
     public var packetsUnconfirmed = 0
     /// Bytes of those.

@@ -30,11 +30,17 @@ public protocol DatagramProducer: AnyObject {
     /// covers this much (up to a quantum), so a backlog leaves many datagrams per
     /// submission instead of one each time a datagram's worth of budget trickles in.
     var pendingBytes: Int { get }
+    /// When `peekDatagram` has nothing although datagrams wait (held back by a rate cap of
+    /// the producer's own), the nanoseconds until one may go; nil otherwise. The sender
+    /// wakes then instead of treating the producer as idle.
+    func readyIn(now: Int64) -> Int64?
 }
 
 extension DatagramProducer {
     /// Unknown: batches wait for a full quantum of budget when paced.
     public var pendingBytes: Int { .max }
+    /// No caps of its own: nothing waits that `peekDatagram` does not show.
+    public func readyIn(now: Int64) -> Int64? { nil }
 }
 
 /// Configuration of a paced sender.
@@ -191,6 +197,9 @@ public final class PacedSender {
                          tag: first.tag)
             pacer.consume(slotBytes, now: now)
             now = monotonicNanoseconds()
+        }
+        if state == .idle, let wait = producer.readyIn(now: now) {
+            state = .paced(nanoseconds: max(wait, 1_000))
         }
         if datagramsThisSubmission > 0 {
             try queue.submitReady()
