@@ -39,7 +39,9 @@ struct BenchOptions {
                            sendto and uring-gso at --stream-size
           --stream-size    largest datagram of the stream group: MTU - 28 (default 1472, MTU 1500)
           --pacing         PacedSender at 10 Mbit/s, 100 Mbit/s and 1 Gbit/s, 1200-byte datagrams, rate
-                           and bursts from the receiver's kernel timestamps (on by default; --no-pacing)
+                           and bursts from the receiver's kernel timestamps; and live video: x265 frames
+                           at 4 and 20 Mbit/s handed at 30 fps in real time to a MediaSender paced at
+                           1.5 x, enters per datagram and frame spreads (on by default; --no-pacing)
           --recv-paths     receive paths (default: all); each send path runs against each
           --size BYTES     UDP payload per datagram, 20...65507 (default 1200)
           --count N        datagrams per round (default 200000, quick 50000)

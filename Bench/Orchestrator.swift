@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import StreamEngine
 import UringIO
 
 /// One measured combination: a send path against a receive path at a size and batch.
@@ -83,27 +84,34 @@ final class BenchDriver {
     /// Runs one round of `benchCase` with `count` datagrams (a `stream` round: the whole
     /// access units that make at least `count` packets). `rate` paces the engine path
     /// (`uring-gso` only) and makes the receiver time the arrivals.
-    func runRound(_ benchCase: BenchCase, count requested: Int, rate: Double? = nil) throws -> RoundRecord {
+    func runRound(_ benchCase: BenchCase, count requested: Int, rate: Double? = nil,
+                  video: (media: StreamMedia, plan: StreamPlan, framesPerSecond: Int)? = nil) throws -> RoundRecord {
         nextRound += 1
         let round = nextRound
         guard let port = ports[benchCase.receive],
               let destination = SocketAddress(ip: receiverHost, port: port) else {
             throw BenchError.runtime("the receiver does not serve \(benchCase.receive.rawValue)")
         }
-        let plan = benchCase.send == .stream ? try streamPlan(size: benchCase.size, count: requested) : nil
+        let plan = try video?.plan ?? (benchCase.send == .stream ? streamPlan(size: benchCase.size, count: requested) : nil)
         let count = plan?.datagrams ?? requested
         let limit = windowLimit(size: benchCase.size, count: count)
         let step = max(32, limit / 8)
         var kind = "kind=bench"
         if let plan { kind = plan.controlFields }
-        if let rate { kind = "kind=pace rate=\(Int(rate))" }
+        if let rate {
+            kind = video == nil ? "kind=pace rate=\(Int(rate))"
+                : kind + " rate=\(Int(rate)) quantum=\(Pacer.defaultQuantum(rateBitsPerSecond: rate, minimum: 1500))"
+        }
         try control.send("round id=\(round) path=\(benchCase.receive.rawValue) count=\(count) size=\(benchCase.size) "
                          + "step=\(step) \(kind)")
         _ = try control.expect("started", timeoutMilliseconds: 10_000)
         let window = FlowWindow(control: control, round: round, limit: limit)
         let spec = SendRound(path: benchCase.send, round: round, count: count, size: benchCase.size, batch: benchCase.batch)
         let sender: SenderMeasurement
-        if let plan {
+        if let video, let rate {
+            sender = try StreamSender.run(plan: video.plan, media: video.media, to: destination, window: window,
+                                          live: (rate, video.framesPerSecond))
+        } else if let plan {
             sender = try StreamSender.run(plan: plan, media: try streamMedia(), to: destination, window: window)
         } else if let rate {
             let socket = try UDPSocket(family: destination.family)
@@ -169,6 +177,42 @@ final class BenchDriver {
             }
         }
         return rates.map { PacingSummary(rateBitsPerSecond: $0, size: size, rounds: records[$0] ?? []) }
+    }
+
+    /// Live video rounds: x265 at each of `bitratesKbps` (1280x720, 30 fps), handed to a
+    /// `MediaSender` paced at 1.5 times the bitrate (the `streamer send` default) frame by
+    /// frame in real time, `seconds` per round, `repeats` rounds, received on `uring-ts`.
+    func runVideo(bitratesKbps: [Int], seconds: Double, repeats: Int) throws -> [VideoSummary] {
+        guard ports[.uringTimestamps] != nil else { return [] }
+        let framesPerSecond = 30
+        var media: [Int: StreamMedia] = [:]
+        for kbps in bitratesKbps {
+            progress("[video] encoding 60 frames of 1280x720 at \(kbps) kbit/s (not timed)")
+            media[kbps] = try StreamMedia.encode(frames: 60, bitrateKbps: kbps, framesPerSecond: framesPerSecond)
+        }
+        let size = 1472
+        var records: [Int: [RoundRecord]] = [:]
+        for pass in 1...repeats {
+            progress("[video] pass \(pass)/\(repeats): \(bitratesKbps.count) bitrates x \(seconds) s")
+            for kbps in bitratesKbps {
+                let encoded = media[kbps]!
+                let frames = Int(seconds * Double(framesPerSecond))
+                let plan = try StreamPlan(media: encoded, datagramSize: size, count: 0, frames: frames)
+                let benchCase = BenchCase(group: "video", send: .stream, receive: .uringTimestamps, size: size,
+                                          batch: options.batch)
+                let record = try runRound(benchCase, count: plan.datagrams, rate: Double(kbps) * 1000 * 1.5,
+                                          video: (encoded, plan, framesPerSecond))
+                if !record.intact {
+                    progress("[video] \(kbps) kbit/s: NOT INTACT (sent \(record.sender.sent), delivered "
+                             + "\(record.delivered) of \(plan.datagrams)) " + (record.sender.note ?? ""))
+                }
+                records[kbps, default: []].append(record)
+            }
+        }
+        return bitratesKbps.map {
+            VideoSummary(bitrateKbps: $0, pace: Double($0) * 1000 * 1.5, framesPerSecond: framesPerSecond, size: size,
+                         rounds: records[$0] ?? [])
+        }
     }
 
     func finish() { try? control.send("quit") }

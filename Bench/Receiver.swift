@@ -133,7 +133,11 @@ final class BenchReceiver {
         let kind = RoundKind(rawValue: message.fields["kind"] ?? "bench") ?? .bench
         var tally = RoundTally(round: round, expected: count, size: message.int("size"))
         var rtp = RTPTally(expected: kind == .rtp ? count : 0, maxSize: message.int("size"))
-        var pace = PaceTally(rateBitsPerSecond: Double(message.fields["rate"] ?? "") ?? 0)
+        let rate = Double(message.fields["rate"] ?? "") ?? 0
+        var pace = PaceTally(rateBitsPerSecond: rate)
+        // A paced RTP round (the video rows): also the rate, bursts and frame spreads.
+        let timesRTP = kind == .rtp && rate > 0
+        var frameTimes = FrameTimes()
         let endpoint = endpoints[index]
         let dropsBefore = endpoint.loop?.receiver.counters.kernelDrops ?? 0
         let enterBefore = endpoint.loop?.ring.enterCalls ?? 0
@@ -162,6 +166,10 @@ final class BenchReceiver {
             case .rtp:
                 rtp.record(payload)
                 received = rtp.received
+                if timesRTP {
+                    pace.record(length: payload.count, timestamp: timestamp)
+                    frameTimes.record(payload, timestamp: timestamp)
+                }
             case .pace:
                 tally.record(payload)
                 pace.record(length: payload.count, timestamp: timestamp)
@@ -234,7 +242,12 @@ final class BenchReceiver {
             fields += ["delivered=\(tally.delivered)", "received=\(tally.received)", "corrupt=\(tally.corrupt)",
                        "duplicates=\(tally.duplicates)", "stale=\(tally.stale)", "bytes=\(tally.bytes)"]
         }
-        if kind == .pace {
+        if timesRTP {
+            let frames = frameTimes.summary(rateBitsPerSecond: rate, quantum: message.int("quantum"))
+            fields += ["framesTimed=\(frames.frames)", "frameSpreadNs=\(frames.spread)", "frameNeedNs=\(frames.need)",
+                       "frameExcessP95Ns=\(frames.excessP95)"]
+        }
+        if kind == .pace || timesRTP {
             fields += ["achievedBps=\(Int(pace.achievedBitsPerSecond))", "burst=\(Int(pace.largestBurst.rounded()))",
                        "spanNs=\(pace.last - pace.first)", "timestamped=\(pace.datagrams)",
                        "noTimestamp=\(pace.missingTimestamps)"]

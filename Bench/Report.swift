@@ -100,6 +100,74 @@ struct PacingSummary {
     }
 }
 
+/// A live video stream through `MediaSender`: access units handed at the frame rate in real
+/// time, paced, to `uring-ts` (kernel timestamps).
+struct VideoSummary {
+    let bitrateKbps: Int
+    let pace: Double
+    let framesPerSecond: Int
+    let size: Int
+    let rounds: [RoundRecord]
+
+    var quantum: Int { Pacer.defaultQuantum(rateBitsPerSecond: pace, minimum: 1500) }
+    private func perDatagram(_ value: (RoundRecord) -> Double) -> Double {
+        median(rounds.map { $0.sender.sent > 0 ? value($0) / Double($0.sender.sent) : .nan })
+    }
+    var senderUser: Double { perDatagram { Double($0.sender.userNanoseconds) } }
+    var senderSystem: Double { perDatagram { Double($0.sender.systemNanoseconds) } }
+    /// The sender process's CPU over the round's wall time, percent of one core.
+    var senderCPUPercent: Double {
+        median(rounds.map {
+            $0.sender.wallNanoseconds > 0
+                ? Double($0.sender.userNanoseconds + $0.sender.systemNanoseconds) * 100 / Double($0.sender.wallNanoseconds)
+                : .nan
+        })
+    }
+    var receiverTotal: Double {
+        perDatagram { Double($0.receiver.int("userNs") + $0.receiver.int("systemNs")) }
+    }
+    /// io_uring_enter calls per datagram (without the eventfd writes that hand frames over).
+    var entersPerDatagram: Double { perDatagram { Double($0.sender.syscalls - $0.sender.handOffs) } }
+    var syscallsPerDatagram: Double { perDatagram { Double($0.sender.syscalls) } }
+    var segmentsPerSend: Double {
+        median(rounds.map { $0.sender.sends > 0 ? Double($0.sender.sent) / Double($0.sender.sends) : .nan })
+    }
+    var datagramsPerSubmit: Double {
+        median(rounds.map { $0.sender.submissions > 0 ? Double($0.sender.sent) / Double($0.sender.submissions) : .nan })
+    }
+    var meanDatagramBytes: Double {
+        let sent = rounds.reduce(0) { $0 + $1.sender.sent }
+        return sent > 0 ? Double(rounds.reduce(0) { $0 + $1.sender.bytes }) / Double(sent) : .nan
+    }
+    var achieved: Double { median(rounds.map { Double($0.receiver.int("achievedBps")) }) }
+    var largestBurst: Int { rounds.map { $0.receiver.int("burst") }.max() ?? 0 }
+    var frameSpread: Double { median(rounds.map { Double($0.receiver.int("frameSpreadNs")) }) }
+    var frameNeed: Double { median(rounds.map { Double($0.receiver.int("frameNeedNs")) }) }
+    var frameExcessP95: Double { rounds.map { Double($0.receiver.int("frameExcessP95Ns")) }.max() ?? .nan }
+    var frames: Int { rounds.first?.stream?.frames ?? 0 }
+    var datagrams: Int { rounds.first?.planned ?? 0 }
+    var intact: Bool { !rounds.isEmpty && rounds.allSatisfy { $0.intact && $0.receiver.int("noTimestamp") == 0 } }
+}
+
+/// The video table on stdout.
+func renderVideoTable(_ video: [VideoSummary]) -> String {
+    let header = ["Mbit/s", "pace", "fps", "frames", "size", "mean B", "segs/send", "dg/submit", "enter/dg", "sys/dg",
+                  "snd usr", "snd sys", "snd CPU %", "rcv ns/dg", "achieved", "burst/quantum", "frame ms", "need ms",
+                  "excess p95 ms", "intact"]
+    var rows = [header]
+    for v in video {
+        rows.append([
+            format(Double(v.bitrateKbps) / 1000, 1), format(v.pace / 1e6, 1), "\(v.framesPerSecond)", "\(v.frames)",
+            "\(v.size)", format(v.meanDatagramBytes), format(v.segmentsPerSend, 2), format(v.datagramsPerSubmit, 2),
+            format(v.entersPerDatagram, 2), format(v.syscallsPerDatagram, 2), format(v.senderUser), format(v.senderSystem),
+            format(v.senderCPUPercent, 2), format(v.receiverTotal), format(v.achieved / 1e6, 2), format(Double(v.largestBurst) / Double(v.quantum), 2),
+            format(v.frameSpread / 1e6, 2), format(v.frameNeed / 1e6, 2), format(v.frameExcessP95 / 1e6, 2),
+            v.intact ? "yes" : "NO",
+        ])
+    }
+    return alignColumns(rows, leftColumns: 0)
+}
+
 /// The pacing table on stdout.
 func renderPacingTable(_ pacing: [PacingSummary]) -> String {
     let header = ["rate Mbit/s", "size", "segs/send", "dg/submit", "datagrams", "seconds", "achieved Mbit/s",
@@ -232,7 +300,7 @@ private func json(_ text: String) -> String {
 }
 
 /// `bench.json`: the shape of /work/shared/interface.md, with more keys beside.
-func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], machine: MachineInfo, command: String,
+func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], video: [VideoSummary], machine: MachineInfo, command: String,
                 options: BenchOptions) -> String {
     var runs: [String] = []
     for s in summaries {
@@ -243,8 +311,8 @@ func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], machine: Ma
                 , "stream": {"mtu": \(plan.datagramSize + 28), "framesPerRound": \(plan.frames), \
                 "datagramsPerRound": \(plan.datagrams), "meanDatagramBytes": \(json(s.meanDatagramBytes)), \
                 "datagramsPerFrame": \(json(Double(plan.datagrams) / Double(plan.frames))), \
-                "segmentsPerSendSource": "modelled from the engine's slot and GSO rules (MediaSender stats have no send count)", \
-                "modelledGSOSendsPerRound": \(plan.modelledGSOSends), \
+                "segmentsPerSendSource": "measured (MediaSender stats: send SQEs); a note says if the engine's slot and GSO rules model disagrees", \
+                "modelledSendsPerRound": \(plan.modelledSends), "modelledGSOSendsPerRound": \(plan.modelledGSOSends), \
                 "measuredGSOSendsPerRound": \(json(s.measuredGSOSends.map { Double($0) / Double(max(1, s.rounds.count)) }))}
                 """
         }
@@ -280,6 +348,22 @@ func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], machine: Ma
             "sent": \(p.sent), "delivered": \(p.delivered), "intact": \(p.intact)}
             """)
     }
+    let videoRows = video.map { v in
+        """
+            {"path": "stream", "sender": "MediaSender (live, paced)", "receiver": "uring-ts", \
+        "bitrateKbps": \(v.bitrateKbps), "paceBitsPerSecond": \(json(v.pace)), "framesPerSecond": \(v.framesPerSecond), \
+        "framesPerRound": \(v.frames), "datagramsPerRound": \(v.datagrams), "rounds": \(v.rounds.count), \
+        "datagramSize": \(v.size), "meanDatagramBytes": \(json(v.meanDatagramBytes)), \
+        "segmentsPerSend": \(json(v.segmentsPerSend)), "datagramsPerSubmit": \(json(v.datagramsPerSubmit)), \
+        "ioUringEntersPerDatagram": \(json(v.entersPerDatagram)), "syscallsPerDatagram": \(json(v.syscallsPerDatagram)), \
+        "senderUserNsPerDatagram": \(json(v.senderUser)), "senderSystemNsPerDatagram": \(json(v.senderSystem)), \
+        "senderCpuPercentOfOneCore": \(json(v.senderCPUPercent)), \
+        "receiverCpuNsPerDatagram": \(json(v.receiverTotal)), "achievedBitsPerSecond": \(json(v.achieved)), \
+        "quantumBytes": \(v.quantum), "largestBurstBytes": \(v.largestBurst), \
+        "frameSpreadMs": \(json(v.frameSpread / 1e6)), "frameNeedMs": \(json(v.frameNeed / 1e6)), \
+        "frameExcessP95Ms": \(json(v.frameExcessP95 / 1e6)), "intact": \(v.intact)}
+        """
+    }
     return """
         {"machine": {"kernel": \(json(machine.kernel)), "cpu": \(json(machine.cpu)), "cores": \(machine.cores)},
          "command": \(json(command)),
@@ -294,7 +378,11 @@ func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], machine: Ma
          "pacing": [
         \(pacingRows.joined(separator: ",\n"))
          ],
-         "pacingMethod": "PacedSender (GSO on, default quantum = 2 ms of the rate, at least 1500 B, at most 64 KiB) to a multishot receiver with SO_TIMESTAMPNS; achieved = bytes*8/(t_last - t_first) over every datagram's bytes; burst = max over i<=j of bytes(i..j) - R/8*(t_j - t_i)"}
+         "pacingMethod": "PacedSender (GSO on, default quantum = 2 ms of the rate, at least 1500 B, at most 64 KiB) to a multishot receiver with SO_TIMESTAMPNS; achieved = bytes*8/(t_last - t_first) over every datagram's bytes; burst = max over i<=j of bytes(i..j) - R/8*(t_j - t_i)",
+         "video": [
+        \(videoRows.joined(separator: ",\n"))
+         ],
+         "videoMethod": "x265 access units (1280x720, the bitrate given, 30 fps) handed to a paced MediaSender (no feedback) at the frame rate in real time; CPU is the sender process (getrusage) and the receiver's; enters per datagram count the ring's io_uring_enter calls, syscalls add the eventfd write per frame; frame spread = first to last packet arrival of a frame (kernel timestamps), need = (frame bytes - one quantum) * 8 / pace; medians over frames and rounds, excess p95 the largest over rounds"}
 
         """
 }

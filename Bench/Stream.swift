@@ -70,7 +70,9 @@ struct StreamPlan {
     let modelledSends: Int
     let modelledGSOSends: Int
 
-    init(media: StreamMedia, datagramSize: Int, count: Int) throws {
+    /// The plan of the whole access units that make at least `count` packets, or of exactly
+    /// `frames` access units.
+    init(media: StreamMedia, datagramSize: Int, count: Int, frames frameCount: Int? = nil) throws {
         let packetizer = try HEVCPacketizer(maxPayloadSize: datagramSize - RTPHeader.fixedSize)
         let sizes = media.accessUnits.map { packetizer.plan($0).map { RTPHeader.fixedSize + $0.size } }
         self.datagramSize = datagramSize
@@ -103,7 +105,7 @@ struct StreamPlan {
             slot.removeAll(keepingCapacity: true)
             slotBytes = 0
         }
-        while datagrams < count {
+        while frameCount.map({ frames < $0 }) ?? (datagrams < count) {
             for size in sizes[frames % sizes.count] {
                 datagrams += 1
                 bytes += size
@@ -147,12 +149,14 @@ enum StreamSender {
     /// One `stream` round: an unpaced `MediaSender` runs on its own thread; this thread
     /// hands it the access units of `plan`, never more packets ahead of the receiver than
     /// the flow window allows (blocked in `poll`, costing no CPU, when it is full).
+    /// With `live`, a video round instead: the sender paced at `live.pace`, the access
+    /// units handed at `live.framesPerSecond` in real time, as a live encoder would.
     /// CPU is the whole process's (both threads), as for the other paths.
-    static func run(plan: StreamPlan, media: StreamMedia, to destination: SocketAddress,
-                    window: FlowWindow) throws -> SenderMeasurement {
+    static func run(plan: StreamPlan, media: StreamMedia, to destination: SocketAddress, window: FlowWindow,
+                    live: (pace: Double, framesPerSecond: Int)? = nil) throws -> SenderMeasurement {
         var config = MediaSenderConfig(destination: destination)
         config.mtu = .fixed(plan.datagramSize + (destination.family == .ipv6 ? 48 : 28))
-        config.paceBitsPerSecond = nil
+        config.paceBitsPerSecond = live?.pace
         config.maxQueuedFrames = plan.frames + 1
         // The bench receiver sends no RTCP: no feedback, so no bound on unconfirmed bytes.
         config.feedback = false
@@ -167,7 +171,14 @@ enum StreamSender {
             }
             thread.start()
             var handed = 0
+            let start = monotonicNanoseconds()
             feeding: for frame in 0..<plan.frames {
+                if let live {
+                    // The frame's time on a live schedule.
+                    let due = start + Int64(frame) * 1_000_000_000 / Int64(live.framesPerSecond)
+                    let wait = due - monotonicNanoseconds()
+                    if wait > 0 { Thread.sleep(forTimeInterval: Double(wait) / 1e9) }
+                }
                 let packets = plan.packetsPerUnit[frame % units.count]
                 while window.room(sent: handed) < min(packets, window.limit) {
                     try window.waitForProgress()
@@ -188,7 +199,8 @@ enum StreamSender {
         result.failed = stats.packetsFailed
         // The ring's enters, plus the eventfd write that wakes the ring for each access unit handed over.
         result.syscalls = stats.enterCalls + handedFrames + 1
-        result.sends = plan.modelledSends
+        result.handOffs = handedFrames + 1
+        result.sends = stats.sendCalls
         result.gsoSends = stats.gsoSends
         result.submissions = stats.batches
         var notes: [String] = []
@@ -196,6 +208,9 @@ enum StreamSender {
         if !stats.errors.isEmpty { notes.append("send errors \(stats.errors)") }
         if stats.framesDroppedQueueFull > 0 { notes.append("\(stats.framesDroppedQueueFull) frames dropped (queue full)") }
         if stats.datagramSize > plan.datagramSize { notes.append("datagram of \(stats.datagramSize) bytes > \(plan.datagramSize)") }
+        if live == nil && handedFrames == plan.frames && (stats.sendCalls, stats.gsoSends) != (plan.modelledSends, plan.modelledGSOSends) {
+            notes.append("sends \(stats.sendCalls) (\(stats.gsoSends) GSO) differ from the model's \(plan.modelledSends) (\(plan.modelledGSOSends))")
+        }
         if !notes.isEmpty { result.note = notes.joined(separator: "; ") }
         return result
     }

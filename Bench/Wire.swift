@@ -208,6 +208,42 @@ struct PaceTally {
     var achievedBitsPerSecond: Double { last > first ? Double(bytes) * 8e9 / Double(last - first) : 0 }
 }
 
+/// The access units of a paced RTP round, by RTP timestamp: when the first and the last
+/// packet of each arrived (kernel timestamps) and its bytes. A frame's spread (first to
+/// last arrival) is set against what the pace needs for it: its bytes less one quantum
+/// (the bucket may be full when a frame comes after an idle gap) at the rate. Late wake-ups
+/// of the sender show as spreads longer than that.
+struct FrameTimes {
+    private var frames: [UInt32: (first: Int64, last: Int64, bytes: Int, packets: Int)] = [:]
+
+    @inline(__always)
+    mutating func record(_ payload: UnsafeRawBufferPointer, timestamp: Int64) {
+        guard payload.count >= 12, timestamp > 0, frames.count < 1 << 16 else { return }
+        let rtpTime = UInt32(bigEndian: payload.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+        var frame = frames[rtpTime] ?? (timestamp, timestamp, 0, 0)
+        frame.first = min(frame.first, timestamp)
+        frame.last = max(frame.last, timestamp)
+        frame.bytes += payload.count
+        frame.packets += 1
+        frames[rtpTime] = frame
+    }
+
+    /// Over the frames of two packets or more: the median spread, the median of what the
+    /// pace needs, and the 95th percentile of the excess (spread less need), nanoseconds.
+    func summary(rateBitsPerSecond: Double, quantum: Int) -> (frames: Int, spread: Int64, need: Int64, excessP95: Int64) {
+        let timed = frames.values.filter { $0.packets >= 2 }
+        guard !timed.isEmpty, rateBitsPerSecond > 0 else { return (0, 0, 0, 0) }
+        let spreads = timed.map { $0.last - $0.first }
+        let needs = timed.map { Int64(Double(max(0, $0.bytes - quantum)) * 8e9 / rateBitsPerSecond) }
+        func percentile(_ values: [Int64], _ p: Double) -> Int64 {
+            let sorted = values.sorted()
+            return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        }
+        let excess = zip(spreads, needs).map { $0 - $1 }
+        return (timed.count, percentile(spreads, 0.5), percentile(needs, 0.5), percentile(excess, 0.95))
+    }
+}
+
 /// CPU time of the kernel's `ksoftirqd/N` threads (from `/proc/PID/schedstat`, nanoseconds).
 /// On loopback the receive half of a send runs in softirq context: in the sender's system
 /// call when it can, in `ksoftirqd` when the kernel defers it. Work deferred there is in

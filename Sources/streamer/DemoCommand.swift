@@ -58,7 +58,7 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     print("""
     sent:     \(s.framesSent) frames (\(s.keyframes) keyframes), \(s.packetsSent) datagrams, \(s.bytesSent) bytes
               largest datagram \(s.datagramSize) B (MTU \(s.pathMTU), \(s.mtuSource)); DSCP \(s.dscp), ECN \(s.ecn)
-              \(s.batches) submissions, \(s.gsoSends) GSO sends, \(s.enterCalls) io_uring_enter calls, paced at \(Int(s.pacingRate / 1000)) kbit/s
+              \(s.batches) submissions, \(s.sendCalls) sends (\(s.gsoSends) GSO), \(s.enterCalls) io_uring_enter calls, paced at \(Int(s.pacingRate / 1000)) kbit/s
     received: \(r.framesComplete) complete + \(r.framesIncomplete) incomplete frames, \(r.received) datagrams, \(r.bytesReceived) bytes
               lost \(r.lost), late \(r.late), duplicate \(r.duplicate), reordered \(r.reordered)
               ECN: \(ecn); DSCP: \(dscp)

@@ -334,7 +334,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "dscp": Int(stats.dscp),
         "pacing": ["rateBps": stats.pacingRate, "batches": stats.batches,
                    "datagramsPerSubmit": stats.batches > 0 ? Double(stats.packetsSent) / Double(stats.batches) : 0,
-                   "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls, "flows": stats.flows,
+                   "sends": stats.sendCalls, "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls, "flows": stats.flows,
                    "mixedSubmissions": stats.mixedSubmissions],
         "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
                      "intervalMs": number(stats.feedbackIntervalMs),

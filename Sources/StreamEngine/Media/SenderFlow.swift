@@ -353,6 +353,7 @@ final class SenderFlow {
         local.datagramSize = flow.largestDatagram
         local.clamped = flow.clamped
         local.batches = paced.queue.counters.batches
+        local.sendCalls = paced.queue.counters.sendCalls
         local.gsoSends = paced.queue.counters.gsoSends
         local.enterCalls = ring.enterCalls
         local.flows = flows

@@ -44,6 +44,8 @@ public struct SenderStats: Sendable, Equatable {
     public var pacingRate = 0.0
     /// Submissions (io_uring_enter calls that carried sends), engine-wide.
     public var batches = 0
+    /// Send SQEs (one per datagram, or per GSO run of several), engine-wide.
+    public var sendCalls = 0
     /// Sends that used UDP GSO, engine-wide.
     public var gsoSends = 0
     /// Calls to io_uring_enter, engine-wide.
