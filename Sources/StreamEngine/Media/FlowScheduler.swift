@@ -22,6 +22,8 @@ final class FlowScheduler: DatagramProducer {
     private let quanta: [Int]
     /// Each flow's own rate cap (nil: unpaced, or the only flow, which the shared pacer caps).
     private var caps: [Pacer?]
+    /// Whether any flow has a cap (not with a single flow): the per-datagram path skips them otherwise.
+    private let hasCaps: Bool
     private var current = 0
     private var credit: Int
     private var peeked = 0
@@ -46,11 +48,13 @@ final class FlowScheduler: DatagramProducer {
         let heaviest = max(weights.max() ?? 1, 1e-9)
         quanta = weights.map { max(Int(Double(quantum) * max($0, 0) / heaviest), 1500) }
         credit = quanta[0]
-        caps = zip(paces, burstQuanta).map { pace, burst in
+        let caps: [Pacer?] = zip(paces, burstQuanta).map { pace, burst in
             guard producers.count > 1, let pace, pace > 0 else { return nil }
             return Pacer(rateBitsPerSecond: pace,
                          burstQuantum: burst ?? Pacer.defaultQuantum(rateBitsPerSecond: pace, minimum: 1500), now: now)
         }
+        self.caps = caps
+        hasCaps = caps.contains { $0 != nil }
     }
 
     /// The flow a tag from `peekDatagram` belongs to.
@@ -75,7 +79,7 @@ final class FlowScheduler: DatagramProducer {
 
     /// Whether flow `index`'s own cap lets `bytes` go now (reads the clock once per peek).
     private func capAllows(_ index: Int, _ bytes: Int, _ now: inout Int64?) -> Bool {
-        guard caps[index] != nil else { return true }
+        guard hasCaps, caps[index] != nil else { return true }
         let time = now ?? monotonicNanoseconds()
         now = time
         peekedAt = time
@@ -84,6 +88,7 @@ final class FlowScheduler: DatagramProducer {
 
     /// Nanoseconds until a flow held back only by its own cap may send (nil when none is).
     func readyIn(now: Int64) -> Int64? {
+        guard hasCaps else { return nil }
         var soonest: Int64?
         for index in producers.indices where caps[index] != nil {
             guard let datagram = producers[index].peekDatagram() else { continue }
@@ -95,7 +100,7 @@ final class FlowScheduler: DatagramProducer {
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
         producers[peeked].writeDatagram(into: buffer)
-        caps[peeked]?.consume(buffer.count, now: peekedAt)
+        if hasCaps { caps[peeked]?.consume(buffer.count, now: peekedAt) }
         credit -= buffer.count
         if firstFlowThisPump < 0 { firstFlowThisPump = peeked } else if peeked != firstFlowThisPump { pumpMixesFlows = true }
     }
