@@ -227,6 +227,19 @@ public struct RTCPSourceDescription: Sendable, Hashable {
     /// Makes an SDES packet with one CNAME chunk (its UTF-8, cut to 255 bytes on a scalar boundary).
     public init(ssrc: UInt32, cname: String) { self.chunks = [Chunk(ssrc: ssrc, cname: RTCPText(cname))] }
 
+    /// A CNAME as RFC 7022 section 4.2 recommends for an endpoint that keeps none: 96 random
+    /// bits in base64 (16 characters), new for each run, so it identifies the endpoint's
+    /// streams together without naming the host or the user.
+    public static func randomCNAME<Generator: RandomNumberGenerator>(using generator: inout Generator) -> String {
+        Base64.encode((0..<12).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    /// `randomCNAME(using:)` with the system's random generator.
+    public static func randomCNAME() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return randomCNAME(using: &generator)
+    }
+
     /// Appends the packet (header included): each chunk is its SSRC, a CNAME item, and
     /// one to four null octets ending the item list on a 32-bit boundary.
     public func serialize(into bytes: inout [UInt8]) {

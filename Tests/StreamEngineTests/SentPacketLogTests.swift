@@ -46,7 +46,7 @@ struct SenderRTTTests {
     /// are one round trip, not several: only a new LSR makes a new RTT sample.
     @Test func oneSamplePerSenderReport() throws {
         let ssrc: UInt32 = 0x1234_5678
-        let feedback = SenderFeedback(ssrc: ssrc)
+        let feedback = SenderFeedback(ssrc: ssrc, cname: "test")
         let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
         let second: Int64 = 1_000_000_000
         let sentAt = 1_800_000_000 * second  // the sender report's NTP time, realtime
@@ -72,6 +72,49 @@ struct SenderRTTTests {
         deliver(report(lastSR: lsr2, dlsrMilliseconds: 5), at: sentAt + 165_000_000)
         #expect(abs((feedback.rttLast ?? 0) - 60) < 0.1)
         #expect(feedback.rttLastAt == sentAt + 165_000_000)
-        #expect(abs((feedback.rttSmoothed ?? 0) - (40 * 7.0 / 8 + 60.0 / 8)) < 0.1)
+        let smoothed: Double = feedback.rttSmoothed ?? 0
+        let expected: Double = 40.0 * 7 / 8 + 60.0 / 8
+        #expect(abs(smoothed - expected) < 0.1)
+    }
+}
+
+struct RTCPCompoundTests {
+    /// RFC 3550 6.1: every compound packet either end sends is a report followed by an SDES
+    /// with the sender's CNAME (RFC 7022: 96 random bits, base64), and the rest after that.
+    @Test func reportsCarryTheirCNAME() throws {
+        let cname = RTCPSourceDescription.randomCNAME()
+        let decoded = try Base64.decode(cname)
+        #expect(cname.count == 16 && decoded.count == 12)
+        #expect(RTCPSourceDescription.randomCNAME() != cname)
+        let sender = SenderFeedback(ssrc: 77, cname: cname)
+        let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
+        let report = sender.senderReport(flow: flow, realtime: 1_800_000_000_000_000_000, packets: 3, octets: 3000)
+        let sent = RTCPPacket.parseCompound(report)
+        #expect(sent.errors.isEmpty)
+        try #require(sent.packets.count == 2)
+        guard case .senderReport(let sr) = sent.packets[0], case .sourceDescription(let sdes) = sent.packets[1] else {
+            Issue.record("not SR then SDES: \(sent.packets)")
+            return
+        }
+        #expect(sr.ssrc == 77 && sr.packetCount == 3 && sr.octetCount == 3000)
+        #expect(sdes.chunks == [.init(ssrc: 77, cname: RTCPText(cname))])
+
+        var receiver = ReceiverFeedback(ssrc: 99, cname: "receiver-cname")
+        var tracker = RTPSequenceTracker()
+        _ = tracker.record(sequence: 1000, rtpTimestamp: 0, arrival: 0)
+        receiver.record(sequence: 1000, arrival: 5_000_000, ecn: 2)
+        receiver.requestKeyframe()
+        let datagrams = receiver.makeReports(now: 6_000_000, mediaSSRC: 77, tracker: &tracker)
+        try #require(datagrams.count == 1)
+        let answer = RTCPPacket.parseCompound(datagrams[0])
+        #expect(answer.errors.isEmpty)
+        try #require(answer.packets.count == 4)
+        guard case .receiverReport(let rr) = answer.packets[0], case .sourceDescription(let rsdes) = answer.packets[1],
+              case .congestionControlFeedback = answer.packets[2], case .pictureLossIndication = answer.packets[3] else {
+            Issue.record("not RR, SDES, CCFB, PLI: \(answer.packets)")
+            return
+        }
+        #expect(rr.ssrc == 99 && rr.reportBlocks.first?.ssrc == 77)
+        #expect(rsdes.chunks == [.init(ssrc: 99, cname: "receiver-cname")])
     }
 }

@@ -43,7 +43,13 @@ final class SenderFeedback {
         return probeConfirmations
     }
 
-    init(ssrc: UInt32) { self.ssrc = ssrc }
+    /// The CNAME every sender report carries (RFC 3550 6.1: a compound packet has one).
+    let cname: String
+
+    init(ssrc: UInt32, cname: String) {
+        self.ssrc = ssrc
+        self.cname = cname
+    }
 
     /// The smoothed time between accepted feedback datagrams (nanoseconds; nil until two came).
     /// Ours report every 20 ms; ffmpeg sends a receiver report per 280,000 bytes it receives,
@@ -98,7 +104,7 @@ final class SenderFeedback {
         let report = RTCPSenderReport(ssrc: ssrc, ntpTimestamp: ntp.rawValue, rtpTimestamp: flow.lastRTPTimestamp,
                                       packetCount: UInt32(truncatingIfNeeded: packets),
                                       octetCount: UInt32(truncatingIfNeeded: octets))
-        return RTCPCompoundBuilder.build([.senderReport(report)])
+        return RTCPCompoundBuilder.build([.senderReport(report), .sourceDescription(.init(ssrc: ssrc, cname: cname))])
     }
 
     /// Handles one RTCP datagram from the receiver. Returns true when it asks for a keyframe

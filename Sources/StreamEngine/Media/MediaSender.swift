@@ -97,7 +97,8 @@ public final class MediaSender: Sendable {
         }
         let wakeEvent = try WakeEvent()
         self.wakeEvent = wakeEvent
-        flows = configs.map { FlowHandle(config: $0, wakeEvent: wakeEvent) }
+        let cname = RTCPSourceDescription.randomCNAME()
+        flows = configs.map { FlowHandle(config: $0, wakeEvent: wakeEvent, cname: cname) }
     }
 
     /// The number of flows.

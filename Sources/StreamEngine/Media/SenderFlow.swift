@@ -18,10 +18,13 @@ final class FlowHandle: Sendable {
     let statsBox = Mutex(SenderStats())
     let keyframeRequested = Atomic<Bool>(false)
     private let wakeEvent: WakeEvent
+    /// The sender's RTCP CNAME (one for all its flows).
+    let cname: String
 
-    init(config: MediaSenderConfig, wakeEvent: WakeEvent) {
+    init(config: MediaSenderConfig, wakeEvent: WakeEvent, cname: String) {
         self.config = config
         self.wakeEvent = wakeEvent
+        self.cname = cname
     }
 
     func send(_ accessUnit: AccessUnit) -> Bool {
@@ -129,7 +132,7 @@ final class SenderFlow {
                 ?? max(Int((config.paceBitsPerSecond ?? 8_000_000) / 8), 256 * 1024)
         }
         bound = flow.maxUnconfirmedBytes
-        rtcp = SenderFeedback(ssrc: flow.ssrc)
+        rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
         local.pathMTU = pathMTU.mtu
         local.mtuSource = source == "configured" ? source : pathMTU.source
         local.dscp = mark.dscp
