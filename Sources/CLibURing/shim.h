@@ -41,6 +41,7 @@
 // MARK: - Constants Swift cannot import (macros built from enums or casts)
 
 static const unsigned cu_iosqe_io_link = IOSQE_IO_LINK;
+static const unsigned cu_iosqe_fixed_file = IOSQE_FIXED_FILE;
 static const unsigned cu_iosqe_buffer_select = IOSQE_BUFFER_SELECT;
 static const unsigned cu_iosqe_cqe_skip_success = IOSQE_CQE_SKIP_SUCCESS;
 static const unsigned cu_cqe_f_more = IORING_CQE_F_MORE;

@@ -121,6 +121,41 @@ public final class Ring {
     /// The liburing ring, for components of this module that register resources.
     var raw: UnsafeMutablePointer<io_uring> { ring }
 
+    /// Size of the registered file table, made on the first `registerFile`.
+    static let fileTableSize: Int32 = 64
+    /// Free indexes of the registered file table; nil until it exists.
+    private var freeFileIndexes: [Int32]?
+    /// The kernel refused a registered file table: every file goes by its descriptor.
+    private var fileTableUnavailable = false
+
+    /// Registers `fd` in the ring's file table (io_uring_register_files_update on a sparse
+    /// table) and returns its index, for SQEs with IOSQE_FIXED_FILE: the kernel then takes no
+    /// file reference per request. Nil when the table is full or the kernel has none (before
+    /// 5.19): use the descriptor. The ring holds the file open until `unregisterFile`.
+    func registerFile(_ fd: Int32) -> Int32? {
+        guard !fileTableUnavailable else { return nil }
+        if freeFileIndexes == nil {
+            guard io_uring_register_files_sparse(ring, UInt32(Self.fileTableSize)) == 0 else {
+                fileTableUnavailable = true
+                return nil
+            }
+            freeFileIndexes = (0..<Self.fileTableSize).reversed()
+        }
+        guard let index = freeFileIndexes?.popLast() else { return nil }
+        var file = fd
+        guard io_uring_register_files_update(ring, UInt32(index), &file, 1) == 1 else {
+            freeFileIndexes?.append(index)
+            return nil
+        }
+        return index
+    }
+
+    /// Empties slot `index` of the file table (requests in flight keep their file).
+    func unregisterFile(_ index: Int32) {
+        var none: Int32 = -1
+        if io_uring_register_files_update(ring, UInt32(index), &none, 1) == 1 { freeFileIndexes?.append(index) }
+    }
+
     /// A free submission entry; submits what is queued first (one counted enter) when the queue is full.
     @inline(__always)
     public func nextEntry() throws(SystemError) -> UnsafeMutablePointer<io_uring_sqe> {

@@ -96,6 +96,8 @@ public final class UDPSendQueue {
     private var readyList: [Int32] = []
     private var retryList: [Int32] = []
     private var sockets: [UDPSocket] = []
+    /// Each socket's index in the ring's registered file table, or -1 (sent by descriptor).
+    private var fixedFiles: [Int32] = []
 
     private let payloads: UnsafeMutableRawPointer
     private let headers: UnsafeMutableRawPointer
@@ -136,13 +138,17 @@ public final class UDPSendQueue {
     }
 
     deinit {
+        for index in fixedFiles where index >= 0 { ring.unregisterFile(index) }
         payloads.deallocate()
         headers.deallocate()
     }
 
-    /// Registers a socket and returns its index for `commit`.
+    /// Registers a socket and returns its index for `commit`. The socket also goes into the
+    /// ring's registered file table (while the queue lives), so its sends take no file
+    /// reference each; when the table is full or missing, they name its descriptor.
     public func register(_ socket: UDPSocket) -> Int {
         sockets.append(socket)
+        fixedFiles.append(ring.registerFile(socket.fd) ?? -1)
         return sockets.count - 1
     }
 
@@ -248,6 +254,9 @@ public final class UDPSendQueue {
     private func prepareSends(_ slot: Int, lastSQE: inout UnsafeMutablePointer<io_uring_sqe>?) throws(SystemError) -> Int {
         let state = slots[slot]
         let socket = sockets[state.socketIndex]
+        let fixedFile = fixedFiles[state.socketIndex]
+        let fd = fixedFile >= 0 ? fixedFile : socket.fd
+        let sqeFlags = UInt8(fixedFile >= 0 ? cu_iosqe_fixed_file : 0) | UInt8(ordered ? cu_iosqe_io_link : 0)
         let base = slot * Self.maxDatagramsPerSlot
         let skip = state.sentMask | state.failedMask
         var index = 0
@@ -278,16 +287,16 @@ public final class UDPSendQueue {
             if run == 1 && !state.hasDestination && socket.defaultTOS == state.tos {
                 // One datagram to the connected peer with the socket's own mark: a plain send
                 // (IORING_OP_SEND), no msghdr for the kernel to copy and no cmsg to parse.
-                io_uring_prep_send(sqe, socket.fd, payloads + slot * slotCapacity + offset, runBytes, 0)
+                io_uring_prep_send(sqe, fd, payloads + slot * slotCapacity + offset, runBytes, 0)
                 counters.plainSends += 1
             } else {
                 let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
                                          segmentSize: run > 1 ? length : 0, socket: socket, tos: state.tos)
-                io_uring_prep_sendmsg(sqe, socket.fd, msg, 0)
+                io_uring_prep_sendmsg(sqe, fd, msg, 0)
             }
             io_uring_sqe_set_data64(sqe, CompletionTag(kind: CompletionTag.sendKind,
                                                        payload: UInt64(slot) << 8 | UInt64(index)).userData)
-            if ordered { sqe.pointee.flags |= UInt8(cu_iosqe_io_link) }
+            sqe.pointee.flags |= sqeFlags
             lastSQE = sqe
             counters.sendCalls += 1
             if run > 1 { counters.gsoSends += 1 }

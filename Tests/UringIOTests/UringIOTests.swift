@@ -181,6 +181,52 @@ struct RingTests {
         #expect(arrived == 4)
     }
 
+    /// Sends go through the ring's registered file table (64 entries, shared by the queues of
+    /// one ring): each reaches its own socket's peer, the sockets past the table's end send by
+    /// descriptor, and a queue's entries are free again once it is gone.
+    @Test func sendsThroughRegisteredFilesReachTheirOwnPeers() throws {
+        let ring = try Ring()
+        let receivers = try (0..<2).map { _ in
+            let receiver = try UDPSocket(family: .ipv4)
+            try receiver.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
+            receiver.setReceiveBufferSize(1 << 20)
+            return receiver
+        }
+        /// One datagram through each of `count` sockets of a new queue, socket i to receiver i % 2;
+        /// returns the indexes each receiver got.
+        func sendThroughNewQueue(sockets count: Int) throws -> [[Int]] {
+            let queue = UDPSendQueue(ring: ring, slots: 4, slotCapacity: 256)
+            var reported = 0
+            queue.onReport = { reported += $0.sentDatagrams }
+            for i in 0..<count {
+                let sender = try UDPSocket(family: .ipv4)
+                try sender.connect(try receivers[i % 2].localAddress())
+                let index = queue.register(sender)
+                let slot = try #require(queue.acquire())
+                let buffer = try #require(queue.appendDatagram(slot, length: 8))
+                buffer.storeBytes(of: UInt64(i), as: UInt64.self)
+                queue.commit(slot, socketIndex: index, destination: nil, mark: TrafficMark(.default, ecn: .notECT), tag: 0)
+                try queue.submitReady()
+                try ring.submit(waitingFor: 1)
+                _ = ring.reap { queue.handle($0) }
+            }
+            #expect(reported == count)
+            return try receivers.map { receiver in
+                var got: [Int] = []
+                var value: UInt64 = 0
+                while try withUnsafeMutableBytes(of: &value, {
+                    try PlainUDP.receiveFrom(receiver, into: $0, flags: Int32(MSG_DONTWAIT))
+                }) == 8 {
+                    got.append(Int(value))
+                }
+                return got
+            }
+        }
+        let expected = { (count: Int) in [Array(stride(from: 0, to: count, by: 2)), Array(stride(from: 1, to: count, by: 2))] }
+        #expect(try sendThroughNewQueue(sockets: 70) == expected(70))
+        #expect(try sendThroughNewQueue(sockets: 64) == expected(64))
+    }
+
     /// A send to a closed port on a connected socket fails with ECONNREFUSED and is reported.
     @Test func failedSendsAreReportedNotLost() throws {
         let ring = try Ring()
