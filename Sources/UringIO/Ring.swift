@@ -55,24 +55,25 @@ public struct Completion: Sendable {
 /// Counts every `io_uring_enter` it makes, so batching can be proven.
 public final class Ring {
     @usableFromInline let ring: UnsafeMutablePointer<io_uring>
+    // `@exclusivity(unchecked)` on the state touched per datagram: see UDPSendQueue.
     /// Calls to `io_uring_enter` made by this ring.
-    public private(set) var enterCalls = 0
+    @exclusivity(unchecked) public private(set) var enterCalls = 0
     /// Submission queue entries handed to the kernel.
-    public private(set) var submittedEntries = 0
+    @exclusivity(unchecked) public private(set) var submittedEntries = 0
     /// SQEs prepared since the last submit.
-    public private(set) var pendingEntries = 0
+    @exclusivity(unchecked) public private(set) var pendingEntries = 0
     /// Completions reaped.
-    public private(set) var completions = 0
+    @exclusivity(unchecked) public private(set) var completions = 0
 
     /// Two timers: 0 for waits (`armTimer`), 1 for an independent alarm (`armAlarm`).
     private var timerSpec: UnsafeMutablePointer<__kernel_timespec>
     let wakeBuffer = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
     /// True while a wake-up read is in flight.
-    public internal(set) var wakeArmed = false
+    @exclusivity(unchecked) public internal(set) var wakeArmed = false
     /// True while a timer SQE is in flight.
-    public private(set) var timerArmed = false
+    @exclusivity(unchecked) public private(set) var timerArmed = false
     /// True while the alarm's SQE is in flight.
-    public private(set) var alarmArmed = false
+    @exclusivity(unchecked) public private(set) var alarmArmed = false
     /// The kernel takes a timeout with each wait (IORING_FEAT_EXT_ARG).
     public let hasWaitTimeouts: Bool
 

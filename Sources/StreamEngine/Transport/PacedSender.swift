@@ -104,15 +104,16 @@ public final class PacedSender {
     public let ring: Ring
     /// The send slots.
     public let queue: UDPSendQueue
+    // `@exclusivity(unchecked)` on the state touched per datagram: see UDPSendQueue.
     /// The rate budget.
-    public var pacer: Pacer
+    @exclusivity(unchecked) public var pacer: Pacer
     /// The configuration.
-    public private(set) var config: PacedSenderConfig
-    private var routes: [Route] = []
+    @exclusivity(unchecked) public private(set) var config: PacedSenderConfig
+    @exclusivity(unchecked) private var routes: [Route] = []
     /// Datagrams handed to the ring.
-    public private(set) var datagramsQueued = 0
+    @exclusivity(unchecked) public private(set) var datagramsQueued = 0
     /// Submissions made by `pump` (each one `io_uring_enter` in `wait` or `flush`).
-    public private(set) var submissions = 0
+    @exclusivity(unchecked) public private(set) var submissions = 0
 
     /// Makes a sender on `ring`.
     public init(ring: Ring, config: PacedSenderConfig) {
