@@ -12,6 +12,7 @@ struct SendOptions {
         var address: SocketAddress
         var serviceClass: ServiceClass?
         var ecn: ECNCodepoint?
+        var pace: Double?
     }
     var targets: [Target] = []
     var destination: SocketAddress? { targets.first?.address }
@@ -39,10 +40,11 @@ struct SendOptions {
     var quiet = false
 
     static let help = """
-    usage: streamer send --to HOST:PORT[,class=C][,ecn=E] [--to ...] | --rtsp [ADDR:]PORT [options]
-      --to HOST:PORT[,class=C][,ecn=E]   send RTP to a receiver there (RTCP feedback from its port + 1);
-                                 repeat for several flows in one engine (each with its own SSRC, bound
-                                 and counters; class/ecn override --class/--ecn). SIGHUP resolves every
+    usage: streamer send --to HOST:PORT[,class=C][,ecn=E][,pace=RATE] [--to ...] | --rtsp [ADDR:]PORT [options]
+      --to HOST:PORT[,class=C][,ecn=E][,pace=RATE]   send RTP to a receiver there (RTCP feedback from its
+                                 port + 1); repeat for several flows in one engine (each with its own SSRC,
+                                 bound, counters and pace, which it keeps to while the others are idle;
+                                 class/ecn/pace override --class/--ecn/--pace). SIGHUP resolves every
                                  HOST again and moves a flow whose address changed
       --rtsp [ADDR:]PORT         serve the stream over RTSP instead (TCP, default address 0.0.0.0):
                                  one client plays rtsp://HOST:PORT/stream (RTP/UDP unicast); the run
@@ -132,7 +134,7 @@ struct SendOptions {
         return options
     }
 
-    /// `HOST:PORT[,class=C][,ecn=E]`.
+    /// `HOST:PORT[,class=C][,ecn=E][,pace=RATE]`.
     static func parseTarget(_ text: String) throws -> Target {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         var target = Target(text: parts[0], address: try parseAddress(parts[0], option: "--to"))
@@ -141,7 +143,8 @@ struct SendOptions {
             switch (pair.first, pair.count) {
             case ("class", 2): target.serviceClass = try parseServiceClass(pair[1], option: "--to \(parts[0]),class")
             case ("ecn", 2): target.ecn = try parseECN(pair[1], option: "--to \(parts[0]),ecn")
-            default: throw UsageError("--to: '\(part)' is not class=C or ecn=E (in '\(text)')")
+            case ("pace", 2): target.pace = try parseRate(pair[1], option: "--to \(parts[0]),pace")
+            default: throw UsageError("--to: '\(part)' is not class=C, ecn=E or pace=RATE (in '\(text)')")
             }
         }
         return target
@@ -353,15 +356,15 @@ func sendStatsObject(_ all: [SenderStats], source: SourceThread) -> [String: Any
     return object
 }
 
-/// A flow's configuration from the options (`serviceClass` and `ecn` override theirs).
+/// A flow's configuration from the options (`serviceClass`, `ecn` and `pace` override theirs).
 func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceClass: ServiceClass? = nil,
-                  ecn: ECNCodepoint? = nil) -> MediaSenderConfig {
+                  ecn: ECNCodepoint? = nil, pace: Double? = nil) -> MediaSenderConfig {
     var config = MediaSenderConfig(destination: destination)
     config.serviceClass = serviceClass ?? options.serviceClass
     config.ecn = ecn ?? options.ecn
     config.mtu = options.mtu
     if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = Int64(reprobe * 1e9) }
-    config.paceBitsPerSecond = options.pace ?? options.bitrate * 1.5
+    config.paceBitsPerSecond = pace ?? options.pace ?? options.bitrate * 1.5
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed
     config.rtcpMux = options.rtcpMux
@@ -389,7 +392,8 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     }
     let fps = options.fps ?? 30
     let configs = options.targets.enumerated().map { index, target in
-        var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass, ecn: target.ecn)
+        var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass,
+                                  ecn: target.ecn, pace: target.pace)
         config.localPort = options.localPort.map { $0 + UInt16(2 * index) }
         return config
     }

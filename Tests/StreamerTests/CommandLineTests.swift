@@ -110,6 +110,8 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         (["recv"], "--listen"),
         (["recv", "--listen", "5004", "--bogus"], "--bogus"),
         (["recv", "--listen", "5004", "--feedback-interval", "0.0001"], "--feedback-interval"),
+        (["send", "--to", "127.0.0.1:5004,pace=fast"], "pace"),
+        (["send", "--to", "127.0.0.1:5004,speed=3M"], "pace=RATE"),
         (["recv", "--listen", "5004", "--feedback-interval", "soon"], "--feedback-interval"),
         (["fly"], "fly"),
         ([], "usage"),

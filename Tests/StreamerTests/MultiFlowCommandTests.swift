@@ -22,8 +22,8 @@ func startReceiver(_ binary: String, address: String = "127.0.0.1", port: UInt16
 /// `streamer send` with several `--to`: flows of one engine.
 @Suite(.enabled(if: uringEnabled, "io_uring is disabled here"))
 struct MultiFlowCommandTests {
-    /// Two destinations, the second with its own class and ECN codepoint: both receivers get
-    /// every frame, each marked as its flow asked, and the stats JSON has both flows.
+    /// Two destinations, the second with its own class, ECN codepoint and pace: both receivers
+    /// get every frame, each marked as its flow asked, and the stats JSON has both flows.
     @Test func twoDestinationsWithTheirOwnMarks() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("multi")
@@ -33,7 +33,7 @@ struct MultiFlowCommandTests {
             try startReceiver(binary, port: port, frames: 60, directory: directory, name: "recv\(index)")
         }
         let sendStats = directory.appendingPathComponent("send.json")
-        let sent = try run(binary, ["send", "--to", "127.0.0.1:\(ports[0])", "--to", "127.0.0.1:\(ports[1]),class=realtime,ecn=ect1",
+        let sent = try run(binary, ["send", "--to", "127.0.0.1:\(ports[0])", "--to", "127.0.0.1:\(ports[1]),class=realtime,ecn=ect1,pace=3M",
                                     "--frames", "60", "--size", "320x240", "--quiet", "--stats", sendStats.path,
                                     "--sdp", directory.appendingPathComponent("x.sdp").path])
         #expect(sent.status == 0, "send: \(sent.stderr)")
@@ -43,6 +43,8 @@ struct MultiFlowCommandTests {
         try #require(flows.count == 2)
         #expect(intField(send, "pacing.flows") == 2)
         #expect(Set(flows.compactMap { $0["ssrc"] as? Int }).count == 2)
+        // The default pace (1.5 x the 4 Mbit/s bitrate) and the second flow's own.
+        #expect(flows.map { field($0, "pacing.rateBps") as? Double } == [6_000_000, 3_000_000])
         for (index, port) in ports.enumerated() {
             let recv = try readJSON(directory.appendingPathComponent("recv\(index).json"))
             let flow = flows[index]
