@@ -50,7 +50,7 @@ struct GStreamerInteropTests {
         let send = try readJSON(stats)
         let packets = intField(send, "packets.sent") ?? 0
         let confirmed = intField(send, "packets.confirmed") ?? 0
-        print("gstreamer: sent \(packets), confirmed \(confirmed), unconfirmed \(intField(send, "packets.unconfirmed") ?? -1), reports \(intField(send, "feedback.reports") ?? 0), interval \(field(send, "feedback.intervalMs") ?? "-") ms, bound \(intField(send, "bytes.maxUnconfirmed") ?? 0)")
+        print("gstreamer: rtt \(field(send, "rttMs.smoothed") ?? "-") ms; sent \(packets), confirmed \(confirmed), unconfirmed \(intField(send, "packets.unconfirmed") ?? -1), reports \(intField(send, "feedback.reports") ?? 0), interval \(field(send, "feedback.intervalMs") ?? "-") ms, bound \(intField(send, "bytes.maxUnconfirmed") ?? 0)")
         #expect((intField(send, "feedback.reports") ?? 0) >= 2)
         // RFC 3550 6.3.1: rtpbin's 5 s minimum interval is randomized over [0.5, 1.5] and
         // divided by e - 3/2, so every gap between its reports lies in 2.05...6.16 s, and so
