@@ -117,6 +117,10 @@ struct FFmpegInteropTests {
         // notices and runs without the bound instead of starving the stream.
         #expect(sender.stats.feedbackReports == 0)
         #expect(sender.stats.packetsConfirmed == 0)
+        // Nothing is known lost either: every packet is one no receiver will confirm.
+        #expect(sender.stats.feedbackAbsent)
+        #expect(sender.stats.packetsLost == 0 && sender.stats.packetsUnconfirmed == 0)
+        #expect(sender.stats.packetsAbandoned == sender.stats.packetsSent)
         #expect(direct.count == frameCount)
         #expect(overRTP.count == frameCount)
         #expect(overRTP == direct)

@@ -158,6 +158,8 @@ struct MultiFlowTests {
         let idle = receivers[1].finish(expected: 1, seconds: 0.1)
         #expect(sent.framesSent == 20 && got.received == sent.packetsSent)
         #expect(idle.received == 0 && sender.stats(flow: 1).packetsSent == 0)
+        // No feedback asked for: no packet is tracked, so none is confirmed or counted lost.
+        #expect(sent.packetsLost == 0 && sent.packetsConfirmed == 0 && sent.packetsUnconfirmed == 0, "\(sent)")
         let arrivals = got.arrivals.sorted { $0.timestamp < $1.timestamp }
         try #require(arrivals.count == sent.packetsSent && arrivals.allSatisfy { $0.timestamp > 0 })
         let burst = largestBurstAboveRate(arrivals, rateBitsPerSecond: pace)

@@ -31,7 +31,7 @@ public struct SentPacketLog: Sendable {
     public private(set) var confirmed = 0
     /// Packets declared lost (and not confirmed since).
     public private(set) var lost = 0
-    /// Packets that were unconfirmed when the flow moved to another receiver (`abandonUnconfirmed`).
+    /// Packets written off by `abandonUnconfirmed`: no receiver will confirm them.
     public private(set) var abandoned = 0
     /// Packets neither confirmed nor lost (nor abandoned).
     public private(set) var unconfirmedPackets = 0
@@ -155,10 +155,10 @@ public struct SentPacketLog: Sendable {
         return count
     }
 
-    /// Writes off every unconfirmed packet: the flow moved to another receiver, and the one
-    /// they went to can no longer confirm them (only the flow's receiver is heard). They
-    /// leave the unconfirmed count (and so the bound) without counting as lost, since they
-    /// most likely arrived. Returns how many.
+    /// Writes off every unconfirmed packet: no receiver will confirm them (the flow moved to
+    /// another receiver and only the current one is heard, or the receiver sends no feedback
+    /// at all). They leave the unconfirmed count (and so the bound) without counting as lost,
+    /// since nothing says they were. Returns how many.
     @discardableResult
     public mutating func abandonUnconfirmed() -> Int {
         var count = 0

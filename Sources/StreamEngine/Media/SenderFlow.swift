@@ -256,8 +256,12 @@ final class SenderFlow {
         pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
                      receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000,
                      receiverConfirmsProbes: confirmsProbes)
-        guard config.feedback, feedbackSocket != nil else { return }
-        if !rtcp.receiverGone {
+        guard config.feedback, feedbackSocket != nil else { return }  // no feedback: packets are not tracked
+        if !rtcp.feedbackSeen {
+            // Until the receiver has reported once, age says nothing about loss. One that has
+            // sent nothing since the start (ffmpeg reading an SDP, VLC) confirms nothing.
+            if silentSinceStart { flow.log.abandonUnconfirmed() }
+        } else if !rtcp.receiverGone {
             // A receiver that stopped reporting keeps its packets unconfirmed: the bound holds.
             flow.log.expireUnconfirmed(sentBefore: now - rtcp.lossTimeout)
         }

@@ -60,8 +60,10 @@ public struct SenderStats: Sendable, Equatable {
     public var packetsConfirmed = 0
     /// Packets reported missing or unconfirmed too long (and not confirmed since).
     public var packetsLost = 0
-    /// Packets that were unconfirmed when the flow moved to another receiver (`redirect`):
-    /// neither confirmed nor lost, since only the flow's current receiver is heard.
+    /// Packets no receiver will confirm, neither confirmed nor lost: sent to a receiver that has
+    /// sent no feedback since the start, or unconfirmed when the flow moved to another receiver
+    /// (`redirect`: only the current one is heard). With `feedback` off no packet is tracked:
+    /// this, `packetsConfirmed`, `packetsLost` and `packetsUnconfirmed` stay 0.
     public var packetsAbandoned = 0
     /// Packets neither confirmed nor lost yet.
     public var packetsUnconfirmed = 0
