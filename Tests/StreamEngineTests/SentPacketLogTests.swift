@@ -41,6 +41,21 @@ struct SentPacketLogMoveTests {
     }
 }
 
+struct SentPacketLogSilenceTests {
+    /// A receiver that never reported: what age declared lost and what is unconfirmed become
+    /// abandoned; a per-packet confirmation arriving after all still counts.
+    @Test func silenceTurnsGuessedLossIntoAbandoned() {
+        var log = SentPacketLog(capacity: 64)
+        for sequence in 0..<10 { log.recordSent(sequence: Int64(sequence), bytes: 100, at: Int64(sequence)) }
+        #expect(log.expireUnconfirmed(sentBefore: 6) == 6)
+        #expect(log.abandonUnreported() == 10)
+        #expect(log.lost == 0 && log.unconfirmedPackets == 0 && log.abandoned == 10 && log.unconfirmedBytes == 0)
+        #expect(log.abandonUnreported() == 0)
+        #expect(log.confirm(2) == .confirmed && log.abandoned == 9 && log.confirmed == 1)
+        #expect(log.sent == log.confirmed + log.lost + log.unconfirmedPackets + log.abandoned)
+    }
+}
+
 struct SenderRTTTests {
     /// Receiver reports that answer the same sender report (LSR) again, with a longer DLSR,
     /// are one round trip, not several: only a new LSR makes a new RTT sample.

@@ -178,6 +178,20 @@ public struct SentPacketLog: Sendable {
         return count
     }
 
+    /// For a receiver that has never reported: every packet declared lost (by age alone, as
+    /// no report said anything) and every unconfirmed one becomes abandoned. Returns how many.
+    @discardableResult
+    public mutating func abandonUnreported() -> Int {
+        var moved = lost
+        if lost > 0 {  // once: nothing is declared lost while the receiver stays silent
+            for index in entries.indices where entries[index].state == .lost { entries[index].state = .abandoned }
+            abandoned += lost
+            lost = 0
+        }
+        moved += abandonUnconfirmed()
+        return moved
+    }
+
     /// Send time of the oldest unconfirmed packet, if any.
     public var oldestUnconfirmedSendTime: Int64? {
         var current = oldestOpen

@@ -257,10 +257,10 @@ final class SenderFlow {
                      receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000,
                      receiverConfirmsProbes: confirmsProbes)
         guard config.feedback, feedbackSocket != nil else { return }  // no feedback: packets are not tracked
-        if !rtcp.feedbackSeen {
-            // Until the receiver has reported once, age says nothing about loss. One that has
-            // sent nothing since the start (ffmpeg reading an SDP, VLC) confirms nothing.
-            if silentSinceStart { flow.log.abandonUnconfirmed() }
+        if silentSinceStart {
+            // Nothing heard since the start (ffmpeg reading an SDP sends no RTCP): no receiver
+            // will confirm these, and what age declared lost was only ever a guess.
+            flow.log.abandonUnreported()
         } else if !rtcp.receiverGone {
             // A receiver that stopped reporting keeps its packets unconfirmed: the bound holds.
             flow.log.expireUnconfirmed(sentBefore: now - rtcp.lossTimeout)
