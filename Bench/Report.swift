@@ -35,10 +35,8 @@ struct CaseSummary {
     }
     var senderSyscalls: [Double] { perDatagram({ Double($0.sender.syscalls) }, by: { $0.sender.sent }) }
     var receiverSyscalls: [Double] { perDatagram({ Double($0.receiver.int("syscalls")) }, by: { $0.delivered }) }
-    var segmentsPerSend: Double { median(rounds.map { $0.sender.sends > 0 ? Double($0.sender.sent) / Double($0.sender.sends) : .nan }) }
-    var datagramsPerSubmit: Double {
-        median(rounds.map { $0.sender.submissions > 0 ? Double($0.sender.sent) / Double($0.sender.submissions) : .nan })
-    }
+    var segmentsPerSend: Double { rounds.segmentsPerSend }
+    var datagramsPerSubmit: Double { rounds.datagramsPerSubmit }
     var megabitsPerSecond: Double {
         median(rounds.map { Double($0.sender.sent * benchCase.size * 8) / Double(max(1, $0.sender.wallNanoseconds)) * 1000 })
     }
@@ -60,9 +58,23 @@ struct CaseSummary {
     /// The `stream` plan of the measured rounds.
     var streamPlan: StreamPlan? { rounds.first?.stream }
     /// Mean UDP payload of what was sent.
+    var meanDatagramBytes: Double { rounds.meanDatagramBytes }
+}
+
+/// What every summary takes from its rounds alike.
+extension Array where Element == RoundRecord {
+    /// Median over the rounds of datagrams per send (segments per send SQE).
+    var segmentsPerSend: Double {
+        median(map { $0.sender.sends > 0 ? Double($0.sender.sent) / Double($0.sender.sends) : .nan })
+    }
+    /// Median over the rounds of datagrams per submission.
+    var datagramsPerSubmit: Double {
+        median(map { $0.sender.submissions > 0 ? Double($0.sender.sent) / Double($0.sender.submissions) : .nan })
+    }
+    /// Mean UDP payload of what was sent, over all rounds.
     var meanDatagramBytes: Double {
-        let sent = rounds.reduce(0) { $0 + $1.sender.sent }
-        return sent > 0 ? Double(rounds.reduce(0) { $0 + $1.sender.bytes }) / Double(sent) : .nan
+        let sent = reduce(0) { $0 + $1.sender.sent }
+        return sent > 0 ? Double(reduce(0) { $0 + $1.sender.bytes }) / Double(sent) : .nan
     }
 }
 
@@ -85,12 +97,8 @@ struct PacingSummary {
     /// The largest burst above the token-bucket line in any round, bytes.
     var largestBurst: Int { rounds.map { $0.receiver.int("burst") }.max() ?? 0 }
     var medianBurst: Double { median(rounds.map { Double($0.receiver.int("burst")) }) }
-    var segmentsPerSend: Double {
-        median(rounds.map { $0.sender.sends > 0 ? Double($0.sender.sent) / Double($0.sender.sends) : .nan })
-    }
-    var datagramsPerSubmit: Double {
-        median(rounds.map { $0.sender.submissions > 0 ? Double($0.sender.sent) / Double($0.sender.submissions) : .nan })
-    }
+    var segmentsPerSend: Double { rounds.segmentsPerSend }
+    var datagramsPerSubmit: Double { rounds.datagramsPerSubmit }
     var seconds: Double { median(rounds.map { Double($0.receiver.int("spanNs")) / 1e9 }) }
     var datagrams: Int { rounds.first?.planned ?? 0 }
     var sent: Int { rounds.reduce(0) { $0 + $1.sender.sent } }
@@ -129,16 +137,9 @@ struct VideoSummary {
     /// io_uring_enter calls per datagram (without the eventfd writes that hand frames over).
     var entersPerDatagram: Double { perDatagram { Double($0.sender.syscalls - $0.sender.handOffs) } }
     var syscallsPerDatagram: Double { perDatagram { Double($0.sender.syscalls) } }
-    var segmentsPerSend: Double {
-        median(rounds.map { $0.sender.sends > 0 ? Double($0.sender.sent) / Double($0.sender.sends) : .nan })
-    }
-    var datagramsPerSubmit: Double {
-        median(rounds.map { $0.sender.submissions > 0 ? Double($0.sender.sent) / Double($0.sender.submissions) : .nan })
-    }
-    var meanDatagramBytes: Double {
-        let sent = rounds.reduce(0) { $0 + $1.sender.sent }
-        return sent > 0 ? Double(rounds.reduce(0) { $0 + $1.sender.bytes }) / Double(sent) : .nan
-    }
+    var segmentsPerSend: Double { rounds.segmentsPerSend }
+    var datagramsPerSubmit: Double { rounds.datagramsPerSubmit }
+    var meanDatagramBytes: Double { rounds.meanDatagramBytes }
     var achieved: Double { median(rounds.map { Double($0.receiver.int("achievedBps")) }) }
     var largestBurst: Int { rounds.map { $0.receiver.int("burst") }.max() ?? 0 }
     var frameSpread: Double { median(rounds.map { Double($0.receiver.int("frameSpreadNs")) }) }

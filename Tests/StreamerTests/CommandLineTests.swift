@@ -43,6 +43,17 @@ func run(_ executable: String, _ arguments: [String], timeout: Double = 60) thro
                    stderr: String(decoding: stderrData, as: UTF8.self))
 }
 
+/// The frames ffprobe decodes from the H.265 file at `path`, and what it wrote on stderr;
+/// nil when ffprobe is not installed.
+func probeDecodedFrames(_ path: String) throws -> (frames: Int, stderr: String)? {
+    guard let ffprobe = ["/usr/bin/ffprobe"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        return nil
+    }
+    let probe = try run(ffprobe, ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                                  "stream=nb_read_frames", "-of", "csv=p=0", path])
+    return (Int(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0, probe.stderr)
+}
+
 private let portCounter = Atomic<Int>(0)
 
 /// A free RTP/RTCP port pair on loopback (even port and the next), unique among the tests of
@@ -212,11 +223,8 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         #expect((value(recv, "dscp") as? [String: Int])?["34"] == value(send, "packets.sent") as? Int)
         let sdp = try String(contentsOf: directory.appendingPathComponent("x.sdp"), encoding: .utf8)
         #expect(sdp.contains("a=rtpmap:96 H265/90000") && sdp.contains("sprop-sps="))
-        if let ffprobe = ["/usr/bin/ffprobe"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
-            let probe = try run(ffprobe, ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
-                                          "stream=nb_read_frames", "-of", "csv=p=0",
-                                          directory.appendingPathComponent("x.hevc").path])
-            #expect(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "45")
+        if let probe = try probeDecodedFrames(directory.appendingPathComponent("x.hevc").path) {
+            #expect(probe.frames == 45)
             #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")
         }
     }

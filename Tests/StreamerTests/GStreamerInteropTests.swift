@@ -65,11 +65,8 @@ struct GStreamerInteropTests {
         #expect(intField(send, "frames.sent") == 360)
         #expect(intField(send, "path.probes.sent") == 0)
         #expect(field(send, "receiverGone") as? Bool == false)
-        if let ffprobe = ["/usr/bin/ffprobe"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
-            let probe = try run(ffprobe, ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
-                                          "stream=nb_read_frames", "-of", "csv=p=0", output.path])
-            let frames = Int(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-            #expect(frames >= 355, "GStreamer wrote \(frames) decodable frames of 360")
+        if let probe = try probeDecodedFrames(output.path) {
+            #expect(probe.frames >= 355, "GStreamer wrote \(probe.frames) decodable frames of 360")
             #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")
         }
     }
@@ -95,11 +92,8 @@ struct GStreamerInteropTests {
         #expect(intField(recv, "frames.incomplete") == 0)
         #expect(intField(recv, "packets.lost") == 0)
         #expect((recv["rejected"] as? [String: Int])?.isEmpty ?? true, "\(recv["rejected"] ?? "-")")
-        if let ffprobe = ["/usr/bin/ffprobe"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
-            let probe = try run(ffprobe, ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
-                                          "stream=nb_read_frames", "-of", "csv=p=0",
-                                          directory.appendingPathComponent("recv.hevc").path])
-            #expect(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "90")
+        if let probe = try probeDecodedFrames(directory.appendingPathComponent("recv.hevc").path) {
+            #expect(probe.frames == 90)
             #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")
         }
     }

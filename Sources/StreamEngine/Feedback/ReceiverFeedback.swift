@@ -32,12 +32,15 @@ public struct ReceiverFeedback: Sendable {
 
     /// The CNAME every report carries after its receiver report (RFC 3550 6.1).
     public let cname: String
+    /// Its SDES packet, built once.
+    private let sourceDescription: RTCPPacket
 
     /// Makes the feedback state of a receiver with SSRC `ssrc` (and CNAME `cname`: by default
     /// a random one, RFC 7022).
     public init(ssrc: UInt32, cname: String = RTCPSourceDescription.randomCNAME(), maxPending: Int = 8192) {
         self.ssrc = ssrc
         self.cname = cname
+        sourceDescription = .sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: cname))
         self.maxPending = maxPending
     }
 
@@ -108,7 +111,7 @@ public struct ReceiverFeedback: Sendable {
         let delay = lastSRCompact == 0 ? 0 : UInt32(clamping: (now - lastSRArrival) * 65_536 / 1_000_000_000)
         let block = tracker.makeReportBlock(ssrc: mediaSSRC, lastSR: lastSRCompact, delaySinceLastSR: delay)
         packets.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reportBlocks: block.map { [$0] } ?? [])))
-        packets.append(.sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: cname)))
+        packets.append(sourceDescription)
         if !pending.isEmpty {
             var reports: [RTCPCongestionControlFeedback.StreamReport] = []
             var index = 0

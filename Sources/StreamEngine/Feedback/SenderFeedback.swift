@@ -43,12 +43,13 @@ final class SenderFeedback {
         return probeConfirmations
     }
 
-    /// The CNAME every sender report carries (RFC 3550 6.1: a compound packet has one).
-    let cname: String
+    /// The SDES with the CNAME every sender report carries (RFC 3550 6.1: a compound packet
+    /// has one), built once.
+    private let sourceDescription: RTCPPacket
 
     init(ssrc: UInt32, cname: String) {
         self.ssrc = ssrc
-        self.cname = cname
+        sourceDescription = .sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: cname))
     }
 
     /// The smoothed time between accepted feedback datagrams (nanoseconds; nil until two came).
@@ -104,7 +105,7 @@ final class SenderFeedback {
         let report = RTCPSenderReport(ssrc: ssrc, ntpTimestamp: ntp.rawValue, rtpTimestamp: flow.lastRTPTimestamp,
                                       packetCount: UInt32(truncatingIfNeeded: packets),
                                       octetCount: UInt32(truncatingIfNeeded: octets))
-        return RTCPCompoundBuilder.build([.senderReport(report), .sourceDescription(.init(ssrc: ssrc, cname: cname))])
+        return RTCPCompoundBuilder.build([.senderReport(report), sourceDescription])
     }
 
     /// Handles one RTCP datagram from the receiver. Returns true when it asks for a keyframe

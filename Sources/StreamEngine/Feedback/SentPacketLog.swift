@@ -68,7 +68,7 @@ public struct SentPacketLog: Sendable {
         let index = Int(sequence & mask)
         if entries[index].state == .unconfirmed {
             // Overwritten while still unconfirmed: it leaves as lost.
-            markLost(index)
+            release(index, as: .lost)
             expired += 1
         }
         entries[index] = Entry(sequence: sequence, sentAt: time, bytes: Int32(bytes), state: .unconfirmed)
@@ -139,20 +139,7 @@ public struct SentPacketLog: Sendable {
     /// Declares lost every unconfirmed packet sent before `deadline`. Returns how many.
     @discardableResult
     public mutating func expireUnconfirmed(sentBefore deadline: Int64) -> Int {
-        var count = 0
-        var current = oldestOpen
-        while current <= newest {
-            let index = Int(current & mask)
-            let entry = entries[index]
-            if entry.sequence == current && entry.state == .unconfirmed {
-                guard entry.sentAt < deadline else { break }
-                markLost(index)
-                count += 1
-            }
-            current += 1
-        }
-        advanceOldestOpen()
-        return count
+        releaseUnconfirmed(sentBefore: deadline, as: .lost)
     }
 
     /// Writes off every unconfirmed packet: no receiver will confirm them (the flow moved to
@@ -161,15 +148,19 @@ public struct SentPacketLog: Sendable {
     /// since nothing says they were. Returns how many.
     @discardableResult
     public mutating func abandonUnconfirmed() -> Int {
+        releaseUnconfirmed(sentBefore: .max, as: .abandoned)
+    }
+
+    /// Moves every unconfirmed packet sent before `deadline` (oldest first) to `state`.
+    private mutating func releaseUnconfirmed(sentBefore deadline: Int64, as state: State) -> Int {
         var count = 0
         var current = oldestOpen
         while current <= newest {
             let index = Int(current & mask)
-            if entries[index].sequence == current && entries[index].state == .unconfirmed {
-                entries[index].state = .abandoned
-                unconfirmedPackets -= 1
-                unconfirmedBytes -= Int(entries[index].bytes)
-                abandoned += 1
+            let entry = entries[index]
+            if entry.sequence == current && entry.state == .unconfirmed {
+                guard entry.sentAt < deadline else { break }
+                release(index, as: state)
                 count += 1
             }
             current += 1
@@ -203,12 +194,17 @@ public struct SentPacketLog: Sendable {
         return nil
     }
 
-    private mutating func markLost(_ index: Int) {
-        entries[index].state = .lost
-        if recordsLostSizes && lostSizes.count < 4096 { lostSizes.append(entries[index].bytes) }
+    /// Takes an unconfirmed packet out of the unconfirmed count, as lost or abandoned.
+    private mutating func release(_ index: Int, as state: State) {
+        entries[index].state = state
         unconfirmedPackets -= 1
         unconfirmedBytes -= Int(entries[index].bytes)
-        lost += 1
+        if state == .lost {
+            lost += 1
+            if recordsLostSizes && lostSizes.count < 4096 { lostSizes.append(entries[index].bytes) }
+        } else {
+            abandoned += 1
+        }
     }
 
     private mutating func advanceOldestOpen() {
