@@ -22,13 +22,13 @@ func serveRTSP(_ options: SendOptions, plan: SourcePlan, fps: Int, sender: Media
     if !options.quiet { printError("streamer send: serving rtsp://\(address)/\(config.path) (one client)") }
 
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) { progressLine(gate.senderStats) }
-    let goneWatch = MutexBox<GoneWatch?>(nil)
+    let eventPrinter = MutexBox<SenderEventPrinter?>(nil)
     let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) { rtspStatsObject(gate) }
-    try server.run(parameterSets: source.headers.get(), onPlay: { goneWatch.set(GoneWatch(sender: $0)) },
+    try server.run(parameterSets: source.headers.get(), onPlay: { eventPrinter.set(SenderEventPrinter(sender: $0)) },
                    onEvent: { if !options.quiet { printError("streamer send: \($0)") } })
     stopFlag.set(true)
     progress.stop()
-    goneWatch.get()?.stop()
+    eventPrinter.get()?.waitUntilDrained()
     statsWriter.stop()
     withExtendedLifetime(trap) {}
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }

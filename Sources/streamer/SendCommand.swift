@@ -326,7 +326,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "frames": ["encoded": stats.framesEncoded, "sent": stats.framesSent,
                    "droppedUnconfirmed": stats.framesDroppedUnconfirmed,
                    "droppedQueueFull": stats.framesDroppedQueueFull, "keyframes": stats.keyframes],
-        "path": ["mtu": stats.pathMTU, "mtuSource": stats.mtuSource, "datagramSize": stats.datagramSize,
+        "path": ["mtu": stats.pathMTU, "mtuSource": stats.mtuSource.rawValue, "datagramSize": stats.datagramSize,
                  "clamped": stats.clamped, "framesClamped": stats.framesClamped,
                  "probes": ["sent": stats.probesSent, "confirmed": stats.probesConfirmed, "lost": stats.probesLost],
                  "icmpReports": stats.icmpMTUReports, "blackHoles": stats.blackHoles, "searches": stats.mtuSearches,
@@ -419,13 +419,13 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
         progressLine(sender.stats) + (sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : "")
     }
-    let goneWatch = GoneWatch(sender: sender)
+    let eventPrinter = SenderEventPrinter(sender: sender)
     let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) {
         sendStatsObject(sender.allStats, source: source)
     }
     try sender.run()
     progress.stop()
-    goneWatch.stop()
+    eventPrinter.waitUntilDrained()
     statsWriter.stop()
     withExtendedLifetime((trap, hangup)) {}
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
@@ -487,42 +487,6 @@ func reresolve(_ targets: [SendOptions.Target], sender: MediaSender) {
 func progressLine(_ s: SenderStats) -> String {
     let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
     return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
-}
-
-/// Says once on stderr when the receiver stops sending feedback, and once when it is back.
-final class GoneWatch: Sendable {
-    private let running = MutexBox<Bool>(true)
-    init(sender: MediaSender) {
-        let running = self.running
-        Thread {
-            let count = sender.flowCount
-            var gone = Array(repeating: false, count: count)
-            var absentSaid = Array(repeating: false, count: count)
-            var errorsSaid = Array(repeating: Set<String>(), count: count)
-            while running.get() {
-                usleep(100_000)
-                for (index, stats) in sender.allStats.enumerated() {
-                    // With several flows, each line names its flow's receiver.
-                    let prefix = count > 1 ? "streamer send: [\(stats.destination)]" : "streamer send:"
-                    for (reason, failed) in stats.errors where !errorsSaid[index].contains(reason) {
-                        // Once per kind of error, not once per datagram: the count is in the stats.
-                        errorsSaid[index].insert(reason)
-                        printError("\(prefix) sends failing: \(reason) (\(failed) datagrams so far; counted in stats.errors)")
-                    }
-                    if stats.feedbackAbsent && !absentSaid[index] {
-                        absentSaid[index] = true
-                        printError("\(prefix) no RTCP feedback from the receiver (ffmpeg/ffplay send none); running without the unconfirmed bound (use --no-feedback to say so)")
-                    }
-                    if stats.receiverGone != gone[index] {
-                        gone[index] = stats.receiverGone
-                        printError(gone[index] ? "\(prefix) the receiver stopped sending feedback; holding at \(stats.bytesUnconfirmed) unconfirmed bytes"
-                                               : "\(prefix) the receiver is back; resuming with a keyframe")
-                    }
-                }
-            }
-        }.start()
-    }
-    func stop() { running.set(false) }
 }
 
 /// A line of progress on stderr once a second, on its own thread.

@@ -64,7 +64,7 @@ struct MediaLoopbackTests {
         #expect(result.sender.datagramSize >= mtu - 28 - 10)  // big frames fill the MTU
         #expect(result.sender.clamped == 0)
         #expect(result.sender.pathMTU == mtu)
-        #expect(result.sender.mtuSource == "configured")
+        #expect(result.sender.mtuSource == .configured)
         #expect(result.receiver.lost == 0)
         #expect(result.receiver.framesComplete == 300)
         #expect(result.receiver.ecn[Int(ECNCodepoint.ect0.rawValue)] == result.receiver.received)

@@ -85,8 +85,9 @@ struct MultiFlowTests {
 
     /// Each flow has its own bound: when one receiver goes away mid-stream, its flow stops at
     /// its bound, drops frames and reports the receiver gone, while the other flow in the
-    /// same engine delivers every frame complete.
-    @Test func oneFlowsDeadReceiverDoesNotTouchTheOther() throws {
+    /// same engine delivers every frame complete. The event stream says so once, for that
+    /// flow only: the receiver gone, the bound reached.
+    @Test func oneFlowsDeadReceiverDoesNotTouchTheOther() async throws {
         let frameCount = 90  // 3 s at 30 fps
         let units = try encodeSynthetic(count: frameCount, width: 640, height: 360, bitrateKbps: 2000)
         let live = try BackgroundReceiver(frameLimit: frameCount)
@@ -101,6 +102,7 @@ struct MultiFlowTests {
             return config
         }
         let sender = try MediaSender(flows: configs)
+        let events = sender.events()
         let feeder = Thread {
             let start = Date()
             for (index, unit) in units.enumerated() {
@@ -125,6 +127,17 @@ struct MultiFlowTests {
         #expect(dyingStats.framesDroppedUnconfirmed > 0)
         #expect(dyingStats.peakUnconfirmedBytes <= bound, "peak \(dyingStats.peakUnconfirmedBytes)")
         #expect(dyingStats.framesSent < frameCount)
+
+        var seen: [SenderEvent] = []
+        for await event in events { seen.append(event) }  // ended when run returned
+        #expect(seen.allSatisfy { $0.flow == 1 }, "\(seen)")
+        let gone = seen.filter { if case .receiverGone = $0 { true } else { false } }
+        #expect(gone.count == dyingStats.receiverGoneEvents, "\(seen)")
+        let atBound = seen.compactMap { event -> Int? in
+            if case .boundReached(_, let unconfirmed, let limit) = event, limit == bound { unconfirmed } else { nil }
+        }
+        #expect(!atBound.isEmpty && atBound.allSatisfy { $0 <= bound }, "\(seen)")
+        #expect(!seen.contains { if case .receiverBack = $0 { true } else { false } })
     }
 
     /// Two flows paced at 8 Mbit/s each share a pacer at 16 Mbit/s. With the second flow

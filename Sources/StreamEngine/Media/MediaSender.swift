@@ -84,6 +84,7 @@ public final class MediaSender: Sendable {
     private let flows: [FlowHandle]
     private let stopRequested = Atomic<Bool>(false)
     private let wakeEvent: WakeEvent
+    private let eventHub = SenderEventHub()
 
     /// Makes a sender with one flow. Nothing is opened until `run`.
     public convenience init(config: MediaSenderConfig) throws(SystemError) {
@@ -98,7 +99,8 @@ public final class MediaSender: Sendable {
         let wakeEvent = try WakeEvent()
         self.wakeEvent = wakeEvent
         let cname = RTCPSourceDescription.randomCNAME()
-        flows = configs.map { FlowHandle(config: $0, wakeEvent: wakeEvent, cname: cname) }
+        let eventHub = self.eventHub
+        flows = configs.map { FlowHandle(config: $0, wakeEvent: wakeEvent, cname: cname, events: eventHub) }
     }
 
     /// The number of flows.
@@ -132,6 +134,12 @@ public final class MediaSender: Sendable {
     /// name resolved again): its sockets are connected there, and it resumes with a keyframe.
     public func redirect(to destination: SocketAddress, flow: Int = 0) { flows[flow].redirect(to: destination) }
 
+    /// A stream of what happens to the flows (receiver gone or back, bound reached, path MTU
+    /// changed, flow redirected, sends failing), as it happens. Each call makes a new
+    /// subscription that sees the events from then on; it ends when `run` returns (at once
+    /// if `run` has returned already). Subscribe before `run` to see everything.
+    public func events() -> AsyncStream<SenderEvent> { eventHub.subscribe() }
+
     /// The first flow's counters so far.
     public var stats: SenderStats { stats(flow: 0) }
 
@@ -153,18 +161,19 @@ public final class MediaSender: Sendable {
     }
 
     /// The largest UDP payload for this path and configuration, and where the MTU came from.
-    static func datagramBudget(socket: UDPSocket, setting: MTUSetting) -> (mtu: Int, source: String) {
+    static func datagramBudget(socket: UDPSocket, setting: MTUSetting) -> (mtu: Int, source: MTUSource) {
         switch setting {
-        case .fixed(let mtu): return (mtu, "configured")
+        case .fixed(let mtu): return (mtu, .configured)
         case .auto:
             let kernel = socket.kernelPathMTU() ?? 1500
-            return (min(kernel, 1500), "kernel")
+            return (min(kernel, 1500), .kernel)
         }
     }
 
     /// Opens the sockets and the ring and sends until `finish` (and everything is sent and
     /// the final feedback is in, for every flow) or `stop`.
     public func run() throws(SystemError) {
+        defer { eventHub.finish() }
         let ring = try Ring(entries: 256)
         let paces = flowConfigs.map(\.paceBitsPerSecond)
         let rate: Double? = paces.contains(nil) ? nil : paces.reduce(0) { $0 + ($1 ?? 0) }

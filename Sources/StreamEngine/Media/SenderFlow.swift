@@ -18,12 +18,15 @@ final class FlowHandle: Sendable {
     let statsBox = Mutex(SenderStats())
     let keyframeRequested = Atomic<Bool>(false)
     private let wakeEvent: WakeEvent
+    /// Where the flow's events go (the sender's subscribers).
+    let events: SenderEventHub
     /// The sender's RTCP CNAME (one for all its flows).
     let cname: String
 
-    init(config: MediaSenderConfig, wakeEvent: WakeEvent, cname: String) {
+    init(config: MediaSenderConfig, wakeEvent: WakeEvent, cname: String, events: SenderEventHub) {
         self.config = config
         self.wakeEvent = wakeEvent
+        self.events = events
         self.cname = cname
     }
 
@@ -70,6 +73,8 @@ final class SenderFlow {
     let pathMTU: PathMTUController
     private let rtcp: SenderFeedback
     private var local = SenderStats()
+    /// The events between one publication of `local` and the next.
+    private var eventDetector: SenderEventDetector
     private let bound: Int?
     private var destination: SocketAddress
     private var lastForcedKeyframe: Int64 = -1 << 62
@@ -134,7 +139,7 @@ final class SenderFlow {
         bound = flow.maxUnconfirmedBytes
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
         local.pathMTU = pathMTU.mtu
-        local.mtuSource = source == "configured" ? source : pathMTU.source
+        local.mtuSource = source == .configured ? source : pathMTU.source
         local.dscp = mark.dscp
         local.ecn = config.ecn.name
         local.pacingRate = config.paceBitsPerSecond ?? 0
@@ -143,6 +148,7 @@ final class SenderFlow {
         local.maxUnconfirmedBytes = bound ?? 0
         local.flowIndex = index
         local.destination = "\(config.destination)"
+        eventDetector = SenderEventDetector(initial: local)
     }
 
     private static func rtcpPeer(of destination: SocketAddress) -> SocketAddress {
@@ -367,6 +373,7 @@ final class SenderFlow {
         local.mixedSubmissions = mixedSubmissions
         let snapshot = local
         handle.statsBox.withLock { $0 = snapshot }
+        handle.events.emit(eventDetector.update(snapshot, now: monotonicNanoseconds()))
     }
 }
 

@@ -16,8 +16,8 @@ public struct SenderStats: Sendable, Equatable {
     public var framesDroppedQueueFull = 0
     /// The path MTU in use.
     public var pathMTU = 0
-    /// Where it came from: `kernel`, `configured` (or `probe` once probing confirms it).
-    public var mtuSource = "kernel"
+    /// Where it came from.
+    public var mtuSource = MTUSource.kernel
     /// The largest UDP payload put on the wire.
     public var datagramSize = 0
     /// Packets that would have exceeded the path MTU (planned for a larger one, then dropped).

@@ -73,8 +73,8 @@ final class PathMTUController: DatagramProducer {
     /// The MTU the flow's datagrams are sized for.
     var mtu: Int { configuredMTU ?? prober?.mtu ?? 1500 }
 
-    /// Where `mtu` comes from: `configured`, `kernel` or `probe`.
-    var source: String { configuredMTU != nil ? "configured" : prober?.source.rawValue ?? "kernel" }
+    /// Where `mtu` comes from.
+    var source: MTUSource { configuredMTU != nil ? .configured : prober?.source ?? .kernel }
 
     /// Periodic work: ICMP from the error queue, black-hole evidence from the flow's log,
     /// the next probe. `receiverAlive`: feedback is arriving now. `receiverConfirmsProbes`:

@@ -41,13 +41,6 @@ public struct PathMTUProberConfig: Sendable, Equatable {
 /// starts a new search; after `reprobeInterval` a new search looks for a larger path.
 public struct PathMTUProber: Sendable {
     /// Where the MTU in use comes from.
-    public enum Source: String, Sendable {
-        /// Not confirmed by a probe: the base, or the kernel's view (ICMP, IP_MTU).
-        case kernel
-        /// Confirmed by a probe.
-        case probe
-    }
-
     /// A probe to put on the wire now.
     public struct Probe: Sendable, Equatable {
         /// Its id (echoed in the receiver's confirmation).
@@ -61,7 +54,7 @@ public struct PathMTUProber: Sendable {
     /// The MTU to packetize for now.
     public private(set) var mtu: Int
     /// Where `mtu` comes from.
-    public private(set) var source: Source = .kernel
+    public private(set) var source: MTUSource = .kernel
     /// The kernel's path MTU when the prober started (the first candidate).
     public let kernelMTU: Int
 

@@ -1,0 +1,42 @@
+import Foundation
+import StreamEngine
+
+/// Says on stderr, one line each, what the engine's event stream reports as it happens: sends
+/// failing (once per kind of error), no feedback at all, the receiver gone and back.
+final class SenderEventPrinter: Sendable {
+    private let drained = DispatchSemaphore(value: 0)
+
+    /// Subscribes before `sender.run()` so that no event is missed.
+    init(sender: MediaSender) {
+        let events = sender.events()
+        let drained = self.drained
+        Task.detached {
+            for await event in events {
+                if let line = senderEventLine(event, sender: sender) { printError(line) }
+            }
+            drained.signal()
+        }
+    }
+
+    /// Waits until every event of the finished run is printed (the stream ends when `run` returns).
+    func waitUntilDrained() { drained.wait() }
+}
+
+/// The stderr line for an event (nil for those only the stats and the library see).
+func senderEventLine(_ event: SenderEvent, sender: MediaSender) -> String? {
+    // With several flows, each line names its flow's receiver.
+    let prefix = sender.flowCount > 1 ? "streamer send: [\(sender.stats(flow: event.flow).destination)]" : "streamer send:"
+    switch event {
+    case .sendsFailing(_, let reason, let datagrams):
+        // Once per kind of error, not once per datagram: the count is in the stats.
+        return "\(prefix) sends failing: \(reason) (\(datagrams) datagrams so far; counted in stats.errors)"
+    case .feedbackAbsent:
+        return "\(prefix) no RTCP feedback from the receiver (ffmpeg/ffplay send none); running without the unconfirmed bound (use --no-feedback to say so)"
+    case .receiverGone(_, let unconfirmedBytes):
+        return "\(prefix) the receiver stopped sending feedback; holding at \(unconfirmedBytes) unconfirmed bytes"
+    case .receiverBack:
+        return "\(prefix) the receiver is back; resuming with a keyframe"
+    case .boundReached, .pathMTUChanged, .flowRedirected:
+        return nil
+    }
+}
