@@ -39,3 +39,14 @@ public struct ProcessCPUTime: Sendable, Equatable {
                        systemNanoseconds: lhs.systemNanoseconds - rhs.systemNanoseconds)
     }
 }
+
+extension Duration {
+    /// The duration in whole nanoseconds (saturating at `Int64.max`), the unit of the ring's
+    /// timeouts and of `monotonicNanoseconds()`.
+    public var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return seconds < 0 ? .min : .max }
+        return scaled &+ attoseconds / 1_000_000_000
+    }
+}

@@ -363,14 +363,14 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     config.serviceClass = serviceClass ?? options.serviceClass
     config.ecn = ecn ?? options.ecn
     config.mtu = options.mtu
-    if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = Int64(reprobe * 1e9) }
+    if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = .seconds(reprobe) }
     config.paceBitsPerSecond = pace ?? options.pace ?? options.bitrate * 1.5
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed
     config.rtcpMux = options.rtcpMux
-    if let interval = options.reportInterval { config.senderReportInterval = Int64(interval * 1e9) }
+    if let interval = options.reportInterval { config.senderReportInterval = .seconds(interval) }
     // A --stats file rewritten more often than the engine's default publishing shows every rewrite.
-    if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, Int64(every * 1e9)) }
+    if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, .seconds(every)) }
     return config
 }
 

@@ -99,7 +99,7 @@ struct FFmpegInteropTests {
         config.mtu = .fixed(1280)
         config.paceBitsPerSecond = 8_000_000
         config.maxQueuedFrames = units.count
-        config.noFeedbackTimeout = 0  // ffmpeg sends no RTCP: no bound from the start
+        config.noFeedbackTimeout = .zero  // ffmpeg sends no RTCP: no bound from the start
         let sender = try MediaSender(config: config)
         for unit in units { sender.send(unit) }
         sender.finish()
@@ -120,7 +120,9 @@ struct FFmpegInteropTests {
         // Nothing is known lost either: every packet is one no receiver will confirm.
         #expect(sender.stats.feedbackAbsent)
         #expect(sender.stats.packetsLost == 0 && sender.stats.packetsUnconfirmed == 0)
-        #expect(sender.stats.packetsAbandoned == sender.stats.packetsSent)
+        // A datagram the kernel refused (ffmpeg, its frames decoded, closed its port before the
+        // stream's last packets: ECONNREFUSED) is written off with the rest.
+        #expect(sender.stats.packetsAbandoned == sender.stats.packetsSent + sender.stats.packetsFailed, "\(sender.stats)")
         #expect(direct.count == frameCount)
         #expect(overRTP.count == frameCount)
         #expect(overRTP == direct)

@@ -27,7 +27,7 @@ struct FeedbackDefenceTests {
         var config = MediaSenderConfig(destination: destination)
         config.paceBitsPerSecond = 2_000_000
         config.maxQueuedFrames = units.count
-        config.finalFeedbackWait = 0
+        config.finalFeedbackWait = .zero
         let sender = try MediaSender(config: config)
         let done = DispatchSemaphore(value: 0)
         Thread {

@@ -98,7 +98,7 @@ struct MultiFlowTests {
             config.mtu = .fixed(1500)
             config.paceBitsPerSecond = 20_000_000
             config.maxUnconfirmedBytes = bound
-            config.finalFeedbackWait = 1_000_000_000
+            config.finalFeedbackWait = .seconds(1)
             return config
         }
         let sender = try MediaSender(flows: configs)

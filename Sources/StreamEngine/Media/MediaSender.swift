@@ -39,27 +39,27 @@ public struct MediaSenderConfig: Sendable {
     public var localPort: UInt16?
     /// Feedback on the RTP ports themselves instead of RTP port + 1.
     public var rtcpMux = false
-    /// After the last packet, how long to wait for the final feedback (nanoseconds).
-    public var finalFeedbackWait: Int64 = 2_000_000_000
-    /// Forced keyframes (PLI, bound, receiver back) at most this often (nanoseconds).
-    public var minKeyframeInterval: Int64 = 500_000_000
-    /// While the receiver is gone, how often a keyframe goes out to find it again (nanoseconds).
-    public var goneProbeInterval: Int64 = 1_000_000_000
-    /// How often a sender report goes out (nanoseconds); each one gives an RTT sample.
-    public var senderReportInterval: Int64 = 100_000_000
+    /// After the last packet, how long to wait for the final feedback.
+    public var finalFeedbackWait: Duration = .seconds(2)
+    /// Forced keyframes (PLI, bound, receiver back) at most this often.
+    public var minKeyframeInterval: Duration = .milliseconds(500)
+    /// While the receiver is gone, how often a keyframe goes out to find it again.
+    public var goneProbeInterval: Duration = .seconds(1)
+    /// How often a sender report goes out; each one gives an RTT sample.
+    public var senderReportInterval: Duration = .milliseconds(100)
     /// When no feedback at all arrives this long after the first packet, the receiver is
     /// taken for one that sends none (ffmpeg 5.1's RTP input cannot): the bound is lifted
-    /// until feedback appears (nanoseconds).
-    public var noFeedbackTimeout: Int64 = 3_000_000_000
+    /// until feedback appears.
+    public var noFeedbackTimeout: Duration = .seconds(3)
     /// With `mtu` auto: how long after a path-MTU search ends the next one starts, to find a
-    /// larger path again (nanoseconds).
-    public var pathMTUReprobeInterval: Int64 = 15_000_000_000
+    /// larger path again.
+    public var pathMTUReprobeInterval: Duration = .seconds(15)
     /// With `mtu` auto: the smallest MTU assumed to work on an IPv4 path (IPv6: 1280).
     public var pathMTUBaseIPv4 = 1200
     /// How often the engine publishes its counters for `stats(flow:)` while running
-    /// (nanoseconds; the shortest of all flows' applies). What `stats` returns is at most
+    /// (the shortest of all flows' applies). What `stats` returns is at most
     /// this old.
-    public var statsInterval: Int64 = 50_000_000
+    public var statsInterval: Duration = .milliseconds(50)
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -200,7 +200,7 @@ public final class MediaSender: Sendable {
             }
         }
         var lastPublish: Int64 = 0
-        let publishInterval = max(flowConfigs.map(\.statsInterval).min() ?? 50_000_000, 1_000_000)
+        let publishInterval = max(flowConfigs.map(\.statsInterval.nanoseconds).min() ?? 50_000_000, 1_000_000)
         func armSenderReportAlarm(now: Int64) throws(SystemError) {
             let due = senderFlows.compactMap { $0.senderReportDue(now: now) }.min()
             if let due { try ring.armAlarm(nanoseconds: max(due - now, 1_000)) }

@@ -128,7 +128,7 @@ final class SenderFlow {
         let socket = socket
         pathMTU = PathMTUController(flow: flow, socket: socket, probeRoute: probeRoute, fixedMTU: fixedMTU,
                                     feedback: config.feedback && feedbackReceiver != nil, configure: {
-            $0.reprobeInterval = config.pathMTUReprobeInterval
+            $0.reprobeInterval = config.pathMTUReprobeInterval.nanoseconds
             if socket.family == .ipv4 { $0.baseMTU = config.pathMTUBaseIPv4 }
         }, now: monotonicNanoseconds())
         flow.tracksPackets = config.feedback
@@ -214,7 +214,7 @@ final class SenderFlow {
     /// reasons (the bound, a receiver back or probed) are rare by construction and go through.
     private func requestKeyframe(fromPLI: Bool = false) {
         let now = monotonicNanoseconds()
-        guard !fromPLI || now - lastForcedKeyframe >= config.minKeyframeInterval else {
+        guard !fromPLI || now - lastForcedKeyframe >= config.minKeyframeInterval.nanoseconds else {
             local.keyframeRequestsIgnored += 1
             return
         }
@@ -235,7 +235,7 @@ final class SenderFlow {
     }
 
     private func scheduleSenderReport(after now: Int64) {
-        nextSenderReport = now + Int64(Double(config.senderReportInterval) * Double.random(in: 0.5...1.5))
+        nextSenderReport = now + Int64(Double(config.senderReportInterval.nanoseconds) * Double.random(in: 0.5...1.5))
     }
 
     /// From the alarm: sends a sender report if one is due.
@@ -253,7 +253,7 @@ final class SenderFlow {
         flow.now = now
         if flow.log.sent > 0 && firstSend == nil { firstSend = now }
         // Never any feedback: a receiver that sends none. No bound until feedback appears.
-        let silentSinceStart = config.feedback && !rtcp.feedbackSeen && now - (firstSend ?? now) > config.noFeedbackTimeout
+        let silentSinceStart = config.feedback && !rtcp.feedbackSeen && now - (firstSend ?? now) > config.noFeedbackTimeout.nanoseconds
         // Ours send per-packet feedback from their first report on (it follows the first media
         // packets); a receiver that sends only receiver reports (ffmpeg, GStreamer), or nothing,
         // cannot confirm probes.
@@ -285,7 +285,7 @@ final class SenderFlow {
         local.maxUnconfirmedBytes = effectiveBound ?? 0
         _ = rtcp.checkLiveness(now: now, sending: flow.log.unconfirmedPackets > 0)
         flow.receiverGone = rtcp.receiverGone
-        if rtcp.receiverGone && now - lastGoneProbe >= config.goneProbeInterval {
+        if rtcp.receiverGone && now - lastGoneProbe >= config.goneProbeInterval.nanoseconds {
             // A receiver that went away (or a new one in its place) can only answer what
             // reaches it: once a second, what waited unconfirmed counts as lost and one
             // keyframe goes out, so the bound holds and a new receiver can start decoding.
@@ -305,7 +305,7 @@ final class SenderFlow {
     func isDone(now: Int64) -> Bool {
         guard inputFinished else { return false }
         guard config.feedback, !local.feedbackAbsent else { return true }
-        if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait }
+        if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait.nanoseconds }
         return flow.log.unconfirmedPackets == 0 || now >= lingerDeadline!
     }
 
