@@ -242,7 +242,7 @@ final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set b
             func deliver(_ units: [AccessUnit]) {
                 for var unit in units where !done() {
                     if !headersSent {
-                        headers.set(unit.nalUnits.filter { [32, 33, 34].contains(($0.first ?? 0) >> 1 & 0x3f) })
+                        headers.set(unit.parameterSets)
                         headersSent = true
                         ready.signal()
                     }
@@ -413,7 +413,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     if let sdpPath = options.sdpPath {
         for (index, target) in options.targets.enumerated() {
             try writeSDP(to: sdpFilePath(sdpPath, flow: index), destination: target.address, headers: source.headers.get(),
-                         fps: fps, rtcpMux: options.rtcpMux)
+                         fps: fps, payloadType: configs[index].payloadType, rtcpMux: options.rtcpMux)
         }
     }
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
@@ -451,14 +451,12 @@ func sdpFilePath(_ path: String, flow index: Int) -> String {
 }
 
 /// Writes an SDP that ffplay, VLC and GStreamer open to receive the stream at `destination`.
-func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int, rtcpMux: Bool) throws {
-    let sdp = SDPSessionDescription(
-        sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1, sessionName: "streamer",
-        originAddress: destination.host, connectionAddress: destination.host, port: destination.port,
-        payloadType: 96, encodingName: "H265", clockRate: 90_000,
-        vps: headers.filter { ($0[0] >> 1) & 0x3f == 32 }, sps: headers.filter { ($0[0] >> 1) & 0x3f == 33 },
-        pps: headers.filter { ($0[0] >> 1) & 0x3f == 34 }, rtcpPort: nil, rtcpMux: rtcpMux,
-        frameRate: (fps, 1))
+func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int, payloadType: UInt8,
+              rtcpMux: Bool) throws {
+    let sdp = SDPSessionDescription.hevc(
+        parameterSets: headers, sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1,
+        sessionName: "streamer", originAddress: destination.host, connectionAddress: destination.host,
+        port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1))
     try sdp.text.write(toFile: path, atomically: true, encoding: .utf8)
 }
 
