@@ -168,132 +168,6 @@ struct SendOptions {
     }
 }
 
-/// Where access units come from, on their own thread, at the stream's frame rate.
-enum SourcePlan {
-    case synthetic(width: Int, height: Int)
-    case hevcFile(String)
-    /// y4m frames, encoded; `fps` overrides the header's frame rate.
-    case y4m(FileHandle, fps: Int?)
-}
-
-/// Runs a source on a thread: encodes or reads access units and hands them to the sender
-/// in real time (frame i at start + i / fps), until the limit or `shouldStop`. A source that
-/// falls behind by more than the stall threshold (blocked, or slower than real time) does not
-/// catch up in a burst afterwards: its schedule starts again from the late frame.
-final class SourceThread: @unchecked Sendable {  // @unchecked: fields are set before start and read by the thread only
-    let failure = MutexBox<String?>(nil)
-    let headers = MutexBox<[[UInt8]]>([])
-    let ready = DispatchSemaphore(value: 0)
-    /// Notices (from its own thread) when this source stops delivering access units.
-    let stalls = SourceStallWatch()
-
-    func start(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: any AccessUnitSink,
-               shouldStop: @escaping @Sendable () -> Bool) {
-        stalls.start(fps: fps)
-        let thread = Thread { [self] in
-            defer { stalls.sourceEnded(); sender.finish() }
-            do {
-                try produce(plan: plan, fps: fps, bitrateKbps: bitrateKbps, frameLimit: frameLimit, sender: sender,
-                            shouldStop: shouldStop)
-            } catch {
-                failure.set("\(error)")
-                ready.signal()
-            }
-        }
-        thread.start()
-    }
-
-    private func produce(plan: SourcePlan, fps: Int, bitrateKbps: Int, frameLimit: Int?, sender: any AccessUnitSink,
-                         shouldStop: @Sendable () -> Bool) throws {
-        var start = monotonicNanoseconds()
-        var index = 0
-        var rate = fps
-        /// Sleeps until frame `index` is due (start + index / rate). Frame `index - 1` was just
-        /// delivered: a stall or a slow source that left it far behind its time moves the
-        /// schedule on instead of sending the frames it missed back to back.
-        func waitForSlot() {
-            let now = monotonicNanoseconds()
-            stalls.frameDelivered(now: now)
-            let due = start + Int64(index) * 1_000_000_000 / Int64(rate)
-            let late = now - due + 1_000_000_000 / Int64(rate)
-            if late > SourceStallWatch.threshold(fps: rate) { start += late }
-            if due > now { usleep(useconds_t((due - now) / 1000)) }
-        }
-        func done() -> Bool { shouldStop() || (frameLimit.map { index >= $0 } ?? false) }
-        switch plan {
-        case .synthetic(let width, let height):
-            let encoder = try X265Encoder(EncoderConfig(width: width, height: height, fpsNumerator: fps,
-                                                        bitrateKbps: bitrateKbps))
-            headers.set(encoder.headers)
-            ready.signal()
-            let source = SyntheticSource(width: width, height: height)
-            var frame = YUV420Frame(blackWithWidth: width, height: height)
-            while !done() {
-                source.render(frameIndex: index, into: &frame)
-                if let unit = try encoder.encode(frame, forceKeyframe: sender.takeKeyframeRequest()) { sender.send(unit) }
-                index += 1
-                waitForSlot()
-            }
-        case .hevcFile(let path):
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw UsageError("cannot open \(path): no such file or not readable")
-            }
-            var splitter = AnnexBAccessUnitSplitter()
-            var headersSent = false
-            func deliver(_ units: [AccessUnit]) {
-                for var unit in units where !done() {
-                    if !headersSent {
-                        headers.set(unit.parameterSets)
-                        headersSent = true
-                        ready.signal()
-                    }
-                    unit.timestamp = UInt32(truncatingIfNeeded: index * 90_000 / fps)
-                    sender.send(unit)
-                    index += 1
-                    waitForSlot()
-                }
-            }
-            while !done() {
-                let chunk = handle.readData(ofLength: 1 << 20)
-                if chunk.isEmpty { break }
-                deliver(splitter.append([UInt8](chunk)))
-            }
-            deliver(splitter.finish())
-            if !headersSent { ready.signal() }
-            if index == 0 { throw UsageError("\(path): no HEVC access units found (is it an Annex B .hevc file?)") }
-        case .y4m(let handle, let fpsOverride):
-            var reader = Y4MReader()
-            var encoder: X265Encoder?
-            while !done() {
-                let chunk = handle.readData(ofLength: 1 << 20)
-                if chunk.isEmpty { break }
-                let frames = try reader.append([UInt8](chunk))
-                for frame in frames where !done() {
-                    if encoder == nil {
-                        let header = reader.header!
-                        if let fpsOverride {
-                            rate = fpsOverride
-                        } else if header.frameRateDenominator > 0 {
-                            rate = max(1, header.frameRateNumerator / header.frameRateDenominator)
-                        }
-                        stalls.setFrameRate(rate)
-                        encoder = try X265Encoder(EncoderConfig(width: frame.width, height: frame.height,
-                                                                fpsNumerator: rate, bitrateKbps: bitrateKbps))
-                        headers.set(encoder!.headers)
-                        ready.signal()
-                    }
-                    let yuv = YUV420Frame(width: frame.width, height: frame.height, bytes: frame.data)
-                    if let unit = try encoder!.encode(yuv, forceKeyframe: sender.takeKeyframeRequest()) { sender.send(unit) }
-                    index += 1
-                    waitForSlot()
-                }
-            }
-            if encoder == nil { ready.signal(); throw UsageError("y4m input ended before its first frame") }
-            for unit in encoder!.flush() { sender.send(unit) }
-        }
-    }
-}
-
 /// A value behind a lock, for a thread to publish.
 final class MutexBox<T: Sendable>: Sendable {
     private let lock: Mutex<T>
@@ -351,10 +225,35 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
 }
 
 /// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's.
-func sendStatsObject(_ all: [SenderStats], source: SourceThread) -> [String: Any] {
+func sendStatsObject(_ all: [SenderStats], source: LiveSource) -> [String: Any] {
     var object = senderStatsObject(all)
-    object["source"] = source.stalls.statsObject()
+    object["source"] = sourceStatsObject(source.stalls.stats)
     return object
+}
+
+/// The `source` object: `stalls`, `stalledMs` (including a stall under way), `stalled`, `thresholdMs`.
+func sourceStatsObject(_ stats: SourceStallStats) -> [String: Any] {
+    ["stalls": stats.stalls, "stalledMs": wholeMilliseconds(stats.stalledTime), "stalled": stats.isStalled,
+     "thresholdMs": wholeMilliseconds(stats.threshold)]
+}
+
+/// `duration` in whole milliseconds, truncated.
+func wholeMilliseconds(_ duration: Duration) -> Int {
+    let (seconds, attoseconds) = duration.components
+    return Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+}
+
+/// The line on stderr for each change of a source's stalls.
+func sourceStallLine(_ event: SourceStallEvent) -> String {
+    func seconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        return String(format: "%.1f s", Double(seconds * 1_000_000_000 + attoseconds / 1_000_000_000) / 1e9)
+    }
+    switch event {
+    case let .stalled(silence): return "streamer send: source stalled (no frame for \(seconds(silence)))"
+    case let .resumed(gap): return "streamer send: source resumed after \(seconds(gap))"
+    case let .endedWhileStalled(silence): return "streamer send: source ended while stalled (no frame for \(seconds(silence)))"
+    }
 }
 
 /// A flow's configuration from the options (`serviceClass`, `ecn` and `pace` override theirs).
@@ -378,18 +277,18 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
 func runSend(_ arguments: [String]) throws -> Int32 {
     if arguments.contains("--help") || arguments.contains("-h") { print(SendOptions.help); return 0 }
     let options = try SendOptions.parse(arguments)
-    let plan: SourcePlan
+    let plan: MediaSource
     switch options.source {
     case "synthetic": plan = .synthetic(width: options.width, height: options.height)
-    case "-": plan = .y4m(FileHandle.standardInput, fps: options.fps)
+    case "-": plan = .y4m(FileHandle.standardInput, frameRate: options.fps)
     case let path where path.hasSuffix(".y4m"):
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw UsageError("--source: cannot open '\(path)'")
         }
-        plan = .y4m(handle, fps: options.fps)
+        plan = .y4m(handle, frameRate: options.fps)
     case let path:
         guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("--source: cannot open '\(path)'") }
-        plan = .hevcFile(path)
+        plan = .hevcFile(path: path)
     }
     let fps = options.fps ?? 30
     let configs = options.targets.enumerated().map { index, target in
@@ -406,14 +305,14 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     let trap = SignalTrap { stopFlag.set(true); sender.finish() }
     let hangup = HangupTrap { reresolve(options.targets, sender: sender) }
     let frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(fps)).rounded(.up)) }
-    let source = SourceThread()
-    source.start(plan: plan, fps: fps, bitrateKbps: max(1, Int(options.bitrate / 1000)), frameLimit: frameLimit,
-                 sender: sender, shouldStop: { stopFlag.get() })
-    source.ready.wait()
-    if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
+    let source = LiveSource { printError(sourceStallLine($0)) }
+    source.start(plan, frameRate: fps, bitrateKbps: max(1, Int(options.bitrate / 1000)), frameLimit: frameLimit,
+                 sink: sender, shouldStop: { stopFlag.get() })
+    source.waitUntilReady()
+    if let failure = source.failure { printError("streamer send: \(failure)"); return 1 }
     if let sdpPath = options.sdpPath {
         for (index, target) in options.targets.enumerated() {
-            try writeSDP(to: sdpFilePath(sdpPath, flow: index), destination: target.address, headers: source.headers.get(),
+            try writeSDP(to: sdpFilePath(sdpPath, flow: index), destination: target.address, headers: source.parameterSets,
                          fps: fps, payloadType: configs[index].payloadType, rtcpMux: options.rtcpMux)
         }
     }
@@ -429,7 +328,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     goneWatch.stop()
     statsWriter.stop()
     withExtendedLifetime((trap, hangup)) {}
-    if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
+    if let failure = source.failure { printError("streamer send: \(failure)"); return 1 }
     let all = sender.allStats
     for stats in all {
         printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
