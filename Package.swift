@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "StreamEngine", targets: ["StreamEngine"]),
         .library(name: "MediaFormats", targets: ["MediaFormats"]),
+        .library(name: "MediaSources", targets: ["MediaSources"]),
         .library(name: "UringIO", targets: ["UringIO"]),
         .executable(name: "streamer", targets: ["streamer"]),
         .executable(name: "bench", targets: ["bench"]),
@@ -20,18 +21,23 @@ let package = Package(
         .target(name: "MediaFormats"),
         // Linux I/O: the ring, UDP sockets and their options. Knows nothing of RTP or HEVC.
         .target(name: "UringIO", dependencies: ["CLibURing"]),
-        // The engine: flows, pacer, encoder, sender, receiver, stats.
-        .target(name: "StreamEngine", dependencies: ["MediaFormats", "UringIO", "CX265"]),
+        // What produces access units: the x265 encoder, .hevc / y4m / stdin sources, the stall watch. No sockets.
+        .target(name: "MediaSources", dependencies: ["MediaFormats", "CX265"]),
+        // The engine: flows, pacer, sender, receiver, stats. Links no codec.
+        .target(name: "StreamEngine", dependencies: ["MediaFormats", "UringIO"]),
 
-        .executableTarget(name: "streamer", dependencies: ["StreamEngine"]),
-        .executableTarget(name: "bench", dependencies: ["StreamEngine", "UringIO"], path: "Bench"),
+        .executableTarget(name: "streamer", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO"]),
+        .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO", "CLibURing"],
+                          path: "Bench"),
 
         // Helpers shared by the test targets (a seeded generator).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats", "TestSupport"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
+        .testTarget(name: "MediaSourcesTests", dependencies: ["MediaSources", "MediaFormats"]),
         .testTarget(name: "StreamerTests", dependencies: ["streamer", "TestSupport"]),
-        .testTarget(name: "StreamEngineTests", dependencies: ["StreamEngine", "MediaFormats", "UringIO", "TestSupport"]),
+        .testTarget(name: "StreamEngineTests",
+                    dependencies: ["StreamEngine", "MediaFormats", "MediaSources", "UringIO", "TestSupport"]),
         .testTarget(name: "BenchTests", dependencies: ["bench"]),
     ],
     swiftLanguageModes: [.v6]

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import MediaFormats
+import MediaSources
 import StreamEngine
 import Synchronization
 import UringIO

@@ -15,6 +15,12 @@ public struct AccessUnit: Sendable, Equatable {
         self.isKeyframe = isKeyframe
     }
 
+    /// The access unit's VPS, SPS and PPS NAL units, in order (the parameter sets an SDP
+    /// carries); empty when it has none.
+    public var parameterSets: [[UInt8]] {
+        nalUnits.filter { HEVCNALUnitType(nalUnit: $0)?.isParameterSet == true }
+    }
+
     /// Total bytes of all NAL units (no start codes).
     public var byteCount: Int { nalUnits.reduce(0) { $0 + $1.count } }
 
@@ -28,4 +34,16 @@ public struct AccessUnit: Sendable, Equatable {
         }
         return out
     }
+}
+
+/// Where a source hands its access units: a sender, or a gate that passes them on once a
+/// client plays. `StreamEngine`'s `MediaSender` and `RTSPMediaGate` conform; the sources of
+/// `MediaSources` push into it, so neither module needs the other.
+public protocol AccessUnitSink: AnyObject, Sendable {
+    /// Hands over an access unit; false when it was dropped for lack of room.
+    @discardableResult func send(_ accessUnit: AccessUnit) -> Bool
+    /// No more access units will come.
+    func finish()
+    /// True (once) when the next picture should be a keyframe.
+    func takeKeyframeRequest() -> Bool
 }

@@ -47,10 +47,19 @@ public struct HEVCNALUnitType: RawRepresentable, Sendable, Hashable, CustomStrin
     /// RFC 7798 PACI payload (not supported by this engine).
     public static let paci = HEVCNALUnitType(rawValue: 50)
 
+    /// The type of the NAL unit that starts with these bytes (its header's first byte:
+    /// `(byte0 >> 1) & 0x3f`); nil for an empty NAL unit.
+    public init?<Bytes: Collection<UInt8>>(nalUnit: Bytes) {
+        guard let byte0 = nalUnit.first else { return nil }
+        self.init(rawValue: byte0 >> 1)
+    }
+
     /// True for VCL (coded slice) types, 0...31.
     public var isVCL: Bool { rawValue <= 31 }
     /// True for intra random access point pictures (BLA, IDR, CRA and reserved IRAP), 16...23.
     public var isIRAP: Bool { (16...23).contains(rawValue) }
+    /// True for the parameter sets a decoder needs before the first picture: VPS, SPS, PPS (32...34).
+    public var isParameterSet: Bool { (Self.vps.rawValue...Self.pps.rawValue).contains(rawValue) }
 
     /// The type's name, e.g. `"IDR_W_RADL(19)"`, or its number.
     public var description: String {

@@ -18,6 +18,10 @@ public struct RTPHeader: Sendable, Equatable {
     /// Size in bytes of the fixed header written by `write(to:)`.
     public static let fixedSize = 12
 
+    /// The dynamic payload type (RFC 3551: 96...127) H.265 goes on unless told otherwise:
+    /// what the sender puts in its packets and the SDP announces.
+    public static let defaultHEVCPayloadType: UInt8 = 96
+
     /// Makes a header from its fields.
     /// - Precondition: `payloadType` < 128.
     public init(marker: Bool, payloadType: UInt8, sequenceNumber: UInt16, timestamp: UInt32, ssrc: UInt32) {

@@ -44,11 +44,12 @@ public struct SDPSessionDescription: Sendable, Hashable {
     /// a=control: the media's URL for RTSP SETUP, absolute or relative to the Content-Base.
     public var control: String?
 
-    /// Makes a description; H265/90000 on payload type 96 unless told otherwise.
+    /// Makes a description; H265/90000 on payload type ``RTPHeader/defaultHEVCPayloadType``
+    /// unless told otherwise.
     public init(
         sessionID: UInt64 = 0, sessionVersion: UInt64 = 0, sessionName: String = "streamer",
         originAddress: String = "127.0.0.1", connectionAddress: String, port: UInt16,
-        payloadType: UInt8 = 96, encodingName: String = "H265", clockRate: UInt32 = 90_000,
+        payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType, encodingName: String = "H265", clockRate: UInt32 = 90_000,
         vps: [[UInt8]] = [], sps: [[UInt8]] = [], pps: [[UInt8]] = [],
         rtcpPort: UInt16? = nil, rtcpMux: Bool = false, frameRate: (numerator: Int, denominator: Int)? = nil,
         control: String? = nil
@@ -69,6 +70,26 @@ public struct SDPSessionDescription: Sendable, Hashable {
         self.rtcpMux = rtcpMux
         self.frameRate = frameRate
         self.control = control
+    }
+
+    /// A description of an H.265/90000 stream whose sprop-vps, sprop-sps and sprop-pps are
+    /// the VPS, SPS and PPS NAL units among `parameterSets` (each with its NAL unit header, in
+    /// any order; other NAL units are left out), in the order they come. The other
+    /// parameters are those of ``init(sessionID:sessionVersion:sessionName:originAddress:connectionAddress:port:payloadType:encodingName:clockRate:vps:sps:pps:rtcpPort:rtcpMux:frameRate:control:)``.
+    public static func hevc(
+        parameterSets: [[UInt8]], sessionID: UInt64 = 0, sessionVersion: UInt64 = 0, sessionName: String = "streamer",
+        originAddress: String = "127.0.0.1", connectionAddress: String, port: UInt16,
+        payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType, rtcpPort: UInt16? = nil, rtcpMux: Bool = false,
+        frameRate: (numerator: Int, denominator: Int)? = nil, control: String? = nil
+    ) -> SDPSessionDescription {
+        func units(_ type: HEVCNALUnitType) -> [[UInt8]] {
+            parameterSets.filter { HEVCNALUnitType(nalUnit: $0) == type }
+        }
+        return SDPSessionDescription(
+            sessionID: sessionID, sessionVersion: sessionVersion, sessionName: sessionName,
+            originAddress: originAddress, connectionAddress: connectionAddress, port: port, payloadType: payloadType,
+            vps: units(.vps), sps: units(.sps), pps: units(.pps), rtcpPort: rtcpPort, rtcpMux: rtcpMux,
+            frameRate: frameRate, control: control)
     }
 
     /// Equal when every field is.

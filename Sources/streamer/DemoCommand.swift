@@ -1,5 +1,6 @@
 import Foundation
 import MediaFormats
+import MediaSources
 import StreamEngine
 import UringIO
 
@@ -43,12 +44,12 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     var config = MediaSenderConfig(destination: receiver.localAddress)
     config.paceBitsPerSecond = bitrate * 1.5
     let sender = try MediaSender(config: config)
-    let source = SourceThread()
+    let source = LiveSource { printError(sourceStallLine($0)) }
     print("demo: encoding \(frameCount) frames of \(width)x\(height) at \(fps) fps (x265 ultrafast, \(Int(bitrate / 1000)) kbit/s), sending to \(receiver.localAddress) through io_uring")
-    source.start(plan: .synthetic(width: width, height: height), fps: fps, bitrateKbps: Int(bitrate / 1000),
-                 frameLimit: frameCount, sender: sender, shouldStop: { false })
-    source.ready.wait()
-    if let failure = source.failure.get() { printError("streamer demo: \(failure)"); return 1 }
+    source.start(.synthetic(width: width, height: height), frameRate: fps, bitrateKbps: Int(bitrate / 1000),
+                 frameLimit: frameCount, sink: sender, shouldStop: { false })
+    source.waitUntilReady()
+    if let failure = source.failure { printError("streamer demo: \(failure)"); return 1 }
     try sender.run()
     if receiverDone.wait(timeout: .now() + 5) == .timedOut { receiver.stop(); receiverDone.wait() }
     let s = sender.stats

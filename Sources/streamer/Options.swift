@@ -76,12 +76,6 @@ func writeJSON(_ object: [String: Any], to path: String) throws {
     }
 }
 
-/// The process's CPU time as the stats JSON spells it.
-func cpuObject() -> [String: Any] {
-    let cpu = ProcessCPUTime.now()
-    return ["userSeconds": Double(cpu.userNanoseconds) / 1e9, "systemSeconds": Double(cpu.systemNanoseconds) / 1e9]
-}
-
 /// SIGINT/SIGTERM: the first asks for a clean stop, the second exits at once.
 final class SignalTrap {
     private let sources: [DispatchSourceSignal]

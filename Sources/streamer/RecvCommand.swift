@@ -3,30 +3,6 @@ import MediaFormats
 import StreamEngine
 import UringIO
 
-/// The receiver's stats JSON, as in the interface contract.
-func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
-    var dscp: [String: Int] = [:]
-    for (value, count) in stats.dscp.enumerated() where count > 0 { dscp[String(value)] = count }
-    return [
-        "role": "recv",
-        "packets": ["received": stats.received, "lost": stats.lost, "late": stats.late,
-                    "duplicate": stats.duplicate, "reordered": stats.reordered, "truncated": stats.truncated,
-                    "timestampRestarts": stats.timestampRestarts],
-        "probes": ["received": stats.probesReceived],
-        "ecn": ["notEct": stats.ecn[0], "ect0": stats.ecn[2], "ect1": stats.ecn[1], "ce": stats.ecn[3]],
-        "dscp": dscp,
-        "frames": ["complete": stats.framesComplete, "incomplete": stats.framesIncomplete, "missing": stats.framesMissing,
-                   "keyframes": stats.keyframes, "undecodable": stats.framesUndecodable],
-        "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
-                     "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
-        "bytes": ["received": stats.bytesReceived],
-        "rejected": stats.rejected,
-        "kernelDrops": stats.kernelDrops,
-        "source": stats.source ?? NSNull(),
-        "cpu": cpuObject(),
-    ]
-}
-
 let recvHelp = """
 usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
                      [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--feedback-interval SECONDS]

@@ -106,6 +106,40 @@ struct SDPTests {
                 == "sdp: line 4: sprop-sps: base64: invalid character at offset 3")
     }
 
+    /// The one place that builds an SDP from parameter sets: each set goes to its sprop by its
+    /// NAL unit type, in the order given; slices, SEI and empty units are left out.
+    @Test func hevcSortsParameterSetsByType() throws {
+        let slice: [UInt8] = [0x26, 0x01, 0xAF]
+        let sei: [UInt8] = [0x4E, 0x01, 0x05]
+        let secondSPS = Self.sps + [0x80]
+        let sdp = SDPSessionDescription.hevc(
+            parameterSets: [Self.pps, slice, Self.sps, [], sei, Self.vps, secondSPS], sessionID: 7, sessionVersion: 1,
+            originAddress: "192.0.2.1", connectionAddress: "192.0.2.10", port: 5004, rtcpMux: true, frameRate: (30, 1),
+            control: "track1")
+        #expect(sdp.vps == [Self.vps] && sdp.sps == [Self.sps, secondSPS] && sdp.pps == [Self.pps])
+        #expect(sdp.payloadType == RTPHeader.defaultHEVCPayloadType && RTPHeader.defaultHEVCPayloadType == 96)
+        #expect(sdp.encodingName == "H265" && sdp.clockRate == 90_000)
+        #expect(sdp == SDPSessionDescription(
+            sessionID: 7, sessionVersion: 1, originAddress: "192.0.2.1", connectionAddress: "192.0.2.10", port: 5004,
+            vps: [Self.vps], sps: [Self.sps, secondSPS], pps: [Self.pps], rtcpMux: true, frameRate: (30, 1),
+            control: "track1"))
+        #expect(try SDPSessionDescription(parsing: sdp.text) == sdp)
+
+        let other = SDPSessionDescription.hevc(parameterSets: [Self.vps], connectionAddress: "::", port: 0, payloadType: 102)
+        #expect(other.text.contains("m=video 0 RTP/AVP 102\r\na=rtpmap:102 H265/90000\r\na=fmtp:102 sprop-vps=QAEMAf//\r\n"))
+        #expect(other.sps.isEmpty && other.pps.isEmpty)
+    }
+
+    @Test func nalUnitTypesOfParameterSets() {
+        #expect(HEVCNALUnitType(nalUnit: Self.vps) == .vps)
+        #expect(HEVCNALUnitType(nalUnit: Self.sps[...]) == .sps)
+        #expect(HEVCNALUnitType(nalUnit: [UInt8]()) == nil)
+        #expect([Self.vps, Self.sps, Self.pps].allSatisfy { HEVCNALUnitType(nalUnit: $0)?.isParameterSet == true })
+        #expect(![HEVCNALUnitType.idrWithRADL, .accessUnitDelimiter, .prefixSEI, .trailR].contains { $0.isParameterSet })
+        let unit = AccessUnit(nalUnits: [Self.vps, Self.sps, Self.pps, [0x26, 0x01, 0xAF]], timestamp: 0, isKeyframe: true)
+        #expect(unit.parameterSets == [Self.vps, Self.sps, Self.pps])
+    }
+
     @Test func linesCannotBeInjected() throws {
         let sdp = SDPSessionDescription(sessionName: "evil\r\na=rtcp-mux", connectionAddress: "1.2.3.4", port: 1)
         #expect(!sdp.text.contains("\r\na=rtcp-mux"))

@@ -74,12 +74,9 @@ struct FFmpegInteropTests {
         try Data(units.flatMap(\.annexB)).write(to: original)
 
         let port = try freeUDPPort()
-        let headers = units[0].nalUnits.filter { (32...34).contains(($0[0] >> 1) & 0x3f) }
-        let sdp = SDPSessionDescription(
-            sessionID: 1, sessionVersion: 1, sessionName: "interop", originAddress: "127.0.0.1",
-            connectionAddress: "127.0.0.1", port: port, payloadType: 96, encodingName: "H265", clockRate: 90_000,
-            vps: headers.filter { ($0[0] >> 1) & 0x3f == 32 }, sps: headers.filter { ($0[0] >> 1) & 0x3f == 33 },
-            pps: headers.filter { ($0[0] >> 1) & 0x3f == 34 }, rtcpPort: nil, rtcpMux: false, frameRate: (30, 1))
+        let sdp = SDPSessionDescription.hevc(
+            parameterSets: units[0].parameterSets, sessionID: 1, sessionVersion: 1, sessionName: "interop",
+            originAddress: "127.0.0.1", connectionAddress: "127.0.0.1", port: port, frameRate: (30, 1))
         let sdpFile = directory.appendingPathComponent("stream.sdp")
         try sdp.text.write(to: sdpFile, atomically: true, encoding: .utf8)
 

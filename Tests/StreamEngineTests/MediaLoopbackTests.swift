@@ -1,5 +1,6 @@
 import Foundation
 import MediaFormats
+import MediaSources
 import StreamEngine
 import Synchronization
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import MediaSources
 import StreamEngine
 import Testing
 import UringIO

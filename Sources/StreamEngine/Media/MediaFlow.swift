@@ -53,7 +53,7 @@ final class MediaFlow: DatagramProducer {
     /// RTP timestamp of the last access unit started (for sender reports).
     private(set) var lastRTPTimestamp: UInt32 = 0
 
-    init(route: Int, maxDatagramSize: Int, payloadType: UInt8 = 96) throws(HEVCPacketizerError) {
+    init(route: Int, maxDatagramSize: Int, payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType) throws(HEVCPacketizerError) {
         self.route = route
         self.payloadType = payloadType
         self.maxDatagramSize = maxDatagramSize

@@ -27,7 +27,7 @@ public struct MediaSenderConfig: Sendable {
     /// Largest burst in bytes (nil: 2 ms of the pace).
     public var burstQuantum: Int?
     /// RTP payload type.
-    public var payloadType: UInt8 = 96
+    public var payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType
     /// Access units that may wait for the wire before new ones are dropped (counted).
     public var maxQueuedFrames: Int = 120
     /// Expect RTCP feedback from the receiver (RR, RFC 8888, PLI) and bound what is

@@ -2,17 +2,6 @@ import MediaFormats
 import Synchronization
 import UringIO
 
-/// Where a source hands its access units: a `MediaSender`, or an RTSP server's gate that
-/// passes them on once a client plays.
-public protocol AccessUnitSink: AnyObject, Sendable {
-    /// Hands over an access unit; false when it was dropped for lack of room.
-    @discardableResult func send(_ accessUnit: AccessUnit) -> Bool
-    /// No more access units will come.
-    func finish()
-    /// True (once) when the next picture should be a keyframe.
-    func takeKeyframeRequest() -> Bool
-}
-
 extension MediaSender: AccessUnitSink {}
 
 /// Counters of an RTSP server, as in the stats JSON's `rtsp` object.

@@ -246,11 +246,10 @@ private struct RTSPSession {
 
     func describe(cseq: Int) -> RTSPResponse {
         let local = (try? connection.localAddress()) ?? config.listen
-        func units(_ type: UInt8) -> [[UInt8]] { parameterSets.filter { ($0.first ?? 0) >> 1 & 0x3f == type } }
-        let sdp = SDPSessionDescription(
-            sessionID: UInt64(realtimeNanoseconds() / 1_000_000_000), sessionVersion: 1, sessionName: "streamer",
-            originAddress: local.host, connectionAddress: local.family == .ipv6 ? "::" : "0.0.0.0", port: 0,
-            payloadType: config.sender.payloadType, vps: units(32), sps: units(33), pps: units(34),
+        let sdp = SDPSessionDescription.hevc(
+            parameterSets: parameterSets, sessionID: UInt64(realtimeNanoseconds() / 1_000_000_000), sessionVersion: 1,
+            sessionName: "streamer", originAddress: local.host,
+            connectionAddress: local.family == .ipv6 ? "::" : "0.0.0.0", port: 0, payloadType: config.sender.payloadType,
             frameRate: config.frameRate.map { ($0, 1) }, control: "track1")
         let base = "rtsp://\(local)/\(config.path)/"
         return RTSPResponse(status: 200, cseq: cseq, headers: [("Content-Base", base), ("Content-Type", "application/sdp")],

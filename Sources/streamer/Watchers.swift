@@ -1,5 +1,13 @@
 import Foundation
+import MediaSources
 import StreamEngine
+import UringIO
+
+/// The live progress line.
+func progressLine(_ s: SenderStats) -> String {
+    let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
+    return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
+}
 
 /// Says on stderr, one line each, what the engine's event stream reports as it happens: sends
 /// failing (once per kind of error), no feedback at all, the receiver gone and back.
@@ -38,5 +46,33 @@ func senderEventLine(_ event: SenderEvent, sender: MediaSender) -> String? {
         return "\(prefix) the receiver is back; resuming with a keyframe"
     case .boundReached, .pathMTUChanged, .flowRedirected:
         return nil
+    }
+}
+
+/// A line of progress on stderr once a second, on its own thread.
+final class Progress: Sendable {
+    private let running = MutexBox<Bool>(true)
+    init(enabled: Bool, line: @escaping @Sendable () -> String) {
+        guard enabled else { return }
+        let running = self.running
+        Thread {
+            while running.get() {
+                sleep(1)
+                if running.get() { printError(line()) }
+            }
+        }.start()
+    }
+    func stop() { running.set(false) }
+}
+
+/// The line on stderr for each change of a source's stalls.
+func sourceStallLine(_ event: SourceStallEvent) -> String {
+    func seconds(_ duration: Duration) -> String {
+        String(format: "%.1f s", Double(duration.nanoseconds) / 1e9)
+    }
+    switch event {
+    case let .stalled(silence): return "streamer send: source stalled (no frame for \(seconds(silence)))"
+    case let .resumed(gap): return "streamer send: source resumed after \(seconds(gap))"
+    case let .endedWhileStalled(silence): return "streamer send: source ended while stalled (no frame for \(seconds(silence)))"
     }
 }

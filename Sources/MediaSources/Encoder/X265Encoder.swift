@@ -167,7 +167,7 @@ public final class X265Encoder {
             timestamp: Self.rtpTimestamp(frameIndex: outputPicture.pointee.pts,
                                          fpsNumerator: config.fpsNumerator,
                                          fpsDenominator: config.fpsDenominator),
-            isKeyframe: units.contains { HEVCNALType.isIRAP(header: $0) })
+            isKeyframe: units.contains { HEVCNALUnitType(nalUnit: $0)?.isIRAP == true })
     }
 
     /// The frame's time on the 90 kHz RTP clock, wrapping at 2^32.
@@ -288,17 +288,3 @@ public final class X265Encoder {
 
 @available(*, unavailable, message: "X265Encoder belongs to one encoder thread")
 extension X265Encoder: Sendable {}
-
-/// HEVC NAL unit types the encoder needs to classify its output (H.265 table 7-1).
-enum HEVCNALType {
-    /// The NAL unit type from the first header byte: `(b0 >> 1) & 0x3f`.
-    static func type(header: [UInt8]) -> UInt8? {
-        header.first.map { ($0 >> 1) & 0x3f }
-    }
-
-    /// True for IRAP pictures (BLA, IDR, CRA and reserved IRAP types 16...23).
-    static func isIRAP(header: [UInt8]) -> Bool {
-        guard let type = type(header: header) else { return false }
-        return (16...23).contains(type)
-    }
-}

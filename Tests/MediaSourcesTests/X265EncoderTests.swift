@@ -1,6 +1,6 @@
 import MediaFormats
 import Testing
-@testable import StreamEngine
+@testable import MediaSources
 
 /// Encoder tests run one at a time: each x265 encoder has its own worker pool
 /// and the test machines have two cores.
@@ -14,7 +14,7 @@ struct X265EncoderTests {
                       bitrateKbps: bitrateKbps, keyframeInterval: keyframeInterval)
     }
 
-    static func nalType(_ nal: [UInt8]) -> UInt8 { (nal[0] >> 1) & 0x3f }
+    static func nalType(_ nal: [UInt8]) -> HEVCNALUnitType { HEVCNALUnitType(nalUnit: nal)! }
 
     /// Encodes `count` synthetic frames, forcing keyframes at `forced`, then flushes.
     static func encode(_ encoder: X265Encoder, frames count: Int, startingAt first: Int = 0,
@@ -41,8 +41,8 @@ struct X265EncoderTests {
         let first = units[0]
         #expect(first.isKeyframe)
         let types = first.nalUnits.map(Self.nalType)
-        #expect(Array(types.prefix(3)) == [32, 33, 34], "VPS, SPS, PPS first, got \(types)")
-        #expect(types.contains { $0 == 19 || $0 == 20 }, "IDR slice in \(types)")
+        #expect(Array(types.prefix(3)) == [.vps, .sps, .pps], "VPS, SPS, PPS first, got \(types)")
+        #expect(types.contains { $0 == .idrWithRADL || $0 == .idrNoLP }, "IDR slice in \(types)")
 
         // Timestamps step by 90000 / 30 on the 90 kHz clock.
         for (index, unit) in units.enumerated() {
@@ -52,7 +52,7 @@ struct X265EncoderTests {
 
     @Test func headersAreVPSSPSPPS() throws {
         let encoder = try X265Encoder(Self.config())
-        #expect(encoder.headers.map(Self.nalType) == [32, 33, 34])
+        #expect(encoder.headers.map(Self.nalType) == [.vps, .sps, .pps])
         // The same parameter sets lead the first keyframe (repeat-headers).
         let first = try #require(try Self.encode(encoder, frames: 1).first)
         #expect(Array(first.nalUnits.prefix(3)) == encoder.headers)
@@ -67,8 +67,8 @@ struct X265EncoderTests {
         for index in keyframes {
             // Closed GOP: every keyframe is an IDR, led by fresh parameter sets.
             let types = units[index].nalUnits.map(Self.nalType)
-            #expect(Array(types.prefix(3)) == [32, 33, 34], "frame \(index): \(types)")
-            #expect(types.allSatisfy { $0 >= 32 || $0 == 19 || $0 == 20 }, "frame \(index): \(types)")
+            #expect(Array(types.prefix(3)) == [.vps, .sps, .pps], "frame \(index): \(types)")
+            #expect(types.allSatisfy { !$0.isVCL || $0 == .idrWithRADL || $0 == .idrNoLP }, "frame \(index): \(types)")
         }
     }
 
@@ -85,7 +85,7 @@ struct X265EncoderTests {
         let units = try Self.encode(encoder, frames: 20, forced: [7]) + encoder.flush()
         try #require(units.count == 20)
         #expect(units.indices.filter { units[$0].isKeyframe } == [0, 7])
-        #expect(units[7].nalUnits.map(Self.nalType).contains { (16...23).contains($0) })
+        #expect(units[7].nalUnits.map(Self.nalType).contains { $0.isIRAP })
         #expect(units[7].timestamp == 7 * 3000)
     }
 
@@ -97,7 +97,7 @@ struct X265EncoderTests {
             for nal in unit.nalUnits {
                 try #require(nal.count >= 3)
                 #expect(nal[0] & 0x80 == 0, "forbidden_zero_bit set")
-                let type = Self.nalType(nal)
+                let type = Self.nalType(nal).rawValue
                 // VCL 0...9 (no reserved), IRAP 16...21, parameter sets, AUD, EOS, EOB, FD, SEI 32...40.
                 #expect((0...9).contains(type) || (16...21).contains(type) || (32...40).contains(type),
                         "NAL type \(type)")

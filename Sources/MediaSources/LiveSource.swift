@@ -1,0 +1,218 @@
+import Foundation
+import MediaFormats
+import Synchronization
+
+/// Runs a ``MediaSource`` on a thread of its own: encodes or reads access units and hands
+/// them to an ``AccessUnitSink`` (a `MediaSender`, an `RTSPMediaGate`) in real time (frame i
+/// at start + i / frame rate), until its end, the frame limit or `shouldStop`; then finishes
+/// the sink. What `streamer send` runs.
+///
+/// A source that falls behind by more than the stall threshold (blocked, or slower than real
+/// time) does not catch up in a burst afterwards: its schedule starts again from the late
+/// frame. Its ``stalls`` watch counts such gaps.
+///
+/// ```swift
+/// let source = LiveSource()
+/// source.start(.synthetic(width: 1280, height: 720), frameRate: 30, bitrateKbps: 4000, sink: sender)
+/// source.waitUntilReady()
+/// if let failure = source.failure { throw failure }
+/// let sdp = SDPSessionDescription.hevc(parameterSets: source.parameterSets, ...)
+/// ```
+public final class LiveSource: Sendable {
+    private struct Outcome {
+        var failure: MediaSourceError?
+        var parameterSets: [[UInt8]] = []
+    }
+
+    private let outcome = Mutex(Outcome())
+    private let ready = DispatchSemaphore(value: 0)
+    /// Notices (from the source's own thread and a watch thread) when this source stops
+    /// delivering access units.
+    public let stalls: SourceStallWatch
+
+    /// Makes a source runner; `onStall` hears when the source stalls, resumes, or ends while
+    /// stalled (on the source's thread or the stall watch's).
+    public init(onStall: @escaping @Sendable (SourceStallEvent) -> Void = { _ in }) {
+        stalls = SourceStallWatch(onEvent: onStall)
+    }
+
+    /// Why the source stopped early, once it has (nil while it runs and after a clean end).
+    public var failure: MediaSourceError? { outcome.withLock { $0.failure } }
+
+    /// The stream's VPS, SPS and PPS NAL units (for an SDP), once ``waitUntilReady()`` has
+    /// returned; empty when the source failed before it knew them.
+    public var parameterSets: [[UInt8]] { outcome.withLock { $0.parameterSets } }
+
+    /// Blocks until the source knows its parameter sets (x265 is open, or the first access
+    /// unit of the file was read) or has failed (``failure``). Call it once.
+    public func waitUntilReady() { ready.wait() }
+
+    /// Starts the source thread. `frameRate` paces the frames (a y4m source without a
+    /// `frameRate` of its own takes the header's); `bitrateKbps` is x265's target;
+    /// `frameLimit` (nil: no limit) counts the frames handed over. The thread ends the sink
+    /// (`finish`) when it stops.
+    public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int, frameLimit: Int? = nil,
+                      sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
+        stalls.start(frameRate: frameRate)
+        Thread { [self] in
+            defer { stalls.sourceEnded(); sink.finish() }
+            do throws(MediaSourceError) {
+                var run = SourceRun(source: self, frameRate: frameRate, frameLimit: frameLimit, sink: sink,
+                                    shouldStop: shouldStop)
+                switch source {
+                case let .synthetic(width, height):
+                    try run.encodeSynthetic(width: width, height: height, bitrateKbps: bitrateKbps)
+                case let .hevcFile(path):
+                    try run.readAnnexB(path: path)
+                case let .y4m(handle, frameRateOverride):
+                    try run.encodeY4M(handle, frameRate: frameRateOverride, bitrateKbps: bitrateKbps)
+                }
+            } catch {
+                outcome.withLock { $0.failure = error }
+                ready.signal()
+            }
+        }.start()
+    }
+
+    /// The parameter sets are known: ``waitUntilReady()`` returns.
+    fileprivate func publish(parameterSets: [[UInt8]]) {
+        outcome.withLock { $0.parameterSets = parameterSets }
+        ready.signal()
+    }
+
+    /// The source ended before it knew its parameter sets: ``waitUntilReady()`` returns anyway.
+    fileprivate func releaseWaiters() { ready.signal() }
+}
+
+/// One run of a source on its thread: the frame schedule and the three kinds of source.
+private struct SourceRun {
+    let source: LiveSource
+    let frameLimit: Int?
+    let sink: any AccessUnitSink
+    let shouldStop: @Sendable () -> Bool
+    /// When frame 0 was (or would have been) due; moves on after a stall.
+    var start = ContinuousClock.now
+    /// Frames handed over so far.
+    var index = 0
+    var frameRate: Int
+
+    init(source: LiveSource, frameRate: Int, frameLimit: Int?, sink: any AccessUnitSink,
+         shouldStop: @escaping @Sendable () -> Bool) {
+        self.source = source
+        self.frameRate = frameRate
+        self.frameLimit = frameLimit
+        self.sink = sink
+        self.shouldStop = shouldStop
+    }
+
+    var done: Bool { shouldStop() || (frameLimit.map { index >= $0 } ?? false) }
+
+    /// Sleeps until frame `index` is due (start + index / rate). Frame `index - 1` was just
+    /// delivered: a stall or a slow source that left it far behind its time moves the
+    /// schedule on instead of sending the frames it missed back to back.
+    mutating func waitForSlot() {
+        let now = ContinuousClock.now
+        source.stalls.frameDelivered(at: now)
+        let due = start + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(frameRate))
+        let late = now - due + .nanoseconds(1_000_000_000 / Int64(frameRate))
+        if late > SourceStallWatch.threshold(frameRate: frameRate) { start += late }
+        if due > now { usleep(useconds_t((due - now).wholeNanoseconds / 1000)) }
+    }
+
+    /// Hands over an access unit x265 made from `frame` (none while x265 holds frames back).
+    func encode(_ frame: YUV420Frame, with encoder: X265Encoder) throws(MediaSourceError) {
+        let unit: AccessUnit?
+        do { unit = try encoder.encode(frame, forceKeyframe: sink.takeKeyframeRequest()) } catch { throw .encoder(error) }
+        if let unit { sink.send(unit) }
+    }
+
+    /// The synthetic test pattern, encoded.
+    mutating func encodeSynthetic(width: Int, height: Int, bitrateKbps: Int) throws(MediaSourceError) {
+        let encoder = try Self.openEncoder(EncoderConfig(width: width, height: height, fpsNumerator: frameRate,
+                                                         bitrateKbps: bitrateKbps))
+        source.publish(parameterSets: encoder.headers)
+        let pattern = SyntheticSource(width: width, height: height)
+        var frame = YUV420Frame(blackWithWidth: width, height: height)
+        while !done {
+            pattern.render(frameIndex: index, into: &frame)
+            try encode(frame, with: encoder)
+            index += 1
+            waitForSlot()
+        }
+    }
+
+    /// An Annex B file, access unit by access unit, with timestamps from the frame index.
+    mutating func readAnnexB(path: String) throws(MediaSourceError) {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw .cannotOpen(path: path) }
+        var splitter = AnnexBAccessUnitSplitter()
+        var headersSent = false
+        func deliver(_ units: [AccessUnit]) {
+            for var unit in units where !done {
+                if !headersSent {
+                    source.publish(parameterSets: unit.parameterSets)
+                    headersSent = true
+                }
+                unit.timestamp = UInt32(truncatingIfNeeded: index * 90_000 / frameRate)
+                sink.send(unit)
+                index += 1
+                waitForSlot()
+            }
+        }
+        while !done {
+            let chunk = handle.readData(ofLength: 1 << 20)
+            if chunk.isEmpty { break }
+            deliver(splitter.append([UInt8](chunk)))
+        }
+        deliver(splitter.finish())
+        if !headersSent { source.releaseWaiters() }
+        if index == 0 { throw .noAccessUnits(path: path) }
+    }
+
+    /// y4m frames, encoded; x265 opens at the first frame, at the header's size and rate
+    /// (or `frameRateOverride`).
+    mutating func encodeY4M(_ handle: FileHandle, frameRate frameRateOverride: Int?,
+                            bitrateKbps: Int) throws(MediaSourceError) {
+        var reader = Y4MReader()
+        var encoder: X265Encoder?
+        while !done {
+            let chunk = handle.readData(ofLength: 1 << 20)
+            if chunk.isEmpty { break }
+            let frames: [Y4MFrame]
+            do { frames = try reader.append([UInt8](chunk)) } catch { throw .y4m(error) }
+            for frame in frames where !done {
+                if encoder == nil {
+                    let header = reader.header!
+                    if let frameRateOverride {
+                        frameRate = frameRateOverride
+                    } else if header.frameRateDenominator > 0 {
+                        frameRate = max(1, header.frameRateNumerator / header.frameRateDenominator)
+                    }
+                    source.stalls.setFrameRate(frameRate)
+                    encoder = try Self.openEncoder(EncoderConfig(width: frame.width, height: frame.height,
+                                                                 fpsNumerator: frameRate, bitrateKbps: bitrateKbps))
+                    source.publish(parameterSets: encoder!.headers)
+                }
+                try encode(YUV420Frame(width: frame.width, height: frame.height, bytes: frame.data), with: encoder!)
+                index += 1
+                waitForSlot()
+            }
+        }
+        guard let encoder else {
+            source.releaseWaiters()
+            throw .y4mEndedBeforeFirstFrame
+        }
+        for unit in encoder.flush() { sink.send(unit) }
+    }
+
+    private static func openEncoder(_ config: EncoderConfig) throws(MediaSourceError) -> X265Encoder {
+        do { return try X265Encoder(config) } catch { throw .encoder(error) }
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds, truncated toward zero.
+    var wholeNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,32 @@
+import Foundation
+import MediaFormats
+import StreamEngine
+import UringIO
+
+/// The SDP file of flow `index`: `path` itself for the first, `NAME-<index>.EXT` for the others.
+func sdpFilePath(_ path: String, flow index: Int) -> String {
+    guard index > 0 else { return path }
+    let url = URL(fileURLWithPath: path)
+    let ext = url.pathExtension
+    let base = url.deletingPathExtension().path
+    return ext.isEmpty ? "\(base)-\(index)" : "\(base)-\(index).\(ext)"
+}
+
+/// Writes an SDP that ffplay, VLC and GStreamer open to receive the stream at `destination`.
+func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int, payloadType: UInt8,
+              rtcpMux: Bool) throws {
+    let sdp = SDPSessionDescription.hevc(
+        parameterSets: headers, sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1,
+        sessionName: "streamer", originAddress: destination.host, connectionAddress: destination.host,
+        port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1))
+    try sdp.text.write(toFile: path, atomically: true, encoding: .utf8)
+}
+
+/// Writes one SDP per flow (the first at `path`, the others beside it: ``sdpFilePath(_:flow:)``)
+/// for the stream with these parameter sets.
+func writeSDPFiles(_ path: String, flows: [MediaSenderConfig], parameterSets: [[UInt8]], frameRate: Int) throws {
+    for (index, flow) in flows.enumerated() {
+        try writeSDP(to: sdpFilePath(path, flow: index), destination: flow.destination, headers: parameterSets,
+                     fps: frameRate, payloadType: flow.payloadType, rtcpMux: flow.rtcpMux)
+    }
+}

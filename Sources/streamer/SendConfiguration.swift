@@ -1,0 +1,72 @@
+import Foundation
+import MediaSources
+import StreamEngine
+import UringIO
+
+/// What `streamer send` runs, made from its options: the source and its pace, and either one
+/// sender configuration per `--to` or the RTSP server's.
+struct SendConfiguration {
+    /// Where the access units come from (`--source`).
+    var source: MediaSource
+    /// Frames per second the source is paced at (`--fps`, default 30; a y4m header's when
+    /// the source is y4m and `--fps` is not given).
+    var frameRate: Int
+    /// The encoder's target (`--bitrate`), at least 1 kbit/s.
+    var bitrateKbps: Int
+    /// Frames to send (`--frames`, or `--duration` at the frame rate); nil: until stopped.
+    var frameLimit: Int?
+    /// One per `--to`, in order (empty with `--rtsp`).
+    var flows: [MediaSenderConfig]
+    /// With `--rtsp`: the server, whose client's sender is configured like a `--to` flow.
+    var rtsp: RTSPServerConfig?
+
+    /// Resolves `--source` (a bad path is a usage error) and configures every flow.
+    init(_ options: SendOptions) throws {
+        switch options.source {
+        case "synthetic": source = .synthetic(width: options.width, height: options.height)
+        case "-": source = .y4m(FileHandle.standardInput, frameRate: options.fps)
+        case let path where path.hasSuffix(".y4m"):
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw UsageError("--source: cannot open '\(path)'")
+            }
+            source = .y4m(handle, frameRate: options.fps)
+        case let path:
+            guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("--source: cannot open '\(path)'") }
+            source = .hevcFile(path: path)
+        }
+        let frameRate = options.fps ?? 30
+        self.frameRate = frameRate
+        bitrateKbps = max(1, Int(options.bitrate / 1000))
+        frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(frameRate)).rounded(.up)) }
+        flows = options.targets.enumerated().map { index, target in
+            var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass,
+                                      ecn: target.ecn, pace: target.pace)
+            config.localPort = options.localPort.map { $0 + UInt16(2 * index) }
+            return config
+        }
+        if let listen = options.rtspListen {
+            var server = RTSPServerConfig(listen: listen, sender: senderConfig(options, destination: listen))
+            server.frameLimit = frameLimit
+            server.frameRate = frameRate
+            rtsp = server
+        }
+    }
+}
+
+/// A flow's configuration from the options (`serviceClass`, `ecn` and `pace` override theirs).
+func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceClass: ServiceClass? = nil,
+                  ecn: ECNCodepoint? = nil, pace: Double? = nil) -> MediaSenderConfig {
+    var config = MediaSenderConfig(destination: destination)
+    config.serviceClass = serviceClass ?? options.serviceClass
+    config.ecn = ecn ?? options.ecn
+    config.mtu = options.mtu
+    if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = .seconds(reprobe) }
+    config.paceBitsPerSecond = pace ?? options.pace ?? options.bitrate * 1.5
+    config.feedback = !options.noFeedback
+    config.maxUnconfirmedBytes = options.maxUnconfirmed
+    config.rtcpMux = options.rtcpMux
+    if let interval = options.reportInterval { config.senderReportInterval = .seconds(interval) }
+    // A --stats file rewritten more often than the engine's default publishing shows every rewrite.
+    if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, .seconds(every)) }
+    return config
+}

@@ -1,0 +1,165 @@
+import StreamEngine
+import UringIO
+
+/// `streamer send`: options as in the interface contract.
+struct SendOptions {
+    /// One flow per `--to`: where it goes as typed (re-resolved on SIGHUP) and its marks.
+    struct Target {
+        var text: String
+        var address: SocketAddress
+        var serviceClass: ServiceClass?
+        var ecn: ECNCodepoint?
+        var pace: Double?
+    }
+    var targets: [Target] = []
+    var destination: SocketAddress? { targets.first?.address }
+    var rtspListen: SocketAddress?
+    var localPort: UInt16?
+    var rtcpMux = false
+    var source = "synthetic"
+    var width = 1280
+    var height = 720
+    var fps: Int?
+    var bitrate = 4_000_000.0
+    var frames: Int?
+    var duration: Double?
+    var pace: Double?
+    var serviceClass = ServiceClass.video
+    var ecn = ECNCodepoint.ect0
+    var mtu = MTUSetting.auto
+    var maxUnconfirmed: Int?
+    var noFeedback = false
+    var sdpPath: String?
+    var statsPath: String?
+    var statsEvery: Double?
+    var mtuReprobe: Double?
+    var reportInterval: Double?
+    var quiet = false
+
+    static let help = """
+    usage: streamer send --to HOST:PORT[,class=C][,ecn=E][,pace=RATE] [--to ...] | --rtsp [ADDR:]PORT [options]
+      --to HOST:PORT[,class=C][,ecn=E][,pace=RATE]   send RTP to a receiver there (RTCP feedback from its
+                                 port + 1); repeat for several flows in one engine (each with its own SSRC,
+                                 bound, counters and pace, which it keeps to while the others are idle;
+                                 class/ecn/pace override --class/--ecn/--pace). SIGHUP resolves every
+                                 HOST again and moves a flow whose address changed
+      --rtsp [ADDR:]PORT         serve the stream over RTSP instead (TCP, default address 0.0.0.0):
+                                 one client plays rtsp://HOST:PORT/stream (RTP/UDP unicast); the run
+                                 ends when it leaves (TEARDOWN or connection closed); --frames and
+                                 --duration count from PLAY
+      --rtcp-mux                 RTCP on the RTP ports themselves (RFC 5761), not RTP port + 1
+      --local-port PORT          send from this even UDP port, RTCP on the next (default: any free pair;
+                                 with several --to, flow i uses PORT + 2i)
+      --source synthetic | PATH.hevc | PATH.y4m | -   default synthetic (x265-encoded test pattern); - reads y4m on stdin
+      --size WxH                 synthetic source size (default 1280x720)
+      --fps N                    frame rate (default 30, or the y4m header's)
+      --bitrate RATE             encoder target (default 4M; k, M, G suffixes)
+      --frames N | --duration S  default: until SIGINT/SIGTERM
+      --pace RATE                pacing rate (default 1.5 x bitrate)
+      --class background|default|video|realtime   DSCP CS1, CS0, AF41, EF (default video)
+      --ecn off|ect0|ect1        default ect0
+      --mtu auto|N               default auto
+      --mtu-reprobe SECONDS      with --mtu auto: time between path-MTU searches (finds a larger path), default 15
+      --max-unconfirmed BYTES    bound on sent-but-unconfirmed bytes (needs feedback; see README)
+      --no-feedback              expect no RTCP
+      --report-interval SECONDS  mean time between RTCP sender reports (RTT samples), default 0.1
+      --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
+      --stats PATH|-             final stats as JSON
+      --stats-every SECONDS      also rewrite the --stats file while running
+      --quiet                    no progress on stderr
+    """
+
+    static func parse(_ arguments: [String]) throws -> SendOptions {
+        var options = SendOptions()
+        var reader = ArgumentReader(arguments)
+        while let argument = reader.next() {
+            switch argument {
+            case "--to": options.targets.append(try parseTarget(try reader.value(for: argument)))
+            case "--rtcp-mux": options.rtcpMux = true
+            case "--local-port":
+                let port = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1024...65_534)
+                guard port % 2 == 0 else { throw UsageError("--local-port: \(port) must be even (RTCP goes from the next port)") }
+                options.localPort = UInt16(port)
+            case "--rtsp":
+                options.rtspListen = try parseAddress(try reader.value(for: argument), option: argument, defaultHost: "0.0.0.0")
+            case "--source": options.source = try reader.value(for: argument)
+            case "--size":
+                let text = try reader.value(for: argument)
+                let parts = text.split(separator: "x")
+                guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), w > 0, h > 0, w % 2 == 0,
+                      h % 2 == 0, w <= 8192, h <= 8192 else {
+                    throw UsageError("--size: '\(text)' must be WxH with even numbers up to 8192")
+                }
+                options.width = w
+                options.height = h
+            case "--fps": options.fps = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1...240)
+            case "--bitrate": options.bitrate = try parseRate(try reader.value(for: argument), option: argument)
+            case "--frames": options.frames = try parsePositiveInt(try reader.value(for: argument), option: argument)
+            case "--duration": options.duration = try parseSeconds(try reader.value(for: argument), option: argument)
+            case "--pace": options.pace = try parseRate(try reader.value(for: argument), option: argument)
+            case "--class": options.serviceClass = try parseServiceClass(try reader.value(for: argument), option: argument)
+            case "--ecn": options.ecn = try parseECN(try reader.value(for: argument), option: argument)
+            case "--mtu":
+                let text = try reader.value(for: argument)
+                options.mtu = text == "auto" ? .auto : .fixed(try parsePositiveInt(text, option: argument, range: 576...65_535))
+            case "--max-unconfirmed":
+                options.maxUnconfirmed = try parsePositiveInt(try reader.value(for: argument), option: argument)
+            case "--no-feedback": options.noFeedback = true
+            case "--sdp": options.sdpPath = try reader.value(for: argument)
+            case "--stats": options.statsPath = try reader.value(for: argument)
+            case "--report-interval":
+                options.reportInterval = try parseSeconds(try reader.value(for: argument), option: argument)
+            case "--mtu-reprobe":
+                options.mtuReprobe = try parseSeconds(try reader.value(for: argument), option: argument)
+            case "--stats-every": options.statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
+            case "--quiet": options.quiet = true
+            default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
+            }
+        }
+        guard (options.destination == nil) != (options.rtspListen == nil) else {
+            throw UsageError("send: exactly one of --to HOST:PORT and --rtsp [ADDR:]PORT is required")
+        }
+        if let port = options.localPort {
+            guard options.rtspListen == nil else { throw UsageError("--local-port: not with --rtsp (SETUP announces the ports)") }
+            guard Int(port) + 2 * (options.targets.count - 1) <= 65_534 else {
+                throw UsageError("--local-port: \(port) + 2 per further --to passes 65534")
+            }
+        }
+        if options.rtspListen != nil && options.sdpPath != nil {
+            throw UsageError("--sdp: not with --rtsp (RTSP clients get the SDP from DESCRIBE)")
+        }
+        return options
+    }
+
+    /// `HOST:PORT[,class=C][,ecn=E][,pace=RATE]`.
+    static func parseTarget(_ text: String) throws -> Target {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        var target = Target(text: parts[0], address: try parseAddress(parts[0], option: "--to"))
+        for part in parts.dropFirst() {
+            let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
+            switch (pair.first, pair.count) {
+            case ("class", 2): target.serviceClass = try parseServiceClass(pair[1], option: "--to \(parts[0]),class")
+            case ("ecn", 2): target.ecn = try parseECN(pair[1], option: "--to \(parts[0]),ecn")
+            case ("pace", 2): target.pace = try parseRate(pair[1], option: "--to \(parts[0]),pace")
+            default: throw UsageError("--to: '\(part)' is not class=C, ecn=E or pace=RATE (in '\(text)')")
+            }
+        }
+        return target
+    }
+
+    static func parseServiceClass(_ text: String, option: String) throws -> ServiceClass {
+        guard let value = ServiceClass(rawValue: text) else {
+            throw UsageError("\(option): '\(text)' is not one of background, default, video, realtime")
+        }
+        return value
+    }
+
+    static func parseECN(_ text: String, option: String) throws -> ECNCodepoint {
+        switch text {
+        case "off": return .notECT
+        case "ect0": return .ect0
+        case "ect1": return .ect1
+        default: throw UsageError("\(option): '\(text)' is not one of off, ect0, ect1")
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import MediaSources
+import StreamEngine
+import UringIO
+
+// Every key of the stats JSON that `streamer send` and `streamer recv` write (`--stats`,
+// `--stats-every`), in one place. Scripts read these names (the interface contract, and the
+// keys README.md documents since): rename none of them.
+
+/// The sender's stats JSON, as in the interface contract: the first flow's keys at the top
+/// level (all there is with one `--to`), and every flow's under `flows`.
+func senderStatsObject(_ all: [SenderStats]) -> [String: Any] {
+    var object = flowStatsObject(all[0])
+    object["role"] = "send"
+    object["cpu"] = cpuObject()
+    object["flows"] = all.map(flowStatsObject)
+    return object
+}
+
+/// One flow's stats keys.
+func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
+    func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
+    return [
+        "destination": stats.destination,
+        "ssrc": Int(stats.ssrc),
+        "redirects": stats.redirects,
+        "packets": ["sent": stats.packetsSent, "confirmed": stats.packetsConfirmed, "lost": stats.packetsLost,
+                    "unconfirmed": stats.packetsUnconfirmed, "abandoned": stats.packetsAbandoned,
+                    "failed": stats.packetsFailed],
+        "bytes": ["sent": stats.bytesSent, "unconfirmed": stats.bytesUnconfirmed,
+                  "peakUnconfirmed": stats.peakUnconfirmedBytes, "maxUnconfirmed": stats.maxUnconfirmedBytes],
+        "frames": ["encoded": stats.framesEncoded, "sent": stats.framesSent,
+                   "droppedUnconfirmed": stats.framesDroppedUnconfirmed,
+                   "droppedQueueFull": stats.framesDroppedQueueFull, "keyframes": stats.keyframes],
+        "path": ["mtu": stats.pathMTU, "mtuSource": stats.mtuSource.rawValue, "datagramSize": stats.datagramSize,
+                 "clamped": stats.clamped, "framesClamped": stats.framesClamped,
+                 "probes": ["sent": stats.probesSent, "confirmed": stats.probesConfirmed, "lost": stats.probesLost],
+                 "icmpReports": stats.icmpMTUReports, "blackHoles": stats.blackHoles, "searches": stats.mtuSearches,
+                 "foundAfterMs": number(stats.mtuFoundAfterMs)],
+        "rttMs": ["last": number(stats.rttLast), "min": number(stats.rttMin), "smoothed": number(stats.rttSmoothed),
+                  "lastAtUnix": stats.rttLastAt ?? NSNull()],
+        "ecn": ["codepoint": stats.ecn, "ceReported": stats.ceReported],
+        "dscp": Int(stats.dscp),
+        "pacing": ["rateBps": stats.pacingRate, "batches": stats.batches,
+                   "datagramsPerSubmit": stats.batches > 0 ? Double(stats.packetsSent) / Double(stats.batches) : 0,
+                   "sends": stats.sendCalls, "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls, "flows": stats.flows,
+                   "mixedSubmissions": stats.mixedSubmissions],
+        "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
+                     "intervalMs": number(stats.feedbackIntervalMs),
+                     "senderReports": stats.senderReports, "keyframeRequests": stats.keyframeRequests,
+                     "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],
+        "receiverGone": stats.receiverGone,
+        "receiverGoneEvents": stats.receiverGoneEvents,
+        "errors": stats.errors,
+    ]
+}
+
+/// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's.
+func sendStatsObject(_ all: [SenderStats], source: SourceStallStats) -> [String: Any] {
+    var object = senderStatsObject(all)
+    object["source"] = sourceStatsObject(source)
+    return object
+}
+
+/// The `source` object: `stalls`, `stalledMs` (including a stall under way), `stalled`, `thresholdMs`.
+func sourceStatsObject(_ stats: SourceStallStats) -> [String: Any] {
+    ["stalls": stats.stalls, "stalledMs": wholeMilliseconds(stats.stalledTime), "stalled": stats.isStalled,
+     "thresholdMs": wholeMilliseconds(stats.threshold)]
+}
+
+/// `duration` in whole milliseconds, truncated.
+func wholeMilliseconds(_ duration: Duration) -> Int {
+    let (seconds, attoseconds) = duration.components
+    return Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+}
+
+/// The sender's stats JSON with an `rtsp` object beside it.
+func rtspStatsObject(_ gate: RTSPMediaGate) -> [String: Any] {
+    var object = senderStatsObject([gate.senderStats])
+    let server = gate.serverStats
+    object["rtsp"] = ["connections": server.connections, "requests": server.requests, "rejected": server.rejected,
+                      "client": server.client ?? NSNull(), "ended": server.ended ?? NSNull()] as [String: Any]
+    return object
+}
+
+/// The receiver's stats JSON, as in the interface contract.
+func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
+    var dscp: [String: Int] = [:]
+    for (value, count) in stats.dscp.enumerated() where count > 0 { dscp[String(value)] = count }
+    return [
+        "role": "recv",
+        "packets": ["received": stats.received, "lost": stats.lost, "late": stats.late,
+                    "duplicate": stats.duplicate, "reordered": stats.reordered, "truncated": stats.truncated,
+                    "timestampRestarts": stats.timestampRestarts],
+        "probes": ["received": stats.probesReceived],
+        "ecn": ["notEct": stats.ecn[0], "ect0": stats.ecn[2], "ect1": stats.ecn[1], "ce": stats.ecn[3]],
+        "dscp": dscp,
+        "frames": ["complete": stats.framesComplete, "incomplete": stats.framesIncomplete, "missing": stats.framesMissing,
+                   "keyframes": stats.keyframes, "undecodable": stats.framesUndecodable],
+        "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
+                     "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
+        "bytes": ["received": stats.bytesReceived],
+        "rejected": stats.rejected,
+        "kernelDrops": stats.kernelDrops,
+        "source": stats.source ?? NSNull(),
+        "cpu": cpuObject(),
+    ]
+}
+
+/// The process's CPU time as the stats JSON spells it.
+func cpuObject() -> [String: Any] {
+    let cpu = ProcessCPUTime.now()
+    return ["userSeconds": Double(cpu.userNanoseconds) / 1e9, "systemSeconds": Double(cpu.systemNanoseconds) / 1e9]
+}

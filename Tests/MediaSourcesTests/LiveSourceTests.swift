@@ -1,0 +1,133 @@
+import Foundation
+import MediaFormats
+import Synchronization
+import Testing
+@testable import MediaSources
+
+/// A sink that keeps what it is handed.
+final class CollectingSink: AccessUnitSink {
+    private let state = Mutex<(units: [AccessUnit], finished: Bool)>(([], false))
+    var units: [AccessUnit] { state.withLock { $0.units } }
+    var finished: Bool { state.withLock { $0.finished } }
+    func send(_ accessUnit: AccessUnit) -> Bool {
+        state.withLock { $0.units.append(accessUnit) }
+        return true
+    }
+    func finish() { state.withLock { $0.finished = true } }
+    func takeKeyframeRequest() -> Bool { false }
+}
+
+/// Runs `source` to its end (fast: 250 frames a second) and returns what the sink got.
+func runToEnd(_ source: MediaSource, frameLimit: Int? = nil) -> (LiveSource, CollectingSink) {
+    let live = LiveSource()
+    let sink = CollectingSink()
+    live.start(source, frameRate: 250, bitrateKbps: 300, frameLimit: frameLimit, sink: sink)
+    live.waitUntilReady()
+    let deadline = Date().addingTimeInterval(30)
+    while !sink.finished && Date() < deadline { usleep(2000) }
+    return (live, sink)
+}
+
+func temporaryFile(_ contents: [UInt8], suffix: String) throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("source-\(UUID().uuidString)\(suffix)").path
+    try Data(contents).write(to: URL(fileURLWithPath: path))
+    return path
+}
+
+@Suite(.serialized)
+struct LiveSourceTests {
+    @Test func syntheticSourceEncodesUpToTheLimitAndFinishesTheSink() throws {
+        let (live, sink) = runToEnd(.synthetic(width: 320, height: 240), frameLimit: 6)
+        #expect(sink.finished)
+        #expect(live.failure == nil)
+        #expect(sink.units.count == 6)
+        #expect(live.parameterSets.map { HEVCNALUnitType(nalUnit: $0) } == [.vps, .sps, .pps])
+        #expect(sink.units.first?.parameterSets == live.parameterSets)
+    }
+
+    @Test func annexBFileIsSentUnitByUnitWithTimestampsFromTheFrameIndex() throws {
+        let (_, encoded) = runToEnd(.synthetic(width: 320, height: 240), frameLimit: 5)
+        let path = try temporaryFile(encoded.units.flatMap(\.annexB), suffix: ".hevc")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let (live, sink) = runToEnd(.hevcFile(path: path))
+        #expect(live.failure == nil)
+        #expect(sink.units.map(\.nalUnits) == encoded.units.map(\.nalUnits))
+        let expected: [UInt32] = (0..<5).map { index in UInt32(index * 90_000 / 250) }
+        #expect(sink.units.map(\.timestamp) == expected)
+        #expect(live.parameterSets == encoded.units[0].parameterSets)
+    }
+
+    @Test func failuresSayWhatFailedInOneLine() throws {
+        let missing = "/nonexistent/\(UUID().uuidString).hevc"
+        let (noFile, noFileSink) = runToEnd(.hevcFile(path: missing))
+        #expect(noFile.failure == .cannotOpen(path: missing))
+        #expect(noFile.failure?.description == "cannot open \(missing): no such file or not readable")
+        #expect(noFileSink.finished && noFile.parameterSets.isEmpty)
+
+        let empty = try temporaryFile([], suffix: ".hevc")
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        let (noUnits, _) = runToEnd(.hevcFile(path: empty))
+        #expect(noUnits.failure?.description == "\(empty): no HEVC access units found (is it an Annex B .hevc file?)")
+
+        let (noFrame, _) = runToEnd(.y4m(try #require(FileHandle(forReadingAtPath: empty)), frameRate: nil))
+        #expect(noFrame.failure == .y4mEndedBeforeFirstFrame)
+        #expect(noFrame.failure?.description == "y4m input ended before its first frame")
+
+        let garbage = try temporaryFile(Array("not a y4m stream at all\n".utf8), suffix: ".y4m")
+        defer { try? FileManager.default.removeItem(atPath: garbage) }
+        let (badY4M, _) = runToEnd(.y4m(try #require(FileHandle(forReadingAtPath: garbage)), frameRate: nil))
+        #expect(badY4M.failure == .y4m(.notY4M))
+        #expect(badY4M.failure?.description == Y4MError.notY4M.description)
+    }
+}
+
+/// The stall watch driven with instants of its own (no watch thread, no waiting).
+struct SourceStallWatchTests {
+    final class Events: Sendable {
+        private let list = Mutex<[SourceStallEvent]>([])
+        var all: [SourceStallEvent] { list.withLock { $0 } }
+        func append(_ event: SourceStallEvent) { list.withLock { $0.append(event) } }
+    }
+
+    @Test func thresholdIsTenFrameIntervalsAndAtLeastHalfASecond() {
+        #expect(SourceStallWatch.threshold(frameRate: 30) == .milliseconds(500))
+        #expect(SourceStallWatch.threshold(frameRate: 10) == .seconds(1))
+        #expect(SourceStallWatch.threshold(frameRate: 0) == .seconds(10))
+    }
+
+    @Test func aGapLongerThanTheThresholdIsOneStallToldOnceEachWay() {
+        let events = Events()
+        let watch = SourceStallWatch { events.append($0) }
+        let start = ContinuousClock.now
+        watch.frameDelivered(at: start)
+        watch.frameDelivered(at: start + .milliseconds(400))  // under the threshold: no stall
+        #expect(events.all.isEmpty)
+        watch.frameDelivered(at: start + .milliseconds(2400))
+        #expect(events.all == [.stalled(silence: .seconds(2)), .resumed(after: .seconds(2))])
+        let stats = watch.stats(now: start + .seconds(3))
+        #expect(stats == SourceStallStats(stalls: 1, stalledTime: .seconds(2), isStalled: false,
+                                          threshold: .milliseconds(500)))
+        watch.sourceEnded(at: start + .seconds(3))
+        #expect(events.all.count == 2)
+    }
+
+    @Test func theWatchThreadNoticesAStallWhileTheSourceIsBlocked() {
+        let events = Events()
+        let watch = SourceStallWatch { events.append($0) }
+        watch.start(frameRate: 30)
+        let last = ContinuousClock.now
+        watch.frameDelivered(at: last)
+        let deadline = Date().addingTimeInterval(10)
+        while events.all.isEmpty && Date() < deadline { usleep(10_000) }
+        guard case .stalled = events.all.first else {
+            Issue.record("no stall noticed: \(events.all)")
+            return
+        }
+        #expect(watch.stats.isStalled && watch.stats.stalls == 1)
+        let end = ContinuousClock.now
+        watch.sourceEnded(at: end)
+        #expect(events.all.last == .endedWhileStalled(silence: end - last))
+        #expect(watch.stats(now: end + .seconds(5)) == SourceStallStats(
+            stalls: 1, stalledTime: end - last, isStalled: false, threshold: .milliseconds(500)))
+    }
+}
