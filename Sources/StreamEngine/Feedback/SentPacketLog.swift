@@ -5,7 +5,7 @@
 ///
 /// Counts are exact: a packet declared lost that feedback later confirms moves from
 /// `lost` to `confirmed`.
-public struct SentPacketLog: Sendable {
+struct SentPacketLog: Sendable {
     private enum State: UInt8 { case empty = 0, unconfirmed, confirmed, lost, abandoned }
 
     private struct Entry {
@@ -20,50 +20,50 @@ public struct SentPacketLog: Sendable {
     /// Extended sequence of the oldest packet that may still be unconfirmed.
     private var oldestOpen: Int64 = 0
     /// Extended sequence of the newest packet logged (-1 before the first).
-    public private(set) var newest: Int64 = -1
+    private(set) var newest: Int64 = -1
     private var first: Int64 = -1
 
     /// The highest extended sequence a cumulative report confirmed through (`confirmThrough`).
     private var reportedThrough: Int64 = -1
     /// Packets logged.
-    public private(set) var sent = 0
+    private(set) var sent = 0
     /// Packets feedback confirmed.
-    public private(set) var confirmed = 0
+    private(set) var confirmed = 0
     /// Packets declared lost (and not confirmed since).
-    public private(set) var lost = 0
+    private(set) var lost = 0
     /// Packets written off by `abandonUnconfirmed`: no receiver will confirm them.
-    public private(set) var abandoned = 0
+    private(set) var abandoned = 0
     /// Packets neither confirmed nor lost (nor abandoned).
-    public private(set) var unconfirmedPackets = 0
+    private(set) var unconfirmedPackets = 0
     /// Bytes of those.
-    public private(set) var unconfirmedBytes = 0
+    private(set) var unconfirmedBytes = 0
     /// Packets that fell out of the log while unconfirmed (counted lost too).
-    public private(set) var expired = 0
+    private(set) var expired = 0
     /// Confirmations for sequence numbers never sent or long gone: rejected, counted.
-    public private(set) var rejectedConfirmations = 0
+    private(set) var rejectedConfirmations = 0
     /// Packets larger than this many bytes count in `largeConfirmed` (path-MTU black-hole detection).
-    public var largeBytes = Int.max
+    var largeBytes = Int.max
     /// Packets larger than `largeBytes` confirmed.
-    public private(set) var largeConfirmed = 0
+    private(set) var largeConfirmed = 0
     /// Keep the sizes of packets declared lost for `takeLostSizes` (path-MTU black-hole detection).
-    public var recordsLostSizes = false
+    var recordsLostSizes = false
     private var lostSizes: [Int32] = []
 
     /// The sizes of the packets declared lost since the last call (when `recordsLostSizes`).
-    public mutating func takeLostSizes() -> [Int32] {
+    mutating func takeLostSizes() -> [Int32] {
         defer { lostSizes.removeAll(keepingCapacity: true) }
         return lostSizes
     }
 
     /// Makes a log that remembers `capacity` (a power of two) packets.
-    public init(capacity: Int = 1 << 16) {
+    init(capacity: Int = 1 << 16) {
         precondition(capacity > 0 && capacity & (capacity - 1) == 0)
         entries = Array(repeating: Entry(), count: capacity)
         mask = Int64(capacity - 1)
     }
 
     /// Records a packet put on the wire with the next extended sequence number.
-    public mutating func recordSent(sequence: Int64, bytes: Int, at time: Int64) {
+    mutating func recordSent(sequence: Int64, bytes: Int, at time: Int64) {
         if first < 0 { first = sequence; oldestOpen = sequence }
         let index = Int(sequence & mask)
         if entries[index].state == .unconfirmed {
@@ -79,7 +79,7 @@ public struct SentPacketLog: Sendable {
     }
 
     /// Maps a 16-bit sequence number from feedback to the nearest logged extended one.
-    public func extend(_ sequence: UInt16) -> Int64? {
+    func extend(_ sequence: UInt16) -> Int64? {
         guard newest >= 0 else { return nil }
         let delta = Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: newest)))
         let extended = newest + delta
@@ -87,7 +87,7 @@ public struct SentPacketLog: Sendable {
     }
 
     /// What `confirm` made of a confirmation.
-    public enum Confirmation: Sendable, Equatable {
+    enum Confirmation: Sendable, Equatable {
         /// The packet was unconfirmed (or declared lost) and is now confirmed.
         case confirmed
         /// It was confirmed before.
@@ -98,7 +98,7 @@ public struct SentPacketLog: Sendable {
 
     /// Feedback says `sequence` arrived.
     @discardableResult
-    public mutating func confirm(_ sequence: Int64) -> Confirmation {
+    mutating func confirm(_ sequence: Int64) -> Confirmation {
         guard sequence >= first, sequence <= newest else { rejectedConfirmations += 1; return .rejected }
         let index = Int(sequence & mask)
         guard entries[index].sequence == sequence else { rejectedConfirmations += 1; return .rejected }
@@ -122,7 +122,7 @@ public struct SentPacketLog: Sendable {
     /// Confirms every packet up to `sequence` not confirmed yet, those declared lost for their
     /// age included: a receiver report's cumulative highest, from receivers that report nothing
     /// per packet (and count what they lost themselves: the caller keeps that count).
-    public mutating func confirmThrough(_ sequence: Int64) {
+    mutating func confirmThrough(_ sequence: Int64) {
         guard sequence >= first else { return }
         var current = max(first, reportedThrough + 1, sequence - mask)
         while current <= min(sequence, newest) {
@@ -138,7 +138,7 @@ public struct SentPacketLog: Sendable {
 
     /// Declares lost every unconfirmed packet sent before `deadline`. Returns how many.
     @discardableResult
-    public mutating func expireUnconfirmed(sentBefore deadline: Int64) -> Int {
+    mutating func expireUnconfirmed(sentBefore deadline: Int64) -> Int {
         releaseUnconfirmed(sentBefore: deadline, as: .lost)
     }
 
@@ -147,7 +147,7 @@ public struct SentPacketLog: Sendable {
     /// at all). They leave the unconfirmed count (and so the bound) without counting as lost,
     /// since nothing says they were. Returns how many.
     @discardableResult
-    public mutating func abandonUnconfirmed() -> Int {
+    mutating func abandonUnconfirmed() -> Int {
         releaseUnconfirmed(sentBefore: .max, as: .abandoned)
     }
 
@@ -172,7 +172,7 @@ public struct SentPacketLog: Sendable {
     /// For a receiver that has never reported: every packet declared lost (by age alone, as
     /// no report said anything) and every unconfirmed one becomes abandoned. Returns how many.
     @discardableResult
-    public mutating func abandonUnreported() -> Int {
+    mutating func abandonUnreported() -> Int {
         var moved = lost
         if lost > 0 {  // once: nothing is declared lost while the receiver stays silent
             for index in entries.indices where entries[index].state == .lost { entries[index].state = .abandoned }
@@ -184,7 +184,7 @@ public struct SentPacketLog: Sendable {
     }
 
     /// Send time of the oldest unconfirmed packet, if any.
-    public var oldestUnconfirmedSendTime: Int64? {
+    var oldestUnconfirmedSendTime: Int64? {
         var current = oldestOpen
         while current <= newest {
             let entry = entries[Int(current & mask)]

@@ -2,29 +2,29 @@ import Glibc
 
 /// Configuration of packetization-layer path-MTU discovery (RFC 8899). Sizes are IP MTUs
 /// (IP and UDP headers included); times are nanoseconds.
-public struct PathMTUProberConfig: Sendable, Equatable {
+struct PathMTUProberConfig: Sendable, Equatable {
     /// The size assumed to work on any path (RFC 8899 BASE_PLPMTU): 1280 for IPv6, a
     /// configured minimum (1200) for IPv4. Media starts here until a probe confirms more.
-    public var baseMTU: Int
+    var baseMTU: Int
     /// The largest size worth probing: the local interface's MTU toward the peer.
-    public var maxMTU: Int
+    var maxMTU: Int
     /// A probe not confirmed within this time is taken as lost.
-    public var probeTimeout: Int64 = 150_000_000
+    var probeTimeout: Int64 = 150_000_000
     /// Lost probes of one size before that size counts as too big (RFC 8899 MAX_PROBES).
-    public var maxProbes = 3
+    var maxProbes = 3
     /// After a search ends, the next one starts this much later (finds a larger path again).
-    public var reprobeInterval: Int64 = 15_000_000_000
+    var reprobeInterval: Int64 = 15_000_000_000
     /// Media datagrams above the base lost in a row (none above it confirmed meanwhile)
     /// that make the current size a black hole.
-    public var blackHoleLosses = 6
+    var blackHoleLosses = 6
     /// The largest size probed even when the interface allows more (loopback's 65536 buys
     /// nothing but larger loss units).
-    public var ceilingMTU = 9000
+    var ceilingMTU = 9000
     /// Probe at all (false: the kernel's view and ICMP only, e.g. a receiver without feedback).
-    public var probing = true
+    var probing = true
 
     /// Makes a configuration.
-    public init(baseMTU: Int, maxMTU: Int) {
+    init(baseMTU: Int, maxMTU: Int) {
         self.baseMTU = baseMTU
         self.maxMTU = maxMTU
     }
@@ -39,24 +39,24 @@ public struct PathMTUProberConfig: Sendable, Equatable {
 /// "fragmentation needed" lowers the MTU at once and becomes the next candidate. Media
 /// above the base that stops getting through (a black hole) drops it back to the base and
 /// starts a new search; after `reprobeInterval` a new search looks for a larger path.
-public struct PathMTUProber: Sendable {
+struct PathMTUProber: Sendable {
     /// Where the MTU in use comes from.
     /// A probe to put on the wire now.
-    public struct Probe: Sendable, Equatable {
+    struct Probe: Sendable, Equatable {
         /// Its id (echoed in the receiver's confirmation).
-        public var id: UInt32
+        var id: UInt32
         /// Its IP size.
-        public var size: Int
+        var size: Int
     }
 
     /// The configuration.
-    public let config: PathMTUProberConfig
+    let config: PathMTUProberConfig
     /// The MTU to packetize for now.
-    public private(set) var mtu: Int
+    private(set) var mtu: Int
     /// Where `mtu` comes from.
-    public private(set) var source: MTUSource = .kernel
+    private(set) var source: MTUSource = .kernel
     /// The kernel's path MTU when the prober started (the first candidate).
-    public let kernelMTU: Int
+    let kernelMTU: Int
 
     private var confirmed: Int          // largest size known to work (the base until a probe says more)
     private var confirmedByProbe = false
@@ -75,36 +75,36 @@ public struct PathMTUProber: Sendable {
 
     // Counters.
     /// Probes handed out to send.
-    public private(set) var probesSent = 0
+    private(set) var probesSent = 0
     /// Probes the receiver confirmed.
-    public private(set) var probesConfirmed = 0
+    private(set) var probesConfirmed = 0
     /// Probes given up (timed out, failed to send, or answered by ICMP).
-    public private(set) var probesLost = 0
+    private(set) var probesLost = 0
     /// Path-MTU announcements from ICMP (or local EMSGSIZE) taken into account.
-    public private(set) var icmpReports = 0
+    private(set) var icmpReports = 0
     /// Times the MTU in use stopped working and fell back to the base.
-    public private(set) var blackHoles = 0
+    private(set) var blackHoles = 0
     /// Searches started (the first one included).
-    public private(set) var searches = 1
+    private(set) var searches = 1
     /// Monotonic time the current search found its size (nil while searching).
-    public private(set) var searchCompletedAt: Int64?
+    private(set) var searchCompletedAt: Int64?
     /// The smoothed round-trip time, when known: probes wait for at least two of them (plus 50 ms).
-    public var roundTripTime: Int64?
+    var roundTripTime: Int64?
     /// The media loss rate on the path now (0...1, from the sender's feedback). On a lossy path
     /// a probe size gets more attempts before it counts as too big: congestion drops probes too.
-    public var pathLossRate = 0.0
+    var pathLossRate = 0.0
 
     /// Attempts per probe size: `maxProbes`, or on a path losing more than 10 % as many as make
     /// losing every one of them to congestion as unlikely as 1 in 1000 (at most 10; at 30 %
     /// loss, 6).
-    public var attemptLimit: Int {
+    var attemptLimit: Int {
         guard pathLossRate > 0.1 else { return config.maxProbes }
         let needed = Int((Glibc.log(0.001) / Glibc.log(min(pathLossRate, 0.5))).rounded(.up))
         return min(10, max(config.maxProbes, needed))
     }
 
     /// Starts discovery with the kernel's path MTU toward the peer (`IP_MTU`).
-    public init(config: PathMTUProberConfig, kernelMTU: Int) {
+    init(config: PathMTUProberConfig, kernelMTU: Int) {
         var config = config
         config.maxMTU = min(config.maxMTU, max(config.ceilingMTU, config.baseMTU))
         self.config = config
@@ -121,10 +121,10 @@ public struct PathMTUProber: Sendable {
     }
 
     /// True while a search is running.
-    public var isSearching: Bool { searching }
+    var isSearching: Bool { searching }
 
     /// The probe to send now, if any. The prober counts it as sent.
-    public mutating func nextProbe(now: Int64) -> Probe? {
+    mutating func nextProbe(now: Int64) -> Probe? {
         guard config.probing else { return nil }
         if outstanding == nil && largeLossStreak >= config.blackHoleLosses && !smallConfirmedDuringStreak
             && mtu > min(config.baseMTU, kernelMTU) {
@@ -157,7 +157,7 @@ public struct PathMTUProber: Sendable {
     }
 
     /// The probe could not be sent (e.g. EMSGSIZE from the local stack): too big.
-    public mutating func probeSendFailed(id: UInt32) {
+    mutating func probeSendFailed(id: UInt32) {
         guard let pending = outstanding, pending.probe.id == id else { return }
         outstanding = nil
         probesLost += 1
@@ -166,7 +166,7 @@ public struct PathMTUProber: Sendable {
 
     /// The receiver confirmed a probe of `size`. Returns true when the MTU in use changed.
     @discardableResult
-    public mutating func probeConfirmed(id: UInt32, size: Int, now: Int64) -> Bool {
+    mutating func probeConfirmed(id: UInt32, size: Int, now: Int64) -> Bool {
         guard config.probing, id >= minimumValidID, size >= 68, size <= config.maxMTU else { return false }
         probesConfirmed += 1
         if let pending = outstanding, pending.probe.size <= size { outstanding = nil }
@@ -188,7 +188,7 @@ public struct PathMTUProber: Sendable {
     /// local EMSGSIZE). Only ever lowers: a larger size must be confirmed by a probe.
     /// Returns true when the MTU in use changed.
     @discardableResult
-    public mutating func pathMTUAnnounced(_ announced: Int, now: Int64) -> Bool {
+    mutating func pathMTUAnnounced(_ announced: Int, now: Int64) -> Bool {
         let size = max(announced, min(config.baseMTU, kernelMTU))
         guard announced >= 68, size + 1 < tooBig || size < mtu else { return false }  // nothing new
         icmpReports += 1
@@ -219,7 +219,7 @@ public struct PathMTUProber: Sendable {
     /// that stopped altogether confirms nothing small, so it is no black hole.
     /// Returns true when the MTU in use changed.
     @discardableResult
-    public mutating func mediaAboveBase(lost: Int, confirmed confirmedCount: Int, smallConfirmed: Int = 0,
+    mutating func mediaAboveBase(lost: Int, confirmed confirmedCount: Int, smallConfirmed: Int = 0,
                                         receiverAlive: Bool, now: Int64) -> Bool {
         largeLossStreak += lost
         if confirmedCount > 0 {
