@@ -230,7 +230,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             local.bytesReceived += datagram.count
             // 90 kHz units, at 10 us resolution (no overflow for any realtime clock value).
             let arrival = UInt32(truncatingIfNeeded: timestampNanoseconds / 100_000 * 9)
-            switch tracker.record(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: arrival) {
+            let tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: arrival)
+            switch tracked.outcome {
             case .sequenceJump:
                 // Far from the stream's sequence numbers: counted, kept out of the frames.
                 local.rejected["sequenceJump", default: 0] += 1
@@ -242,7 +243,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             }
             lastAcceptedTimestamp = header.timestamp
             feedback.record(sequence: header.sequenceNumber, arrival: timestampNanoseconds, ecn: mark.ecn.rawValue)
-            emit(depacketizer.push(header, payload: payload))
+            // One sequence logic: the depacketizer orders by the tracker's extended numbers.
+            emit(depacketizer.push(header, payload: payload, tracked: tracked))
         }
         // Feedback leaves from the RTCP socket, or with rtcp-mux from the RTP socket itself.
         let feedbackSocket = rtcpSocket ?? (config.rtcpMux && config.feedback ? socket : nil)
@@ -278,7 +280,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             local.truncated = loop.receiver.counters.truncated
             local.ssrc = lockedSSRC
             local.source = lockedSource?.description
-            for (reason, count) in depacketizer.counters.rejected { local.rejected["payload." + reason] = count }
+            for (reason, count) in depacketizer.counters.rejected { local.rejected["payload." + reason.rawValue] = count }
             let snapshot = local
             statsBox.withLock { $0 = snapshot }
         }
