@@ -20,7 +20,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
         "bytes": ["received": stats.bytesReceived],
-        "rejected": stats.rejected,
+        "rejected": stats.rejected.byStatsKey,
         "kernelDrops": stats.kernelDrops,
         "source": stats.source ?? NSNull(),
         "cpu": cpuObject(),

@@ -339,7 +339,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                    "datagramsPerSubmit": stats.batches > 0 ? Double(stats.packetsSent) / Double(stats.batches) : 0,
                    "sends": stats.sendCalls, "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls, "flows": stats.flows,
                    "mixedSubmissions": stats.mixedSubmissions],
-        "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
+        "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected.byStatsKey,
                      "intervalMs": number(stats.feedbackIntervalMs),
                      "senderReports": stats.senderReports, "keyframeRequests": stats.keyframeRequests,
                      "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],

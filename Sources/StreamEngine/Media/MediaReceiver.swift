@@ -50,7 +50,7 @@ public struct ReceiverStats: Sendable, Equatable {
     /// Payload bytes of the stream received.
     public var bytesReceived = 0
     /// Datagrams rejected, by reason (bad RTP header, foreign source, bad payload...).
-    public var rejected: [String: Int] = [:]
+    public var rejected: [ReceiveRejection: Int] = [:]
     /// Datagrams the kernel dropped for lack of receive-buffer space.
     public var kernelDrops = 0
     /// The stream's SSRC, once locked.
@@ -136,7 +136,6 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         datagram.count >= 8 && datagram[0] >> 6 == 2 && (192...223).contains(datagram[1])
     }
 
-    private static let rejectionKeys = Dictionary(uniqueKeysWithValues: RTPPacketError.allCases.map { ($0, "rtp." + $0.reason) })
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     private static let maxTimestampStep: Int32 = 900_000
 
@@ -234,7 +233,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             switch tracked.outcome {
             case .sequenceJump:
                 // Far from the stream's sequence numbers: counted, kept out of the frames.
-                local.rejected["sequenceJump", default: 0] += 1
+                local.rejected[.sequenceJump, default: 0] += 1
                 return
             case .late, .duplicate:
                 return  // counted by the tracker; the frame it belonged to is gone or whole
@@ -280,7 +279,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             local.truncated = loop.receiver.counters.truncated
             local.ssrc = lockedSSRC
             local.source = lockedSource?.description
-            for (reason, count) in depacketizer.counters.rejected { local.rejected["payload." + reason.rawValue] = count }
+            for (reason, count) in depacketizer.counters.rejected { local.rejected[.payload(reason)] = count }
             let snapshot = local
             statsBox.withLock { $0 = snapshot }
         }
@@ -298,11 +297,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             if socketIndex == 1 || (config.rtcpMux && Self.isMultiplexedRTCP(datagram.payload)) {
                 // RTCP from the sender: only its sender reports matter here (LSR/DLSR).
                 guard let source = lockedSource, let from = datagram.source, from.host == source.host else {
-                    local.rejected["rtcp.foreignSource", default: 0] += 1
+                    local.rejected[.rtcpForeignSource, default: 0] += 1
                     return
                 }
                 let parsed = RTCPPacket.parseCompound(datagram.payload)
-                for error in parsed.errors { local.rejected["rtcp." + error.reason, default: 0] += 1 }
+                for error in parsed.errors { local.rejected[.rtcp(error.kind), default: 0] += 1 }
                 for packet in parsed.packets {
                     if case .senderReport(let report) = packet, report.ssrc == lockedSSRC {
                         if config.feedback && feedback.senderReportUnanswered {
@@ -320,15 +319,15 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             do throws(RTPPacketError) {
                 parsed = try RTPHeader.parse(datagram.payload)
             } catch {
-                local.rejected[Self.rejectionKeys[error]!, default: 0] += 1
+                local.rejected[.rtp(error), default: 0] += 1
                 return
             }
             if let source = lockedSource, let from = datagram.source, from != source {
-                local.rejected["foreignSource", default: 0] += 1
+                local.rejected[.foreignSource, default: 0] += 1
                 return
             }
             if let ssrc = lockedSSRC, parsed.header.ssrc != ssrc {
-                local.rejected["foreignSSRC", default: 0] += 1
+                local.rejected[.foreignSSRC, default: 0] += 1
                 return
             }
             if parsed.header.payloadType == PathMTUProbe.payloadType {
@@ -342,12 +341,12 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                     local.probesReceived += 1
                     feedback.confirmProbe(id: probe.probeID, size: probe.size)
                 } else {
-                    local.rejected["badProbe", default: 0] += 1
+                    local.rejected[.badProbe, default: 0] += 1
                 }
                 return
             }
             if let payloadType = lockedPayloadType, parsed.header.payloadType != payloadType {
-                local.rejected["unexpectedPayloadType", default: 0] += 1
+                local.rejected[.unexpectedPayloadType, default: 0] += 1
                 return
             }
             if let last = lastAcceptedTimestamp, !Self.isNear(parsed.header.timestamp, last) {
@@ -360,12 +359,12 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                     timestampJumpCandidate = (header, datagram.tos, datagram.timestampNanoseconds, parsed.payloadRange)
                     candidateBytes.removeAll(keepingCapacity: true)
                     candidateBytes.append(contentsOf: datagram.payload)
-                    local.rejected["timestampJump", default: 0] += 1
+                    local.rejected[.timestampJump, default: 0] += 1
                     return
                 }
                 timestampJumpCandidate = nil
                 local.timestampRestarts += 1
-                local.rejected["timestampJump", default: 0] -= 1
+                local.rejected[.timestampJump, default: 0] -= 1
                 candidateBytes.withUnsafeBytes { bytes in
                     accept(candidate.header, datagram: bytes, payload: UnsafeRawBufferPointer(rebasing: bytes[candidate.payloadRange]),
                            tos: candidate.tos, timestampNanoseconds: candidate.timestampNanoseconds)
