@@ -51,4 +51,7 @@ public struct ReceiverStats: Sendable, Equatable {
     /// Times the stream's RTP clock moved on by more than 10 s and two packets in sequence on
     /// the new clock made the receiver follow it (a sender that stamps by wall clock and paused).
     public var timestampRestarts = 0
+
+    /// Zeroed counters.
+    public init() {}
 }
