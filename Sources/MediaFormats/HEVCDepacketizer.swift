@@ -95,16 +95,17 @@ public struct DepacketizerCounters: Sendable, Equatable {
     public var droppedNALUnits = 0
     /// Access units abandoned for growing beyond `maxAccessUnitSize`; not returned.
     public var oversizedAccessUnits = 0
-    /// Times the sequence state was reset: SSRC change, or a sender restart far behind.
+    /// Times the sequence state was reset: SSRC change, or a sender restart (as
+    /// `RTPSequenceTracker` sees one).
     public var resynchronizations = 0
-    /// Malformed payloads by reason (`HEVCPayloadRejection.rawValue`).
-    public var rejected: [String: Int] = [:]
+    /// Malformed payloads by reason.
+    public var rejected: [HEVCPayloadRejection: Int] = [:]
 
     /// Makes zeroed counters.
     public init() {}
 
     /// The count for one rejection reason.
-    public subscript(reason: HEVCPayloadRejection) -> Int { rejected[reason.rawValue, default: 0] }
+    public subscript(reason: HEVCPayloadRejection) -> Int { rejected[reason, default: 0] }
 
     /// All malformed payloads.
     public var rejectedTotal: Int { rejected.values.reduce(0, +) }
@@ -113,8 +114,10 @@ public struct DepacketizerCounters: Sendable, Equatable {
 /// Rebuilds HEVC access units from RTP packets (RFC 7798, no DONL, no PACI).
 ///
 /// Packets of an access unit share a timestamp; the marker bit ends it (a timestamp change
-/// also does). Sequence numbers are extended to 64 bits. Packets are consumed in sequence
-/// order; a packet after a gap waits in a reorder window of `reorderWindow` sequence
+/// also does). Packets are ordered by the extended sequence number `RTPSequenceTracker`
+/// gives them (the caller's tracker with `push(_:payload:tracked:)`, or the depacketizer's
+/// own with `push(_:payload:)`): one logic decides wraps, duplicates and sender restarts.
+/// Packets are consumed in sequence order; a packet after a gap waits in a reorder window of `reorderWindow` sequence
 /// numbers. A gap is given up as lost when a packet arrives more than `reorderWindow` past
 /// it, or when a later access unit is provably complete behind it (its packets run
 /// contiguously from a marker packet to a marker packet): a complete frame is never held
@@ -126,7 +129,8 @@ public struct DepacketizerCounters: Sendable, Equatable {
 ///
 /// Memory is bounded: at most `reorderWindow` held packets, one access unit under
 /// assembly (at most `maxAccessUnitSize` bytes, else abandoned), and a fixed history for
-/// telling duplicates from late packets. Packets from a new SSRC reset the sequence state.
+/// telling duplicates from late packets. Packets from a new SSRC (with `push(_:payload:)`)
+/// and sender restarts reset the sequence state.
 public struct HEVCDepacketizer: Sendable {
     /// The largest access unit assembled, in NAL unit bytes.
     public let maxAccessUnitSize: Int
@@ -190,13 +194,8 @@ public struct HEVCDepacketizer: Sendable {
     /// False at stream start, while earlier packets may still arrive reordered.
     private var started = false
     private var assembly: Assembly? = nil
-    /// Recently consumed sequence numbers, at index `sequence % recent.count`, to tell duplicates from late packets.
-    private var recent: [Int64]
-    /// A packet far behind the stream: if the next one follows it, the sender restarted.
-    private var restartCandidate: Int64? = nil
-
-    /// Packets further behind than this are a possible sender restart, not a late packet.
-    static let restartDistance: Int64 = 3000
+    /// The sequence logic behind `push(_:payload:)`, for callers that track no sequence of their own.
+    private var tracker = RTPSequenceTracker()
 
     /// Makes a depacketizer.
     /// - Precondition: `maxAccessUnitSize > 0` and `reorderWindow >= 0`.
@@ -206,55 +205,68 @@ public struct HEVCDepacketizer: Sendable {
         self.maxAccessUnitSize = maxAccessUnitSize
         self.reorderWindow = reorderWindow
         held = Array(repeating: nil, count: reorderWindow + 1)
-        recent = Array(repeating: Int64.min, count: max(64, 2 * reorderWindow))
     }
 
     /// Packets waiting behind a gap (at most `reorderWindow`).
     public var heldPacketCount: Int { heldCount }
 
     /// Takes one RTP packet; returns the access units it completed or forced out, in order.
+    /// Its sequence number is extended by the depacketizer's own `RTPSequenceTracker`
+    /// (a new one per SSRC): a sender restart resynchronizes, a packet too far from the
+    /// stream (`.sequenceJump`, `.late`) counts as late.
     public mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer) -> [DepacketizedAccessUnit] {
-        counters.packets += 1
         var output: [DepacketizedAccessUnit] = []
         if let current = ssrc, current != header.ssrc {
             counters.resynchronizations += 1
             giveUpEverything(into: &output)
             resetSequenceState()
+            tracker = RTPSequenceTracker()
         }
         ssrc = header.ssrc
+        let tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: 0)
+        output += push(header, payload: payload, tracked: tracked)
+        return output
+    }
 
-        let sequence: Int64
-        if let next = nextSequence {
-            let delta = Int16(bitPattern: header.sequenceNumber &- UInt16(truncatingIfNeeded: highestSequence))
-            sequence = highestSequence + Int64(delta)
-            if sequence < next && !started && highestSequence - sequence <= Int64(reorderWindow)
-                && held[slot(sequence, held.count)]?.sequence != sequence {
-                // Stream start: an earlier packet arrived late; the stream begins at it instead.
-                nextSequence = sequence
-            } else if sequence < next {
-                if next - sequence > Self.restartDistance {
-                    if restartCandidate == sequence - 1 {
-                        counters.resynchronizations += 1
-                        giveUpEverything(into: &output)
-                        resetSequenceState()
-                        return output + startStream(at: Int64(header.sequenceNumber), header, payload)
-                    }
-                    restartCandidate = sequence
-                }
-                if recent[slot(sequence, recent.count)] == sequence {
-                    counters.duplicate += 1
-                } else {
-                    counters.late += 1
-                }
-                return output
+    /// Takes one RTP packet as the caller's `RTPSequenceTracker` tracked it (`track`, for the
+    /// stream's SSRC); returns the access units it completed or forced out, in order.
+    /// `.restarted` (or `.first` once the stream has begun) resynchronizes; `.duplicate` counts
+    /// as a duplicate, `.late` and `.sequenceJump` as late. The SSRC is the caller's business.
+    public mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer,
+                              tracked: RTPSequenceTracker.Tracked) -> [DepacketizedAccessUnit] {
+        counters.packets += 1
+        var output: [DepacketizedAccessUnit] = []
+        let sequence = tracked.extendedSequence
+        switch tracked.outcome {
+        case .duplicate:
+            counters.duplicate += 1
+            return output
+        case .late, .sequenceJump:
+            counters.late += 1
+            return output
+        case .restarted, .first:
+            if nextSequence != nil {
+                counters.resynchronizations += 1
+                giveUpEverything(into: &output)
+                resetSequenceState()
             }
-            restartCandidate = nil
-            if held[slot(sequence, held.count)]?.sequence == sequence {
-                counters.duplicate += 1
-                return output
-            }
-        } else {
-            return output + startStream(at: Int64(header.sequenceNumber), header, payload)
+        case .inOrder, .reordered:
+            break
+        }
+        guard let next = nextSequence else {
+            return output + startStream(at: sequence, header, payload)
+        }
+        if sequence < next && !started && highestSequence - sequence <= Int64(reorderWindow)
+            && held[slot(sequence, held.count)]?.sequence != sequence {
+            // Stream start: an earlier packet arrived late; the stream begins at it instead.
+            nextSequence = sequence
+        } else if sequence < next {
+            counters.late += 1  // its sequence number was consumed or given up
+            return output
+        }
+        if held[slot(sequence, held.count)]?.sequence == sequence {
+            counters.duplicate += 1
+            return output
         }
         accept(Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker,
                       content: parseContent(payload)), into: &output)
@@ -267,12 +279,14 @@ public struct HEVCDepacketizer: Sendable {
     }
 
     /// Ends the stream: gives up every gap and returns what is left, in order. An access unit
-    /// without its marker comes out incomplete. The sequence state is reset for a new stream.
+    /// without its marker comes out incomplete. The sequence state is reset for a new stream
+    /// (the next packet starts it, whatever its tracked outcome).
     public mutating func flush() -> [DepacketizedAccessUnit] {
         var output: [DepacketizedAccessUnit] = []
         giveUpEverything(into: &output)
         resetSequenceState()
         ssrc = nil
+        tracker = RTPSequenceTracker()
         return output
     }
 
@@ -295,11 +309,9 @@ public struct HEVCDepacketizer: Sendable {
 
     private mutating func resetSequenceState() {
         nextSequence = nil
-        restartCandidate = nil
         pendingGap = 0
         joining = true
         started = false
-        for index in recent.indices { recent[index] = Int64.min }
     }
 
     private mutating func accept(_ packet: Packet, into output: inout [DepacketizedAccessUnit]) {
@@ -392,7 +404,6 @@ public struct HEVCDepacketizer: Sendable {
     // MARK: Assembly
 
     private mutating func consume(_ packet: Packet, into output: inout [DepacketizedAccessUnit]) {
-        recent[slot(packet.sequence, recent.count)] = packet.sequence
         let gap = pendingGap
         pendingGap = 0
         var startDamaged = false
@@ -546,7 +557,7 @@ public struct HEVCDepacketizer: Sendable {
     // MARK: Payload parsing
 
     private mutating func reject(_ reason: HEVCPayloadRejection) {
-        counters.rejected[reason.rawValue, default: 0] += 1
+        counters.rejected[reason, default: 0] += 1
     }
 
     /// Validates a payload's structure and copies out its NAL units or fragment.

@@ -90,6 +90,22 @@ public struct RTPSequenceTracker: Sendable, Hashable {
     /// Interarrival jitter in RTP timestamp units (RFC 3550 A.8).
     public var jitter: UInt32 { UInt32(clamping: scaledJitter >> 4) }
 
+    /// A packet as `track` saw it: what it made of it, and where it stands in the stream.
+    public struct Tracked: Sendable, Hashable {
+        /// What the tracker made of the packet.
+        public var outcome: Outcome
+        /// The packet's extended (wrap-free) sequence number in the tracker's numbering: it
+        /// starts at the first packet's 16-bit value and starts again at the jumped-to
+        /// packet's on `.restarted`. Meaningless for `.sequenceJump`.
+        public var extendedSequence: Int64
+
+        /// Makes a tracked packet.
+        public init(outcome: Outcome, extendedSequence: Int64) {
+            self.outcome = outcome
+            self.extendedSequence = extendedSequence
+        }
+    }
+
     /// Accounts for one packet.
     /// - Parameters:
     ///   - sequence: the packet's RTP sequence number.
@@ -98,11 +114,18 @@ public struct RTPSequenceTracker: Sendable, Hashable {
     ///     (for video, 90 kHz), from any origin.
     @discardableResult
     public mutating func record(sequence: UInt16, rtpTimestamp: UInt32, arrival: UInt32) -> Outcome {
+        track(sequence: sequence, rtpTimestamp: rtpTimestamp, arrival: arrival).outcome
+    }
+
+    /// Accounts for one packet, as `record` does, and also returns its extended sequence
+    /// number: what `HEVCDepacketizer.push(_:payload:tracked:)` orders packets by, so the
+    /// stream has one sequence logic.
+    public mutating func track(sequence: UInt16, rtpTimestamp: UInt32, arrival: UInt32) -> Tracked {
         packetsRecorded += 1
         guard started else {
             startSegment(at: sequence)
             lastTransit = Int32(bitPattern: arrival &- rtpTimestamp)
-            return .first
+            return Tracked(outcome: .first, extendedSequence: highest)
         }
         let delta = Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: highest)))
         let extended = highest + delta
@@ -110,18 +133,18 @@ public struct RTPSequenceTracker: Sendable, Hashable {
             restartCandidate = nil
             advance(to: extended)
             accept(extended, rtpTimestamp: rtpTimestamp, arrival: arrival)
-            return .inOrder
+            return Tracked(outcome: .inOrder, extendedSequence: extended)
         }
         if delta <= 0 && delta > -Int64(Self.windowSize) {
             restartCandidate = nil
             if isSeen(extended) {
                 duplicate += 1
-                return .duplicate
+                return Tracked(outcome: .duplicate, extendedSequence: extended)
             }
             accept(extended, rtpTimestamp: rtpTimestamp, arrival: arrival)
             base = min(base, extended)
             reordered += 1
-            return .reordered
+            return Tracked(outcome: .reordered, extendedSequence: extended)
         }
         if let candidate = restartCandidate, sequence == candidate &+ 1 {
             restartCandidate = nil
@@ -131,15 +154,15 @@ public struct RTPSequenceTracker: Sendable, Hashable {
             lastTransit = nil
             advance(to: highest + 1)
             accept(highest, rtpTimestamp: rtpTimestamp, arrival: arrival)
-            return .restarted
+            return Tracked(outcome: .restarted, extendedSequence: highest)
         }
         restartCandidate = sequence
         sequenceJump += 1
         if delta < 0 && extended >= base {
             late += 1
-            return .late
+            return Tracked(outcome: .late, extendedSequence: extended)
         }
-        return .sequenceJump
+        return Tracked(outcome: .sequenceJump, extendedSequence: extended)
     }
 
     /// Sequence numbers missing between the start and the highest, within the window,

@@ -1,4 +1,5 @@
 import Foundation
+import MediaFormats
 import MediaSources
 import StreamEngine
 import UringIO
@@ -45,7 +46,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                    "datagramsPerSubmit": stats.batches > 0 ? Double(stats.packetsSent) / Double(stats.batches) : 0,
                    "sends": stats.sendCalls, "gso": stats.gsoSends, "ioUringEnters": stats.enterCalls, "flows": stats.flows,
                    "mixedSubmissions": stats.mixedSubmissions],
-        "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected,
+        "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected.byStatsKey,
                      "intervalMs": number(stats.feedbackIntervalMs),
                      "senderReports": stats.senderReports, "keyframeRequests": stats.keyframeRequests,
                      "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],
@@ -100,7 +101,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
         "bytes": ["received": stats.bytesReceived],
-        "rejected": stats.rejected,
+        "rejected": stats.rejected.byStatsKey,
         "kernelDrops": stats.kernelDrops,
         "source": stats.source ?? NSNull(),
         "cpu": cpuObject(),
@@ -111,4 +112,46 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
 func cpuObject() -> [String: Any] {
     let cpu = ProcessCPUTime.now()
     return ["userSeconds": Double(cpu.userNanoseconds) / 1e9, "systemSeconds": Double(cpu.systemNanoseconds) / 1e9]
+}
+
+/// A reason whose count appears in the stats JSON under a stable key.
+protocol StatsKeyed: Hashable {
+    /// The key in the stats JSON.
+    var statsKey: String { get }
+}
+
+extension ReceiveRejection: StatsKeyed {
+    /// The receiver's `rejected` keys: `rtp.<RTPPacketError.reason>`, `rtcp.<RTCPParseError.reason>`,
+    /// `payload.<HEVCPayloadRejection.rawValue>`, and the stream's own checks bare.
+    var statsKey: String {
+        switch self {
+        case .rtp(let error): "rtp." + error.reason
+        case .foreignSource: "foreignSource"
+        case .foreignSSRC: "foreignSSRC"
+        case .badProbe: "badProbe"
+        case .unexpectedPayloadType: "unexpectedPayloadType"
+        case .timestampJump: "timestampJump"
+        case .sequenceJump: "sequenceJump"
+        case .rtcpForeignSource: "rtcp.foreignSource"
+        case .rtcp(let kind): "rtcp." + kind.rawValue
+        case .payload(let reason): "payload." + reason.rawValue
+        }
+    }
+}
+
+extension FeedbackRejection: StatsKeyed {
+    /// The sender's `feedback.rejected` keys: `<RTCPParseError.reason>` bare, and `confirmsUnsentPacket`.
+    var statsKey: String {
+        switch self {
+        case .rtcp(let kind): kind.rawValue
+        case .confirmsUnsentPacket: "confirmsUnsentPacket"
+        }
+    }
+}
+
+extension Dictionary where Key: StatsKeyed, Value == Int {
+    /// The counts under their stats JSON keys.
+    var byStatsKey: [String: Int] {
+        Dictionary<String, Int>(uniqueKeysWithValues: map { ($0.key.statsKey, $0.value) })
+    }
 }

@@ -221,6 +221,55 @@ import MediaFormats
         #expect(other.counters.resynchronizations == 1)
     }
 
+    /// A packet far ahead is a sequence jump, as the tracker says: late, not a gap of
+    /// thousands of lost packets. The next in sequence makes it a restart.
+    @Test func aJumpAheadIsLateUntilTheNextInSequenceRestarts() throws {
+        let packets = try packets()
+        var depacketizer = HEVCDepacketizer()
+        var out = depacketize(Array(packets[0..<5]), into: &depacketizer, flush: false)
+        let jumped = try rtpPackets(aus, budget: budget, firstSequence: 1000 &+ 20000)
+        out += depacketize(Array(jumped[5...]), into: &depacketizer)
+        #expect(out.map(\.nalUnits) == [[vps, sps, idr], [], [p2]])
+        #expect(out.map(\.isComplete) == [true, false, true])
+        #expect(depacketizer.counters.lostPackets == 0)
+        #expect(depacketizer.counters.late == 1 && depacketizer.counters.resynchronizations == 1)
+    }
+
+    /// With the caller's tracker, the depacketizer follows its numbering: a restart the
+    /// tracker saw resynchronizes, and the packet before it can go in first.
+    @Test func theCallersTrackerDecides() throws {
+        let before = try packets()
+        let after = try rtpPackets(aus, budget: budget, firstSequence: 40_000)
+        var tracker = RTPSequenceTracker()
+        var depacketizer = HEVCDepacketizer()
+        var out: [DepacketizedAccessUnit] = []
+        for (header, payload) in before {
+            let tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: 0)
+            out += payload.withUnsafeBytes { depacketizer.push(header, payload: $0, tracked: tracked) }
+        }
+        let jump = tracker.track(sequence: after[0].0.sequenceNumber, rtpTimestamp: after[0].0.timestamp, arrival: 0)
+        #expect(jump.outcome == .sequenceJump)
+        let restart = tracker.track(sequence: after[1].0.sequenceNumber, rtpTimestamp: after[1].0.timestamp, arrival: 0)
+        #expect(restart == .init(outcome: .restarted, extendedSequence: 40_001))
+        // The packet kept aside goes in as the restart, the second one in order after it.
+        out += after[0].1.withUnsafeBytes {
+            depacketizer.push(after[0].0, payload: $0, tracked: .init(outcome: .restarted, extendedSequence: 40_000))
+        }
+        out += after[1].1.withUnsafeBytes {
+            depacketizer.push(after[1].0, payload: $0, tracked: .init(outcome: .inOrder, extendedSequence: 40_001))
+        }
+        for (header, payload) in after[2...] {
+            let tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: 0)
+            out += payload.withUnsafeBytes { depacketizer.push(header, payload: $0, tracked: tracked) }
+        }
+        out += depacketizer.flush()
+        #expect(out.map(\.accessUnit) == aus + aus)
+        #expect(out.allSatisfy { $0.isComplete })
+        #expect(out[3].firstSequence == 40_000 && out[5].lastSequence == 40_008)
+        #expect(depacketizer.counters.resynchronizations == 1 && depacketizer.counters.late == 0)
+        #expect(tracker.received == 18 && tracker.lost == 0)
+    }
+
     @Test func randomPacketsNeverTrapAndStayBounded() throws {
         var rng = SplitMix64(seed: 99)
         var depacketizer = HEVCDepacketizer(maxAccessUnitSize: 64 << 10, reorderWindow: 32)

@@ -69,7 +69,7 @@ struct FeedbackDefenceTests {
         sender.finish()
         done.wait()
         let stats = sender.stats
-        #expect(stats.feedbackRejected["confirmsUnsentPacket"] == 400)
+        #expect(stats.feedbackRejected[.confirmsUnsentPacket] == 400)
         #expect(stats.packetsConfirmed == 0)
         #expect(stats.ceReported == 0)
         #expect(stats.keyframeRequests <= 2, "forced \(stats.keyframeRequests) keyframes")

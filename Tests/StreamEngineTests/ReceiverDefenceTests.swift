@@ -28,10 +28,10 @@ struct ReceiverDefenceTests {
         Thread.sleep(forTimeInterval: 0.1)
         let received = background.finish(within: 0)
         let stats = receiver.stats
-        #expect(stats.rejected["sequenceJump"] == 1)
-        #expect(stats.rejected["timestampJump"] == 1)
-        #expect(stats.rejected["unexpectedPayloadType"] == 1)
-        #expect(stats.rejected["foreignSSRC"] == 1)
+        #expect(stats.rejected[.sequenceJump] == 1)
+        #expect(stats.rejected[.timestampJump] == 1)
+        #expect(stats.rejected[.unexpectedPayloadType] == 1)
+        #expect(stats.rejected[.foreignSSRC] == 1)
         #expect(stats.received == 11)
         #expect(stats.lost == 0)
         #expect(received.count == 11)
@@ -57,7 +57,7 @@ struct ReceiverDefenceTests {
         Thread.sleep(forTimeInterval: 0.1)
         let received = background.finish(within: 0)
         let stats = receiver.stats
-        #expect(stats.rejected["timestampJump"] == 1)  // the stray only
+        #expect(stats.rejected[.timestampJump] == 1)  // the stray only
         #expect(stats.timestampRestarts == 1)
         #expect(stats.received == 20)
         #expect(stats.lost == 0)

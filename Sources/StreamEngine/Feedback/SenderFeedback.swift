@@ -33,7 +33,7 @@ final class SenderFeedback {
     private(set) var reportedLost = 0
     private(set) var reportsAccepted = 0
     private(set) var keyframeRequests = 0
-    private(set) var rejected: [String: Int] = [:]
+    private(set) var rejected: [FeedbackRejection: Int] = [:]
     /// Path-MTU probe confirmations received and not yet taken.
     private(set) var probeConfirmations: [RTCPPathMTUConfirmation.Entry] = []
 
@@ -112,7 +112,7 @@ final class SenderFeedback {
     /// (a PLI); reports returning after silence set `receiverBack`.
     func handle(_ datagram: UnsafeRawBufferPointer, flow: MediaFlow, now: Int64, realtime: Int64) -> Bool {
         let parsed = RTCPPacket.parseCompound(datagram)
-        for error in parsed.errors { rejected[error.reason, default: 0] += 1 }
+        for error in parsed.errors { rejected[.rtcp(error.kind), default: 0] += 1 }
         var wantsKeyframe = false
         var accepted = false
         // Per-packet feedback anywhere in the compound decides how its RR is read: the RR
@@ -145,13 +145,13 @@ final class SenderFeedback {
                     for (offset, metric) in stream.metrics.enumerated() where metric.received {
                         let sequence = stream.beginSequence &+ UInt16(truncatingIfNeeded: offset)
                         guard let extended = flow.log.extend(sequence) else {
-                            rejected["confirmsUnsentPacket", default: 0] += 1
+                            rejected[.confirmsUnsentPacket, default: 0] += 1
                             continue
                         }
                         switch flow.log.confirm(extended) {
                         case .confirmed: if metric.ecn == ECNCodepoint.ce.rawValue { ceReported += 1 }
                         case .repeated: break
-                        case .rejected: rejected["confirmsUnsentPacket", default: 0] += 1
+                        case .rejected: rejected[.confirmsUnsentPacket, default: 0] += 1
                         }
                     }
                 }

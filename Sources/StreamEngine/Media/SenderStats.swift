@@ -95,7 +95,7 @@ public struct SenderStats: Sendable, Equatable {
     /// RTCP datagrams accepted from the receiver.
     public var feedbackReports = 0
     /// RTCP rejected, by reason (malformed, confirmations of packets never sent).
-    public var feedbackRejected: [String: Int] = [:]
+    public var feedbackRejected: [FeedbackRejection: Int] = [:]
     /// The receiver's smoothed feedback interval in milliseconds (nil until measured).
     public var feedbackIntervalMs: Double?
     /// Sender reports sent.

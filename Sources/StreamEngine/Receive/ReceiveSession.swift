@@ -1,0 +1,399 @@
+import MediaFormats
+import UringIO
+
+/// The receiving end of one RTP H.265 stream, without sockets, clocks or threads: the
+/// protocol core that `MediaReceiver` drives.
+///
+/// The caller feeds it input events, each with the time it happens (`now`: nanoseconds
+/// since the Unix epoch, CLOCK_REALTIME, the clock of kernel receive timestamps):
+/// - `handleDatagram`: a datagram arrived (bytes, source address, TOS byte, kernel arrival
+///   time, and whether it came on the RTP or the RTCP port);
+/// - `handleTimeout`: time has come to `nextDeadline`;
+/// - `finish`: the stream ends.
+///
+/// and drains what happened with `pollOutput` after each: access units to deliver (complete
+/// or not, in order) and feedback datagrams to send (bytes and destination). The counters
+/// are in `stats`; the caller tells the session how its sends went (`recordFeedbackSend`)
+/// and what its socket counted (`recordSocketCounters`).
+///
+/// What it does: locks onto the first valid stream (or the one from `config.from`), rejects
+/// and counts everything else by `ReceiveRejection`, follows sequence restarts (two packets
+/// in sequence far from the stream's numbers, as `RTPSequenceTracker` decides) and an RTP
+/// clock that moved on (two packets in sequence on the new clock), taking both packets, confirms path-MTU probes, rebuilds access units (`HEVCDepacketizer`), accounts for
+/// frames (complete, incomplete, missing, undecodable), asks for a keyframe (PLI, at most one
+/// per 200 ms) when a frame is incomplete, and sends feedback (receiver report, SDES, RFC 8888
+/// per-packet feedback, PLI) to the sender's RTP port + 1 (the RTP port itself with
+/// `rtcpMux`) every `reportInterval` while there is news, every 250 ms anyway, at once when
+/// its memory of arrivals is full, and in answer to each sender report.
+///
+/// Memory is bounded whatever arrives: the depacketizer's window and one access unit, the
+/// tracker's bitmap, the feedback's pending arrivals, two datagrams kept aside, and the
+/// outputs of one input (drain them after each).
+public struct ReceiveSession: Sendable {
+    /// Which of the receiver's ports a datagram came on.
+    public enum Port: Sendable, Hashable {
+        /// The RTP port (also RTCP, with `rtcpMux`).
+        case rtp
+        /// The RTCP port (RTP port + 1).
+        case rtcp
+    }
+
+    /// A datagram for the caller to send.
+    public struct Transmit: Sendable, Hashable {
+        /// The datagram.
+        public var bytes: [UInt8]
+        /// Where it goes.
+        public var destination: SocketAddress
+    }
+
+    /// What happened, drained with `pollOutput`.
+    public enum Output: Sendable {
+        /// An access unit rebuilt (complete or not), in stream order, with
+        /// `followsIntactChain` set.
+        case accessUnit(DepacketizedAccessUnit)
+        /// Feedback for the sender. Report how the send went with `recordFeedbackSend`.
+        case transmit(Transmit)
+    }
+
+    /// The configuration (its `listen` address is not used here).
+    public let config: MediaReceiverConfig
+
+    private var feedback: ReceiverFeedback
+    private var tracker = RTPSequenceTracker()
+    private var depacketizer: HEVCDepacketizer
+    /// The counters kept here; `stats` adds the tracker's and the depacketizer's.
+    private var counts = ReceiverStats()
+    private var lockedSSRC: UInt32?
+    private var lockedPayloadType: UInt8?
+    private var lockedSource: SocketAddress?
+    private var lastAcceptedTimestamp: UInt32?
+    /// The last packet rejected for its timestamp (its bytes in `candidateBytes`): if the next
+    /// one follows it in sequence and in time, the stream's clock moved on (wall-clock
+    /// timestamps across a long pause) and both are taken.
+    private var timestampJumpCandidate: (header: RTPHeader, tos: UInt8, arrival: Int64, payloadRange: Range<Int>)?
+    private var candidateBytes: [UInt8] = []
+    /// The last packet the tracker found far from the stream's sequence numbers (its payload
+    /// in `sequenceJumpPayload`): if the next one follows it, the sender restarted its
+    /// sequence, the tracker counts both received, and both go into the frames.
+    private var sequenceJumpCandidate: (header: RTPHeader, arrival: Int64, ecn: UInt8)?
+    private var sequenceJumpPayload: [UInt8] = []
+    private var lastReport: Int64 = 0
+    private var lastKeyframeRequest: Int64 = 0
+    /// The RTP timestamp of the last frame emitted, and the smallest step seen between frames.
+    private var lastTimestamp: UInt32?
+    private var frameInterval: UInt32?
+    private var chainIntact = false
+    private var outputs: [Output] = []
+    private var nextOutput = 0
+
+    /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
+    static let maxTimestampStep: Int32 = 900_000
+    /// Feedback goes out at least this often once a stream is locked (nanoseconds).
+    static let maxReportInterval: Int64 = 250_000_000
+    /// At most one keyframe request per this long (nanoseconds): the first is what matters.
+    static let keyframeRequestInterval: Int64 = 200_000_000
+
+    /// Makes a session that has seen nothing. Its reports are sent from `ssrc` with CNAME `cname`.
+    public init(config: MediaReceiverConfig, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max),
+                cname: String = RTCPSourceDescription.randomCNAME()) {
+        self.config = config
+        feedback = ReceiverFeedback(ssrc: ssrc, cname: cname)
+        depacketizer = HEVCDepacketizer(maxAccessUnitSize: config.maxAccessUnitSize, reorderWindow: config.reorderWindow)
+        lockedSource = config.from
+    }
+
+    // MARK: Inputs
+
+    /// A datagram arrived.
+    /// - Parameters:
+    ///   - datagram: its bytes (only read during the call).
+    ///   - source: where it came from.
+    ///   - tos: its TOS byte (DSCP and ECN).
+    ///   - arrival: the kernel's receive time (CLOCK_REALTIME nanoseconds), 0 if none.
+    ///   - port: the port it came on.
+    ///   - now: the time now.
+    public mutating func handleDatagram(_ datagram: UnsafeRawBufferPointer, from source: SocketAddress?, tos: UInt8,
+                                        arrival: Int64, port: Port = .rtp, now: Int64) {
+        if port == .rtcp || (config.rtcpMux && Self.isMultiplexedRTCP(datagram)) {
+            handleRTCP(datagram, from: source, arrival: arrival, now: now)
+            return
+        }
+        let parsed: RTPParsedPacket
+        do throws(RTPPacketError) {
+            parsed = try RTPHeader.parse(datagram)
+        } catch {
+            reject(.rtp(error))
+            return
+        }
+        if let locked = lockedSource, let source, source != locked {
+            reject(.foreignSource)
+            return
+        }
+        if let ssrc = lockedSSRC, parsed.header.ssrc != ssrc {
+            reject(.foreignSSRC)
+            return
+        }
+        if parsed.header.payloadType == PathMTUProbe.payloadType {
+            if lockedSSRC == nil {
+                lockedSSRC = parsed.header.ssrc
+                if lockedSource == nil { lockedSource = source }
+            }
+            // A path-MTU probe: confirmed in the next feedback, never media.
+            let body = UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange])
+            if let probe = PathMTUProbe(header: parsed.header, payload: body, datagramSize: datagram.count) {
+                counts.probesReceived += 1
+                feedback.confirmProbe(id: probe.probeID, size: probe.size)
+            } else {
+                reject(.badProbe)
+            }
+            return
+        }
+        if let payloadType = lockedPayloadType, parsed.header.payloadType != payloadType {
+            reject(.unexpectedPayloadType)
+            return
+        }
+        if let last = lastAcceptedTimestamp, !Self.isNear(parsed.header.timestamp, last) {
+            // More than 10 s away from the stream's clock: not a frame of this stream, unless
+            // it is the second packet in a row on a new clock (then the clock moved on, and
+            // the first one, kept aside, is taken after all).
+            let header = parsed.header
+            guard let candidate = timestampJumpCandidate, header.sequenceNumber == candidate.header.sequenceNumber &+ 1,
+                  Self.isNear(header.timestamp, candidate.header.timestamp) else {
+                timestampJumpCandidate = (header, tos, arrival, parsed.payloadRange)
+                candidateBytes.removeAll(keepingCapacity: true)
+                candidateBytes.append(contentsOf: datagram)
+                reject(.timestampJump)
+                return
+            }
+            timestampJumpCandidate = nil
+            counts.timestampRestarts += 1
+            counts.rejected[.timestampJump, default: 0] -= 1
+            let bytes = candidateBytes
+            bytes.withUnsafeBytes { bytes in
+                accept(candidate.header, datagram: bytes, payload: UnsafeRawBufferPointer(rebasing: bytes[candidate.payloadRange]),
+                       tos: candidate.tos, arrival: candidate.arrival, now: now)
+            }
+        } else {
+            timestampJumpCandidate = nil
+        }
+        if lockedPayloadType == nil {
+            lockedSSRC = parsed.header.ssrc
+            lockedPayloadType = parsed.header.payloadType
+            if lockedSource == nil { lockedSource = source }
+        }
+        accept(parsed.header, datagram: datagram, payload: UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange]),
+               tos: tos, arrival: arrival, now: now)
+    }
+
+    /// A datagram arrived; see `handleDatagram(_:from:tos:arrival:port:now:)`.
+    public mutating func handleDatagram(_ datagram: [UInt8], from source: SocketAddress?, tos: UInt8 = 0,
+                                        arrival: Int64, port: Port = .rtp, now: Int64) {
+        datagram.withUnsafeBytes { handleDatagram($0, from: source, tos: tos, arrival: arrival, port: port, now: now) }
+    }
+
+    /// Time has passed: sends the feedback that is due (see `nextDeadline`). Calling it early,
+    /// or often, does no harm.
+    public mutating func handleTimeout(now: Int64) {
+        sendFeedback(now: now)
+    }
+
+    /// When `handleTimeout` has something to do next, if anything: nil before a stream is
+    /// locked or without feedback. May be in the past.
+    public var nextDeadline: Int64? {
+        guard config.feedback, lockedSSRC != nil, lockedSource != nil else { return nil }
+        if feedback.isFull { return Int64.min }
+        let wait = feedback.hasNews ? min(config.reportInterval, Self.maxReportInterval) : Self.maxReportInterval
+        return lastReport + wait
+    }
+
+    /// The stream ends: gives up every gap, outputs what is left and, with feedback, the last
+    /// report (everything received is reported before the receiver goes).
+    public mutating func finish(now: Int64) {
+        emit(depacketizer.flush(), now: now)
+        guard config.feedback else { return }
+        lastReport = 0
+        sendFeedback(now: now)
+    }
+
+    /// The caller sent (or failed to send) a `.transmit` output: counted in
+    /// `feedbackSent` or `feedbackErrors`.
+    public mutating func recordFeedbackSend(succeeded: Bool) {
+        if succeeded { counts.feedbackSent += 1 } else { counts.feedbackErrors += 1 }
+    }
+
+    /// What the caller's socket counted, which the session cannot see: datagrams the kernel
+    /// dropped for lack of buffer space, and datagrams cut for being larger than the buffers.
+    public mutating func recordSocketCounters(kernelDrops: Int, truncated: Int) {
+        counts.kernelDrops = kernelDrops
+        counts.truncated = truncated
+    }
+
+    // MARK: Outputs
+
+    /// The next thing that happened, oldest first; nil when there is nothing more.
+    public mutating func pollOutput() -> Output? {
+        guard nextOutput < outputs.count else {
+            if !outputs.isEmpty {
+                outputs.removeAll(keepingCapacity: true)
+                nextOutput = 0
+            }
+            return nil
+        }
+        defer { nextOutput += 1 }
+        return outputs[nextOutput]
+    }
+
+    /// The counters so far.
+    public var stats: ReceiverStats {
+        var stats = counts
+        stats.received = tracker.received
+        stats.lost = tracker.lost
+        stats.duplicate = tracker.duplicate
+        stats.reordered = tracker.reordered
+        stats.late = tracker.late + depacketizer.counters.late
+        stats.ssrc = lockedSSRC
+        stats.source = lockedSource?.description
+        for (reason, count) in depacketizer.counters.rejected { stats.rejected[.payload(reason)] = count }
+        return stats
+    }
+
+    // MARK: Media
+
+    private mutating func reject(_ reason: ReceiveRejection) {
+        counts.rejected[reason, default: 0] += 1
+    }
+
+    /// A packet of the stream: counted, tracked, reported, and into the depacketizer.
+    private mutating func accept(_ header: RTPHeader, datagram: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer,
+                                 tos: UInt8, arrival: Int64, now: Int64) {
+        let mark = TrafficMark(tos: tos)
+        counts.ecn[Int(mark.ecn.rawValue)] += 1
+        counts.dscp[Int(mark.dscp)] += 1
+        counts.bytesReceived += datagram.count
+        // 90 kHz units, at 10 us resolution (no overflow for any realtime clock value).
+        let arrival90kHz = UInt32(truncatingIfNeeded: arrival / 100_000 * 9)
+        var tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: arrival90kHz)
+        switch tracked.outcome {
+        case .sequenceJump, .late:
+            // Far from the stream's sequence numbers (counted), or older than the tracker's
+            // window (counted by it): kept out of the frames, and aside in case the sender restarted.
+            if tracked.outcome == .sequenceJump { reject(.sequenceJump) }
+            sequenceJumpCandidate = (header, arrival, mark.ecn.rawValue)
+            sequenceJumpPayload.removeAll(keepingCapacity: true)
+            sequenceJumpPayload.append(contentsOf: payload)
+            return
+        case .duplicate:
+            return  // counted by the tracker; the frame it belonged to is whole
+        case .restarted:
+            // The packet kept aside began the restarted stream: it goes first.
+            if let candidate = sequenceJumpCandidate, candidate.header.sequenceNumber == header.sequenceNumber &- 1 {
+                feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn)
+                let restart = RTPSequenceTracker.Tracked(outcome: .restarted, extendedSequence: tracked.extendedSequence - 1)
+                let candidatePayload = sequenceJumpPayload
+                let units = candidatePayload.withUnsafeBytes { depacketizer.push(candidate.header, payload: $0, tracked: restart) }
+                emit(units, now: now)
+                tracked.outcome = .inOrder
+            }
+        case .first, .inOrder, .reordered:
+            break
+        }
+        sequenceJumpCandidate = nil
+        lastAcceptedTimestamp = header.timestamp
+        feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: mark.ecn.rawValue)
+        emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
+    }
+
+    private mutating func emit(_ units: [DepacketizedAccessUnit], now: Int64) {
+        for var unit in units {
+            if unit.isComplete && unit.isKeyframe { counts.keyframes += 1 }
+            if unit.isComplete {
+                counts.framesComplete += 1
+            } else {
+                counts.framesIncomplete += 1
+                if now - lastKeyframeRequest > Self.keyframeRequestInterval {
+                    lastKeyframeRequest = now
+                    feedback.requestKeyframe()
+                }
+            }
+            let missingBefore = counts.framesMissing
+            countMissingFrames(before: unit.timestamp)
+            // The chain of references breaks at an incomplete or missing frame and mends at
+            // the next complete keyframe; the first frame received needs one too.
+            if unit.isComplete && unit.isKeyframe {
+                chainIntact = true
+            } else if !unit.isComplete || counts.framesMissing > missingBefore {
+                chainIntact = false
+            }
+            unit.followsIntactChain = chainIntact && unit.isComplete
+            if !unit.followsIntactChain { counts.framesUndecodable += 1 }
+            outputs.append(.accessUnit(unit))
+        }
+    }
+
+    /// Frames whose every packet was lost leave a gap of whole frame intervals in the
+    /// timestamps (the interval is the smallest step seen).
+    private mutating func countMissingFrames(before timestamp: UInt32) {
+        defer { lastTimestamp = timestamp }
+        guard let last = lastTimestamp else { return }
+        let step = timestamp &- last
+        guard step > 0, step < 90_000 * 10 else { return }
+        guard let interval = frameInterval, step >= interval else {
+            frameInterval = step
+            return
+        }
+        if step >= interval * 2 - interval / 2 { counts.framesMissing += Int((step + interval / 2) / interval) - 1 }
+    }
+
+    // MARK: RTCP
+
+    /// RTCP from the sender: only its sender reports matter here (LSR/DLSR).
+    private mutating func handleRTCP(_ datagram: UnsafeRawBufferPointer, from source: SocketAddress?,
+                                     arrival: Int64, now: Int64) {
+        guard let locked = lockedSource, let source, source.host == locked.host else {
+            reject(.rtcpForeignSource)
+            return
+        }
+        let parsed = RTCPPacket.parseCompound(datagram)
+        for error in parsed.errors { reject(.rtcp(error.kind)) }
+        for packet in parsed.packets {
+            guard case .senderReport(let report) = packet, report.ssrc == lockedSSRC else { continue }
+            if feedback.senderReportUnanswered {
+                sendFeedback(now: now, answeringSenderReport: true)
+            }
+            feedback.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: arrival > 0 ? arrival : now)
+            counts.senderReports += 1
+        }
+    }
+
+    /// With rtcp-mux, an RTCP packet on the RTP port: its second byte is an RTCP packet type
+    /// (RFC 5761 4: 192-223, where no RTP payload type with the marker bit collides).
+    static func isMultiplexedRTCP(_ datagram: UnsafeRawBufferPointer) -> Bool {
+        datagram.count >= 8 && datagram[0] >> 6 == 2 && (192...223).contains(datagram[1])
+    }
+
+    /// Within 10 s of each other on the 90 kHz clock (wrapping).
+    static func isNear(_ a: UInt32, _ b: UInt32) -> Bool {
+        let step = Int32(bitPattern: a &- b)
+        return step <= maxTimestampStep && step >= -maxTimestampStep
+    }
+
+    /// Queues the feedback datagrams if a report is due.
+    private mutating func sendFeedback(now: Int64, answeringSenderReport: Bool = false) {
+        guard config.feedback, let ssrc = lockedSSRC, var destination = lockedSource else { return }
+        if !config.rtcpMux { destination.port = destination.port &+ 1 }
+        // A sender report about to be replaced by a newer one is answered first (at most one
+        // report per quarter interval), so every one gives the sender its RTT sample: SRs
+        // that a draining queue delivers close together would otherwise leave only the
+        // later, less delayed one answered, and the sender's RTT would read low.
+        let due = feedback.isFull || now - lastReport >= Self.maxReportInterval
+            || (feedback.hasNews && now - lastReport >= config.reportInterval)
+            || (answeringSenderReport && now - lastReport >= config.reportInterval / 4)
+        guard due else { return }
+        lastReport = now
+        let pliBefore = feedback.pictureLossIndications
+        for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, tracker: &tracker) {
+            outputs.append(.transmit(Transmit(bytes: datagram, destination: destination)))
+        }
+        counts.keyframeRequests += feedback.pictureLossIndications - pliBefore
+    }
+}

@@ -1,0 +1,57 @@
+/// A receiver's counters, as in the stats JSON.
+public struct ReceiverStats: Sendable, Equatable {
+    /// Packets of the stream received (distinct).
+    public var received = 0
+    /// Packets missing at the end (gaps not filled).
+    public var lost: Int64 = 0
+    /// Packets that arrived after their frame was given up, or outside the window.
+    public var late = 0
+    /// Packets received twice.
+    public var duplicate = 0
+    /// Packets that filled a gap (arrived after a higher sequence number).
+    public var reordered = 0
+    /// Datagrams per ECN codepoint: Not-ECT, ECT(1), ECT(0), CE (index = the two bits).
+    public var ecn: [Int] = [0, 0, 0, 0]
+    /// Datagrams per DSCP value seen (index 0...63).
+    public var dscp: [Int] = Array(repeating: 0, count: 64)
+    /// Frames whose every packet arrived.
+    public var framesComplete = 0
+    /// Frames emitted with packets missing.
+    public var framesIncomplete = 0
+    /// Complete keyframes (a decoder can start at each).
+    public var keyframes = 0
+    /// Payload bytes of the stream received.
+    public var bytesReceived = 0
+    /// Datagrams rejected, by reason (bad RTP header, foreign source, bad payload...).
+    public var rejected: [ReceiveRejection: Int] = [:]
+    /// Datagrams the kernel dropped for lack of receive-buffer space.
+    public var kernelDrops = 0
+    /// The stream's SSRC, once locked.
+    public var ssrc: UInt32?
+    /// The sender's address, once locked.
+    public var source: String?
+    /// Frames that never arrived at all (gaps in the RTP timestamps of a constant frame rate).
+    public var framesMissing = 0
+    /// Frames not decodable on their own line of references: incomplete, or after an
+    /// incomplete or missing frame until the next complete keyframe (and before the first).
+    public var framesUndecodable = 0
+    /// RTCP datagrams sent to the sender.
+    public var feedbackSent = 0
+    /// Keyframe requests (PLI) sent.
+    public var keyframeRequests = 0
+    /// RTCP datagrams from the sender (sender reports) accepted.
+    public var senderReports = 0
+    /// Feedback sends that failed (the sender gone, no route): counted, not fatal.
+    public var feedbackErrors = 0
+    /// Path-MTU probes from the sender received (and confirmed): not media, not in `received`.
+    public var probesReceived = 0
+    /// Datagrams larger than this receiver's buffers (its own size, whatever the sender
+    /// thinks the MTU is): the kernel cut them, so they are counted here and dropped.
+    public var truncated = 0
+    /// Times the stream's RTP clock moved on by more than 10 s and two packets in sequence on
+    /// the new clock made the receiver follow it (a sender that stamps by wall clock and paused).
+    public var timestampRestarts = 0
+
+    /// Zeroed counters.
+    public init() {}
+}

@@ -1,0 +1,431 @@
+import MediaFormats
+import StreamEngine
+import Testing
+import TestSupport
+import UringIO
+
+/// The receive session driven with synthetic packet sequences and a fake clock: no sockets.
+@Suite struct ReceiveSessionTests {
+    static let sender = SocketAddress(ip: "10.0.0.2", port: 5004)!
+    static let stranger = SocketAddress(ip: "10.0.0.3", port: 5004)!
+    static let ssrc: UInt32 = 0x5EED_0001
+    /// Where the fake clock starts: a realtime value (2026), as kernel timestamps are.
+    static let start: Int64 = 1_780_000_000_000_000_000
+    static let millisecond: Int64 = 1_000_000
+
+    /// One frame as sent: the access unit and its datagrams (RTP header + RFC 7798 payload).
+    struct Frame {
+        var unit: AccessUnit
+        var datagrams: [[UInt8]]
+    }
+
+    /// `count` frames 3000 ticks apart: a keyframe (VPS, SPS, PPS, IDR) every `keyframeEvery`,
+    /// P slices between, several of them larger than one packet (fragmented).
+    static func stream(frames count: Int, firstSequence: UInt16 = 1000, firstTimestamp: UInt32 = 90_000,
+                       ssrc: UInt32 = ssrc, keyframeEvery: Int = 10, seed: UInt64 = 1) -> [Frame] {
+        var rng = SplitMix64(seed: seed)
+        let packetizer = try! HEVCPacketizer(maxPayloadSize: 1200)
+        var sequence = firstSequence
+        var frames: [Frame] = []
+        for index in 0..<count {
+            func nal(_ type: UInt8, _ size: Int) -> [UInt8] {
+                [type << 1, 1] + (0..<size).map { _ in UInt8.random(in: 1...255, using: &rng) }
+            }
+            let keyframe = index % keyframeEvery == 0
+            let nals = keyframe ? [nal(32, 20), nal(33, 40), nal(34, 8), nal(19, 3000 + index)]
+                                : [nal(1, [200, 1500, 4000][index % 3] + index)]
+            let unit = AccessUnit(nalUnits: nals, timestamp: firstTimestamp &+ UInt32(index) &* 3000, isKeyframe: keyframe)
+            var datagrams: [[UInt8]] = []
+            for payload in packetizer.plan(unit) {
+                let header = RTPHeader(marker: payload.marker, payloadType: 96, sequenceNumber: sequence,
+                                       timestamp: unit.timestamp, ssrc: ssrc)
+                datagrams.append(header.bytes + packetizer.bytes(of: payload, of: unit))
+                sequence &+= 1
+            }
+            frames.append(Frame(unit: unit, datagrams: datagrams))
+        }
+        return frames
+    }
+
+    /// The access units out are the frames sent (a Bool, so a failure prints no megabytes).
+    static func same(_ units: [DepacketizedAccessUnit], _ frames: [Frame]) -> Bool {
+        units.map(\.accessUnit) == frames.map(\.unit)
+    }
+
+    static func packetCount(_ frames: [Frame]) -> Int { frames.reduce(0) { $0 + $1.datagrams.count } }
+    static func byteCount(_ frames: [Frame]) -> Int { frames.reduce(0) { $0 + $1.datagrams.reduce(0) { $0 + $1.count } } }
+
+    /// A session, a fake clock, and everything it output.
+    struct Harness {
+        var session: ReceiveSession
+        var now = ReceiveSessionTests.start
+        var units: [DepacketizedAccessUnit] = []
+        var transmits: [ReceiveSession.Transmit] = []
+        /// Each transmit's time.
+        var transmitTimes: [Int64] = []
+
+        init(feedback: Bool = true, rtcpMux: Bool = false, from: SocketAddress? = nil) {
+            var config = MediaReceiverConfig(listen: SocketAddress(ip: "0.0.0.0", port: 5004)!)
+            config.feedback = feedback
+            config.rtcpMux = rtcpMux
+            config.from = from
+            session = ReceiveSession(config: config, ssrc: 0xFEED, cname: "test")
+        }
+
+        /// Delivers one datagram `step` after the last event, then runs the timeout if it is due.
+        mutating func deliver(_ datagram: [UInt8], from source: SocketAddress = ReceiveSessionTests.sender, tos: UInt8 = 0,
+                              port: ReceiveSession.Port = .rtp, step: Int64 = ReceiveSessionTests.millisecond) {
+            now += step
+            session.handleDatagram(datagram, from: source, tos: tos, arrival: now, port: port, now: now)
+            drain()
+            if let deadline = session.nextDeadline, now >= deadline {
+                session.handleTimeout(now: now)
+                drain()
+            }
+        }
+
+        mutating func deliver(_ frames: [Frame]) {
+            for frame in frames { for datagram in frame.datagrams { deliver(datagram) } }
+        }
+
+        mutating func finish() {
+            session.finish(now: now)
+            drain()
+        }
+
+        mutating func drain() {
+            while let output = session.pollOutput() {
+                switch output {
+                case .accessUnit(let unit): units.append(unit)
+                case .transmit(let transmit):
+                    transmits.append(transmit)
+                    transmitTimes.append(now)
+                    session.recordFeedbackSend(succeeded: true)
+                }
+            }
+        }
+
+        /// Every RTCP packet sent, parsed.
+        var feedbackPackets: [RTCPPacket] {
+            transmits.flatMap { transmit in
+                transmit.bytes.withUnsafeBytes { RTCPPacket.parseCompound($0).packets }
+            }
+        }
+    }
+
+    @Test func inOrderStreamIsDeliveredWhole() {
+        let frames = Self.stream(frames: 30)
+        var harness = Harness()
+        harness.deliver(frames)
+        harness.finish()
+        let stats = harness.session.stats
+        let packets = Self.packetCount(frames)
+        #expect(packets > 60)  // fragmented frames
+        #expect(Self.same(harness.units, frames))
+        let sameBytes = harness.units.map(\.annexB) == frames.map(\.unit.annexB)
+        #expect(sameBytes)
+        #expect(harness.units.allSatisfy { $0.isComplete && $0.followsIntactChain })
+        #expect(stats.received == packets && stats.lost == 0 && stats.late == 0 && stats.duplicate == 0)
+        #expect(stats.bytesReceived == Self.byteCount(frames))
+        #expect(stats.framesComplete == 30 && stats.framesIncomplete == 0 && stats.framesMissing == 0)
+        #expect(stats.keyframes == 3 && stats.framesUndecodable == 0)
+        #expect(stats.rejected.isEmpty)
+        #expect(stats.ssrc == Self.ssrc && stats.source == Self.sender.description)
+        #expect(stats.ecn[0] == packets && stats.dscp[0] == packets)
+    }
+
+    @Test func reorderedPacketsStillMakeWholeFrames() {
+        let frames = Self.stream(frames: 30)
+        var rng = SplitMix64(seed: 7)
+        // Shuffled within each frame (a later frame complete behind a gap gives the gap up).
+        let datagrams = frames.flatMap { $0.datagrams.shuffled(using: &rng) }
+        var harness = Harness()
+        for datagram in datagrams { harness.deliver(datagram) }
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(Self.same(harness.units, frames))
+        #expect(harness.units.allSatisfy { $0.isComplete })
+        #expect(stats.reordered > 0 && stats.lost == 0 && stats.received == datagrams.count)
+        #expect(stats.framesComplete == 30 && stats.framesUndecodable == 0)
+    }
+
+    @Test func lossMakesFramesIncompleteOrMissingAndAsksForAKeyframe() {
+        let frames = Self.stream(frames: 30, keyframeEvery: 15)
+        var harness = Harness()
+        var dropped = 0
+        for (index, frame) in frames.enumerated() {
+            for (packet, datagram) in frame.datagrams.enumerated() {
+                // Frame 11 loses a middle fragment; frame 20 (one P slice) is lost whole.
+                if (index == 11 && packet == 1) || index == 20 { dropped += 1; continue }
+                harness.deliver(datagram)
+            }
+        }
+        #expect(frames[11].datagrams.count >= 3)
+        harness.deliver([], step: 300 * Self.millisecond)  // garbage, and time for a report
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(stats.lost == Int64(dropped))
+        #expect(stats.received == Self.packetCount(frames) - dropped)
+        // Frame 21 is incomplete too: the packets lost before it may have begun it.
+        #expect(stats.framesComplete == 27 && stats.framesIncomplete == 2 && stats.framesMissing == 1)
+        // Undecodable: frame 11 and the rest of its GOP (to 14); 21 to 29 after the missing one.
+        #expect(stats.framesUndecodable == 4 + 9)
+        let decodable = harness.units.filter(\.followsIntactChain).map(\.timestamp)
+        let expected = frames.indices.filter { $0 < 11 || (15..<20).contains($0) }.map { frames[$0].unit.timestamp }
+        #expect(decodable == expected)
+        #expect(harness.units.count == 29)
+        #expect(stats.rejected == [.rtp(.tooShort): 1])
+        // One PLI (at most one per 200 ms) for the incomplete frames, for the stream's SSRC.
+        let plis = harness.feedbackPackets.compactMap { packet -> RTCPPictureLossIndication? in
+            if case .pictureLossIndication(let pli) = packet { return pli }
+            return nil
+        }
+        #expect(plis == [RTCPPictureLossIndication(senderSSRC: 0xFEED, mediaSSRC: Self.ssrc)])
+        #expect(stats.keyframeRequests == 1)
+        // The receiver report counts the loss.
+        let lastBlock = harness.feedbackPackets.compactMap { packet -> RTCPReportBlock? in
+            if case .receiverReport(let report) = packet { return report.reportBlocks.first }
+            return nil
+        }.last
+        #expect(lastBlock?.cumulativeLost == Int32(dropped))
+    }
+
+    @Test func duplicatesAreCountedAndDroppedOnce() {
+        let frames = Self.stream(frames: 20)
+        var harness = Harness()
+        var duplicates = 0
+        for (index, datagram) in frames.flatMap(\.datagrams).enumerated() {
+            harness.deliver(datagram)
+            if index % 3 == 0 {
+                harness.deliver(datagram)
+                duplicates += 1
+            }
+        }
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(Self.same(harness.units, frames))
+        #expect(harness.units.allSatisfy { $0.isComplete })
+        #expect(stats.duplicate == duplicates && stats.received == Self.packetCount(frames))
+        #expect(stats.lost == 0 && stats.framesComplete == 20)
+    }
+
+    @Test func sequenceNumbersWrapWithoutALoss() {
+        let frames = Self.stream(frames: 30, firstSequence: 65_500)
+        var harness = Harness()
+        harness.deliver(frames)
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(frames.flatMap(\.datagrams).count > 36)  // past 65535
+        #expect(Self.same(harness.units, frames))
+        #expect(harness.units.last!.lastSequence > 65_535)
+        #expect(stats.lost == 0 && stats.late == 0 && stats.framesComplete == 30)
+    }
+
+    /// The sender restarts its sequence numbers (same SSRC): the first packet far off is kept
+    /// aside, the second in sequence makes the session follow, and both go into the frames.
+    @Test func aSenderThatRestartsItsSequenceIsFollowed() {
+        let before = Self.stream(frames: 10, firstSequence: 1000)
+        let after = Self.stream(frames: 10, firstSequence: 40_000, firstTimestamp: 90_000 + 10 * 3000, seed: 2)
+        var harness = Harness()
+        harness.deliver(before)
+        harness.deliver(after)
+        harness.finish()
+        let stats = harness.session.stats
+        let packets = Self.packetCount(before + after)
+        #expect(Self.same(harness.units, before + after))
+        #expect(harness.units.allSatisfy { $0.isComplete && $0.followsIntactChain })
+        #expect(stats.received == packets && stats.lost == 0)
+        #expect(stats.rejected == [.sequenceJump: 1])  // the first one, until the second showed a restart
+        #expect(stats.framesComplete == 20 && stats.framesMissing == 0)
+    }
+
+    /// A new sender (another SSRC) on the same address is not followed: the session stays
+    /// locked on the first stream, and counts the other's packets.
+    @Test func anotherSSRCIsCountedNotFollowed() {
+        let first = Self.stream(frames: 10)
+        let other = Self.stream(frames: 10, firstSequence: 7, ssrc: 0xBAD, seed: 3)
+        var harness = Harness()
+        harness.deliver(first)
+        harness.deliver(other)
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(Self.same(harness.units, first))
+        #expect(stats.rejected == [.foreignSSRC: Self.packetCount(other)])
+        #expect(stats.ssrc == Self.ssrc)
+    }
+
+    /// A sender whose RTP clock jumps by 100 s (wall-clock timestamps across a pause): one
+    /// stray far off is rejected; two packets in sequence on the new clock are followed.
+    @Test func aClockThatJumpsIsFollowedAfterTwoPacketsInSequence() {
+        let before = Self.stream(frames: 10, firstSequence: 100)
+        let lastSequence = UInt16(100 + Self.packetCount(before))
+        let after = Self.stream(frames: 10, firstSequence: lastSequence, firstTimestamp: 90_000 + 10 * 3000 + 9_000_000,
+                                keyframeEvery: 5, seed: 4)
+        var stray = RTPHeader(marker: true, payloadType: 96, sequenceNumber: 500, timestamp: 50_000_000, ssrc: Self.ssrc).bytes
+        stray += [19 << 1, 1, 0x80]
+        var harness = Harness()
+        harness.deliver(before)
+        harness.deliver(stray)
+        harness.deliver(after)
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(Self.same(harness.units, before + after))
+        #expect(harness.units.allSatisfy { $0.isComplete })
+        #expect(stats.timestampRestarts == 1 && stats.rejected == [.timestampJump: 1])
+        #expect(stats.received == Self.packetCount(before + after) && stats.lost == 0)
+    }
+
+    /// A flood of foreign datagrams (another address, another SSRC, another payload type,
+    /// garbage) among the stream: each counted by its reason, none in the frames, and the
+    /// session's memory does not grow with them (the outputs are drained each time).
+    @Test func floodsOfForeignPacketsAreCountedByReason() {
+        let frames = Self.stream(frames: 20)
+        var rng = SplitMix64(seed: 5)
+        var harness = Harness()
+        var sent: [ReceiveRejection: Int] = [:]
+        func foreign(_ index: Int) -> (bytes: [UInt8], from: SocketAddress, reason: ReceiveRejection?) {
+            let valid = frames[index % frames.count].datagrams[0]
+            switch index % 5 {
+            case 0: return (valid, Self.stranger, .foreignSource)
+            case 1:
+                var bytes = valid
+                bytes[8] ^= 0xFF  // SSRC
+                return (bytes, Self.sender, .foreignSSRC)
+            case 2:
+                var bytes = valid
+                bytes[1] = bytes[1] & 0x80 | 97
+                return (bytes, Self.sender, .unexpectedPayloadType)
+            case 3:
+                let bytes = (0..<Int.random(in: 0...11, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                return (bytes, Self.sender, .rtp(.tooShort))
+            default:
+                var bytes = (0..<40).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                bytes[0] = 0x40  // version 1
+                return (bytes, Self.sender, .rtp(.badVersion))
+            }
+        }
+        harness.deliver(frames[0].datagrams[0])  // the stream comes first and is locked onto
+        var floodIndex = 0
+        for datagram in frames.flatMap(\.datagrams).dropFirst() {
+            for _ in 0..<200 {
+                let flood = foreign(floodIndex)
+                floodIndex += 1
+                harness.deliver(flood.bytes, from: flood.from, step: 1000)
+                if let reason = flood.reason { sent[reason, default: 0] += 1 }
+            }
+            harness.deliver(datagram)
+        }
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(floodIndex == 200 * (Self.packetCount(frames) - 1))
+        #expect(stats.rejected == sent)
+        #expect(Self.same(harness.units, frames))
+        #expect(stats.received == Self.packetCount(frames) && stats.lost == 0)
+        #expect(stats.bytesReceived == Self.byteCount(frames))
+        // Nothing of the flood was kept: the RFC 8888 feedback holds only the stream's packets.
+        let reported = harness.feedbackPackets.reduce(0) { total, packet in
+            guard case .congestionControlFeedback(let feedback) = packet else { return total }
+            return total + feedback.reports.reduce(0) { $0 + $1.metrics.filter(\.received).count }
+        }
+        #expect(reported == stats.received)
+    }
+
+    /// Until a stream is locked nothing is reported, and `from` locks onto one address only.
+    @Test func fromLocksOntoOneAddress() {
+        let frames = Self.stream(frames: 5)
+        var harness = Harness(from: Self.stranger)
+        #expect(harness.session.nextDeadline == nil)
+        harness.deliver(frames)
+        #expect(harness.session.nextDeadline == nil && harness.transmits.isEmpty)
+        harness.finish()
+        #expect(harness.units.isEmpty && harness.transmits.isEmpty)
+        #expect(harness.session.stats.rejected == [.foreignSource: Self.packetCount(frames)])
+    }
+
+    /// Feedback goes to the sender's RTP port + 1 (the same port with rtcp-mux), every
+    /// report interval while packets arrive, every 250 ms without them, and not before its
+    /// deadline.
+    @Test(arguments: [false, true]) func feedbackIsSentOnScheduleToTheRightPort(rtcpMux: Bool) {
+        let frames = Self.stream(frames: 40)
+        var harness = Harness(rtcpMux: rtcpMux)
+        for datagram in frames.flatMap(\.datagrams) { harness.deliver(datagram, step: 2 * Self.millisecond) }
+        let expectedPort = rtcpMux ? Self.sender.port : Self.sender.port + 1
+        #expect(!harness.transmits.isEmpty)
+        #expect(harness.transmits.allSatisfy { $0.destination.port == expectedPort && $0.destination.host == Self.sender.host })
+        // While packets arrive: one report per 20 ms interval (the default), never closer.
+        let gaps = zip(harness.transmitTimes.dropFirst(), harness.transmitTimes).map { $0 - $1 }
+        #expect(gaps.allSatisfy { $0 >= 20 * Self.millisecond && $0 <= 22 * Self.millisecond }, "\(gaps)")
+        // Each report: RR with a block for the stream, SDES, and the packets since the last one.
+        let packets = harness.feedbackPackets
+        #expect(packets.contains { if case .sourceDescription = $0 { true } else { false } })
+        // Silence: nothing before the deadline, then a report every 250 ms.
+        let last = harness.transmits.count
+        let deadline = harness.session.nextDeadline!
+        harness.session.handleTimeout(now: deadline - 1)
+        harness.drain()
+        #expect(harness.transmits.count == last)
+        // The last packets are news: reported at the report interval, then silence rules.
+        harness.now = deadline
+        harness.session.handleTimeout(now: harness.now)
+        harness.drain()
+        #expect(harness.transmits.count == last + 1)
+        let quiet = harness.session.nextDeadline!
+        #expect(quiet == deadline + 250 * Self.millisecond)
+        harness.now = quiet
+        harness.session.handleTimeout(now: harness.now)
+        harness.drain()
+        #expect(harness.transmits.count == last + 2)
+        // The end: a last report whatever the time.
+        harness.finish()
+        #expect(harness.transmits.count == last + 3)
+        #expect(harness.session.stats.feedbackSent == last + 3)
+    }
+
+    /// Each sender report is answered (LSR = its NTP timestamp's middle bits), RTCP from
+    /// another host is counted and ignored, and a probe is confirmed without being media.
+    @Test func senderReportsAreAnsweredAndProbesConfirmed() {
+        let frames = Self.stream(frames: 5)
+        var harness = Harness()
+        harness.deliver(frames)
+        let ntp: UInt64 = 0x1234_5678_9ABC_DEF0
+        let report = RTCPCompoundBuilder.build([.senderReport(RTCPSenderReport(
+            ssrc: Self.ssrc, ntpTimestamp: ntp, rtpTimestamp: 0, packetCount: 1, octetCount: 1))])
+        var rtcpSource = Self.sender
+        rtcpSource.port += 1
+        harness.deliver(report, from: Self.stranger, port: .rtcp)
+        harness.deliver(report, from: rtcpSource, port: .rtcp, step: 30 * Self.millisecond)
+        let probe = PathMTUProbe(probeID: 42, size: 1400, ssrc: Self.ssrc).bytes
+        harness.deliver(probe)
+        harness.deliver([], step: 30 * Self.millisecond)
+        let stats = harness.session.stats
+        #expect(stats.senderReports == 1 && stats.probesReceived == 1)
+        #expect(stats.rejected == [.rtcpForeignSource: 1, .rtp(.tooShort): 1])
+        #expect(stats.received == Self.packetCount(frames))
+        let blocks = harness.feedbackPackets.compactMap { packet -> RTCPReportBlock? in
+            if case .receiverReport(let report) = packet { return report.reportBlocks.first }
+            return nil
+        }
+        #expect(blocks.last?.lastSR == UInt32(truncatingIfNeeded: ntp >> 16))
+        let confirmations = harness.feedbackPackets.compactMap { packet -> RTCPPathMTUConfirmation? in
+            if case .application(let app) = packet { return RTCPPathMTUConfirmation(app) }
+            return nil
+        }
+        #expect(confirmations.flatMap(\.entries) == [.init(probeID: 42, size: 1400)])
+    }
+
+    /// ECN and DSCP of each stream packet are counted from its TOS byte.
+    @Test func trafficMarksAreCounted() {
+        let frames = Self.stream(frames: 3)
+        var harness = Harness(feedback: false)
+        let datagrams = frames.flatMap(\.datagrams)
+        for (index, datagram) in datagrams.enumerated() {
+            harness.deliver(datagram, tos: index % 2 == 0 ? 34 << 2 | 2 : 46 << 2 | 3)  // AF41 ECT(0), EF CE
+        }
+        harness.finish()
+        let stats = harness.session.stats
+        let even = (datagrams.count + 1) / 2
+        #expect(stats.ecn == [0, 0, even, datagrams.count - even])
+        #expect(stats.dscp[34] == even && stats.dscp[46] == datagrams.count - even)
+        #expect(harness.transmits.isEmpty && harness.session.nextDeadline == nil)
+    }
+}
