@@ -101,7 +101,11 @@ struct FloodTests {
         let incomplete = intField(stats, "frames.incomplete") ?? 0
         let missing = intField(stats, "frames.missing") ?? 0
         #expect(complete + incomplete + missing == framesSent)
-        #expect(incomplete + missing <= lost + (intField(stats, "packets.late") ?? 0))
+        // A run of lost packets spoils at most one frame per packet, plus the frame after it: when
+        // a whole frame is lost, nothing tells whether the gap also held the next frame's first
+        // packets, so that frame is given up as incomplete rather than emitted corrupt.
+        let late = intField(stats, "packets.late") ?? 0
+        #expect(incomplete + missing <= 2 * (lost + late), "incomplete \(incomplete), missing \(missing), lost \(lost), late \(late)")
         #expect(complete > framesSent * 9 / 10)
         // Memory stays within a fixed bound (the buffer ring and socket buffers are allocated up front).
         let bound = 128 << 20
