@@ -57,7 +57,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var config = MediaReceiverConfig(listen: listen)
     config.feedback = feedback
     config.rtcpMux = rtcpMux
-    if let feedbackInterval { config.reportInterval = Int64(feedbackInterval * 1e9) }
+    if let feedbackInterval { config.reportInterval = .seconds(feedbackInterval) }
     config.from = from
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }

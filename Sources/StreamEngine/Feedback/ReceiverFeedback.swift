@@ -6,7 +6,7 @@ import MediaFormats
 ///
 /// Pure: times are passed in (nanoseconds since the Unix epoch, the clock of kernel
 /// receive timestamps). Memory is bounded by `maxPending` packets between reports.
-public struct ReceiverFeedback: Sendable {
+struct ReceiverFeedback: Sendable {
     private struct Arrival {
         var sequence: Int64
         var time: Int64
@@ -14,30 +14,30 @@ public struct ReceiverFeedback: Sendable {
     }
 
     /// This receiver's own SSRC (reports are sent from it).
-    public let ssrc: UInt32
+    let ssrc: UInt32
     /// Most packets remembered between two reports; past that a report is due at once.
-    public let maxPending: Int
+    let maxPending: Int
     private var pending: [Arrival] = []
     private var highest: Int64 = -1
     private var lastSRCompact: UInt32 = 0
     private var lastSRArrival: Int64 = 0
     /// A sender report arrived that no report has answered yet.
-    public private(set) var senderReportUnanswered = false
+    private(set) var senderReportUnanswered = false
     private var pictureLossPending = false
     private var probesToConfirm: [RTCPPathMTUConfirmation.Entry] = []
     /// Reports built.
-    public private(set) var reportsBuilt = 0
+    private(set) var reportsBuilt = 0
     /// PLIs built.
-    public private(set) var pictureLossIndications = 0
+    private(set) var pictureLossIndications = 0
 
     /// The CNAME every report carries after its receiver report (RFC 3550 6.1).
-    public let cname: String
+    let cname: String
     /// Its SDES packet, built once.
     private let sourceDescription: RTCPPacket
 
     /// Makes the feedback state of a receiver with SSRC `ssrc` (and CNAME `cname`: by default
     /// a random one, RFC 7022).
-    public init(ssrc: UInt32, cname: String = RTCPSourceDescription.randomCNAME(), maxPending: Int = 8192) {
+    init(ssrc: UInt32, cname: String = RTCPSourceDescription.randomCNAME(), maxPending: Int = 8192) {
         self.ssrc = ssrc
         self.cname = cname
         sourceDescription = .sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: cname))
@@ -47,20 +47,20 @@ public struct ReceiverFeedback: Sendable {
     /// True when packets or a sender report arrived since the last report (a sender report
     /// is answered at the next report time even when no media arrives, so the sender's RTT
     /// sample is fresh and each sender report is answered before the next one replaces it).
-    public var hasNews: Bool {
+    var hasNews: Bool {
         !pending.isEmpty || pictureLossPending || !probesToConfirm.isEmpty || senderReportUnanswered
     }
 
     /// Notes a path-MTU probe that arrived: the next report confirms it (RTCP APP "PMTU").
-    public mutating func confirmProbe(id: UInt32, size: Int) {
+    mutating func confirmProbe(id: UInt32, size: Int) {
         if probesToConfirm.count < 64 { probesToConfirm.append(.init(probeID: id, size: UInt32(clamping: size))) }
     }
 
     /// True when so many packets wait that a report should go now.
-    public var isFull: Bool { pending.count >= maxPending }
+    var isFull: Bool { pending.count >= maxPending }
 
     /// Notes a received media packet (its 16-bit sequence number, arrival, ECN bits).
-    public mutating func record(sequence: UInt16, arrival: Int64, ecn: UInt8) {
+    mutating func record(sequence: UInt16, arrival: Int64, ecn: UInt8) {
         let extended: Int64
         if highest < 0 {
             extended = Int64(sequence) + (1 << 16)  // room below for reordered early packets
@@ -72,22 +72,22 @@ public struct ReceiverFeedback: Sendable {
     }
 
     /// Notes a sender report (its NTP timestamp), for LSR/DLSR.
-    public mutating func noteSenderReport(ntpTimestamp: UInt64, arrival: Int64) {
+    mutating func noteSenderReport(ntpTimestamp: UInt64, arrival: Int64) {
         lastSRCompact = UInt32(truncatingIfNeeded: ntpTimestamp >> 16)
         lastSRArrival = arrival
         senderReportUnanswered = true
     }
 
     /// Asks for a keyframe in the next report.
-    public mutating func requestKeyframe() { pictureLossPending = true }
+    mutating func requestKeyframe() { pictureLossPending = true }
 
     /// Sequence numbers one datagram's CCFB covers at most (keeps reports near 1 KB, under any MTU).
-    public static let metricsPerDatagram = 480
+    static let metricsPerDatagram = 480
 
     /// Builds the RTCP datagrams for now and starts a new interval: the first is a compound
     /// RR (with the tracker's report block) + CCFB + PLI if asked; when more packets arrived
     /// than one datagram's CCFB covers, further datagrams carry the rest (RR + CCFB each).
-    public mutating func makeReports(now: Int64, mediaSSRC: UInt32, tracker: inout RTPSequenceTracker) -> [[UInt8]] {
+    mutating func makeReports(now: Int64, mediaSSRC: UInt32, tracker: inout RTPSequenceTracker) -> [[UInt8]] {
         pending.sort { $0.sequence < $1.sequence }
         senderReportUnanswered = false
         var all = pending

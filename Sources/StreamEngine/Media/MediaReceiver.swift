@@ -18,8 +18,8 @@ public struct MediaReceiverConfig: Sendable {
     /// Feedback goes to the sender's RTP port + 1 and is received on ours + 1 (what ffmpeg and
     /// GStreamer do), or, with `rtcpMux`, on the RTP ports themselves.
     public var rtcpMux = false
-    /// How often feedback goes out while packets (or sender reports) arrive (nanoseconds).
-    public var reportInterval: Int64 = 20_000_000
+    /// How often feedback goes out while packets (or sender reports) arrive.
+    public var reportInterval: Duration = .milliseconds(20)
 
     /// Makes a configuration listening on `listen`.
     public init(listen: SocketAddress) { self.listen = listen }
@@ -122,7 +122,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             }
         }
 
-        try loop.run(checkInterval: min(10_000_000, max(config.reportInterval, 1_000_000)), shouldStop: {
+        try loop.run(checkInterval: min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000)), shouldStop: {
             stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
         }, tick: {
             let now = realtimeNanoseconds()

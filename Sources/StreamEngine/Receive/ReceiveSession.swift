@@ -202,7 +202,7 @@ public struct ReceiveSession: Sendable {
     public var nextDeadline: Int64? {
         guard config.feedback, lockedSSRC != nil, lockedSource != nil else { return nil }
         if feedback.isFull { return Int64.min }
-        let wait = feedback.hasNews ? min(config.reportInterval, Self.maxReportInterval) : Self.maxReportInterval
+        let wait = feedback.hasNews ? min(config.reportInterval.nanoseconds, Self.maxReportInterval) : Self.maxReportInterval
         return lastReport + wait
     }
 
@@ -386,8 +386,8 @@ public struct ReceiveSession: Sendable {
         // that a draining queue delivers close together would otherwise leave only the
         // later, less delayed one answered, and the sender's RTT would read low.
         let due = feedback.isFull || now - lastReport >= Self.maxReportInterval
-            || (feedback.hasNews && now - lastReport >= config.reportInterval)
-            || (answeringSenderReport && now - lastReport >= config.reportInterval / 4)
+            || (feedback.hasNews && now - lastReport >= config.reportInterval.nanoseconds)
+            || (answeringSenderReport && now - lastReport >= config.reportInterval.nanoseconds / 4)
         guard due else { return }
         lastReport = now
         let pliBefore = feedback.pictureLossIndications
