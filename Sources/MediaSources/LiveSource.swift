@@ -45,8 +45,11 @@ public final class LiveSource: Sendable {
     public var parameterSets: [[UInt8]] { outcome.withLock { $0.parameterSets } }
 
     /// Blocks until the source knows its parameter sets (x265 is open, or the first access
-    /// unit of the file was read) or has failed (``failure``). Call it once.
-    public func waitUntilReady() { ready.wait() }
+    /// unit of the file was read) or has failed (``failure``); at once after that.
+    public func waitUntilReady() {
+        ready.wait()
+        ready.signal()  // for the next caller
+    }
 
     /// Starts the source thread. `frameRate` paces the frames (a y4m source without a
     /// `frameRate` of its own takes the header's); `bitrateKbps` is x265's target (default
