@@ -1,4 +1,5 @@
 import Foundation
+import MediaFormats
 
 /// The bench datagram: a 16-byte header, a filler, and the sequence number again in
 /// the last 4 bytes, so the receiver can tell which round and datagram it holds, and
@@ -124,7 +125,7 @@ struct RTPTally {
     /// Room for reordering before the first packet seen.
     private static let margin: Int64 = 4096
 
-    init(expected: Int, maxSize: Int, payloadType: UInt8 = 96) {
+    init(expected: Int, maxSize: Int, payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType) {
         self.expected = expected
         self.maxSize = maxSize
         self.payloadType = payloadType
@@ -137,8 +138,11 @@ struct RTPTally {
         guard payload.count > 13, payload.count <= maxSize, let p = payload.baseAddress else { corrupt += 1; return }
         let first = p.load(as: UInt8.self)
         let second = (p + 1).load(as: UInt8.self)
-        let nalType = ((p + 12).load(as: UInt8.self) >> 1) & 0x3f
-        guard first >> 6 == 2, first & 0x3f == 0, second & 0x7f == payloadType, nalType <= 40 || nalType == 48 || nalType == 49
+        let nalType = HEVCNALUnitType(rawValue: (p + 12).load(as: UInt8.self) >> 1)
+        // RTP version 2 without padding, extension or CSRCs; a NAL unit, AP or FU of H.265.
+        guard first >> 6 == 2, first & 0x3f == 0, second & 0x7f == payloadType,
+              nalType.rawValue <= HEVCNALUnitType.suffixSEI.rawValue || nalType == .aggregationPacket
+                  || nalType == .fragmentationUnit
         else { corrupt += 1; return }
         let sequence = UInt16(bigEndian: (p + 2).loadUnaligned(as: UInt16.self))
         let packetSSRC = UInt32(bigEndian: (p + 8).loadUnaligned(as: UInt32.self))

@@ -12,11 +12,12 @@ import Synchronization
 /// frame. Its ``stalls`` watch counts such gaps.
 ///
 /// ```swift
-/// let source = LiveSource()
-/// source.start(.synthetic(width: 1280, height: 720), frameRate: 30, bitrateKbps: 4000, sink: sender)
+/// let source = LiveSource { event in print(event) }  // stalls, told once each way
+/// source.start(.hevcFile(path: "clip.hevc"), frameRate: 30, sink: sender)  // sender: a MediaSender
 /// source.waitUntilReady()
 /// if let failure = source.failure { throw failure }
-/// let sdp = SDPSessionDescription.hevc(parameterSets: source.parameterSets, ...)
+/// let sdp = SDPSessionDescription.hevc(parameterSets: source.parameterSets, connectionAddress: "192.0.2.10", port: 5004)
+/// try sender.run()
 /// ```
 public final class LiveSource: Sendable {
     private struct Outcome {
@@ -44,14 +45,17 @@ public final class LiveSource: Sendable {
     public var parameterSets: [[UInt8]] { outcome.withLock { $0.parameterSets } }
 
     /// Blocks until the source knows its parameter sets (x265 is open, or the first access
-    /// unit of the file was read) or has failed (``failure``). Call it once.
-    public func waitUntilReady() { ready.wait() }
+    /// unit of the file was read) or has failed (``failure``); at once after that.
+    public func waitUntilReady() {
+        ready.wait()
+        ready.signal()  // for the next caller
+    }
 
     /// Starts the source thread. `frameRate` paces the frames (a y4m source without a
-    /// `frameRate` of its own takes the header's); `bitrateKbps` is x265's target;
-    /// `frameLimit` (nil: no limit) counts the frames handed over. The thread ends the sink
-    /// (`finish`) when it stops.
-    public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int, frameLimit: Int? = nil,
+    /// `frameRate` of its own takes the header's); `bitrateKbps` is x265's target (default
+    /// 4000, as `streamer send`'s; a `.hevc` file is sent as it is); `frameLimit` (nil: no
+    /// limit) counts the frames handed over. The thread ends the sink (`finish`) when it stops.
+    public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, frameLimit: Int? = nil,
                       sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
         stalls.start(frameRate: frameRate)
         Thread { [self] in

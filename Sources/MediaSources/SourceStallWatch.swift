@@ -61,7 +61,7 @@ public final class SourceStallWatch: Sendable {
 
     /// Makes a watch that tells `onEvent` (on the source's thread or the watch's) when the
     /// source stalls, resumes, or ends while stalled.
-    public init(onEvent: @escaping @Sendable (SourceStallEvent) -> Void) {
+    init(onEvent: @escaping @Sendable (SourceStallEvent) -> Void) {
         self.onEvent = onEvent
     }
 

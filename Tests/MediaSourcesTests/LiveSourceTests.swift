@@ -41,6 +41,7 @@ struct LiveSourceTests {
         #expect(sink.finished)
         #expect(live.failure == nil)
         #expect(sink.units.count == 6)
+        live.waitUntilReady()  // returns at once, again
         #expect(live.parameterSets.map { HEVCNALUnitType(nalUnit: $0) } == [.vps, .sps, .pps])
         #expect(sink.units.first?.parameterSets == live.parameterSets)
     }
