@@ -23,11 +23,13 @@ let package = Package(
         // The engine: flows, pacer, encoder, sender, receiver, stats.
         .target(name: "StreamEngine", dependencies: ["MediaFormats", "UringIO", "CX265"]),
 
-        .executableTarget(name: "streamer", dependencies: ["StreamEngine"]),
-        .executableTarget(name: "bench", dependencies: ["StreamEngine", "UringIO"], path: "Bench"),
+        .executableTarget(name: "streamer", dependencies: ["StreamEngine", "MediaFormats", "UringIO"]),
+        .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaFormats", "UringIO"], path: "Bench"),
 
-        // Helpers shared by the test targets (a seeded generator).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // Helpers shared by the test targets (a seeded generator, network namespaces).
+        // setns(2) comes from a shim of its own: CLibURing stays UringIO's alone.
+        .systemLibrary(name: "CNetworkNamespace", path: "Tests/CNetworkNamespace"),
+        .target(name: "TestSupport", dependencies: ["CNetworkNamespace"], path: "Tests/TestSupport"),
         .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats", "TestSupport"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
         .testTarget(name: "StreamerTests", dependencies: ["streamer", "TestSupport"]),

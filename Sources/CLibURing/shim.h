@@ -31,6 +31,9 @@
 #include <linux/time_types.h>
 #include <liburing.h>
 
+#ifndef IORING_NOTIF_USAGE_ZC_COPIED
+#define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
+#endif
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
@@ -47,6 +50,7 @@ static const unsigned cu_iosqe_cqe_skip_success = IOSQE_CQE_SKIP_SUCCESS;
 static const unsigned cu_cqe_f_more = IORING_CQE_F_MORE;
 static const unsigned cu_cqe_f_buffer = IORING_CQE_F_BUFFER;
 static const unsigned cu_cqe_f_notif = IORING_CQE_F_NOTIF;
+static const unsigned cu_notif_usage_zc_copied = IORING_NOTIF_USAGE_ZC_COPIED;
 static const unsigned cu_cqe_buffer_shift = IORING_CQE_BUFFER_SHIFT;
 static const unsigned cu_recv_multishot = IORING_RECV_MULTISHOT;
 static const unsigned cu_setup_single_issuer = IORING_SETUP_SINGLE_ISSUER;
@@ -158,11 +162,20 @@ static inline int cu_local_interface_mtu(int fd) {
     return mtu;
 }
 
-// MARK: - Network namespaces (setns needs _GNU_SOURCE, which the Swift importer lacks)
+// MARK: - Multi-message calls (declared under _GNU_SOURCE, which the Swift importer lacks)
 
-extern int setns(int fd, int nstype);
-/// Moves the calling thread into the network namespace open at `fd`. Returns 0 or -1/errno.
-static inline int cu_setns_net(int fd) { return setns(fd, 0x40000000 /* CLONE_NEWNET */); }
+struct mmsghdr;
+extern int sendmmsg(int fd, struct mmsghdr *vector, unsigned int count, int flags);
+extern int recvmmsg(int fd, struct mmsghdr *vector, unsigned int count, int flags, struct timespec *timeout);
+
+/// Sends up to `count` messages of `vector` (laid out as `struct mmsghdr`). Returns how many, or -1/errno.
+static inline int cu_sendmmsg(int fd, void *vector, unsigned int count, int flags) {
+    return sendmmsg(fd, (struct mmsghdr *)vector, count, flags);
+}
+/// Receives up to `count` messages into `vector` (laid out as `struct mmsghdr`). Returns how many, or -1/errno.
+static inline int cu_recvmmsg(int fd, void *vector, unsigned int count, int flags) {
+    return recvmmsg(fd, (struct mmsghdr *)vector, count, flags, NULL);
+}
 
 // MARK: - Submission and completion (one io_uring_enter per call, counted by the caller)
 
