@@ -345,7 +345,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                      "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],
         "receiverGone": stats.receiverGone,
         "receiverGoneEvents": stats.receiverGoneEvents,
-        "errors": stats.errors,
+        "errors": stats.errorsByText,
     ]
 }
 
@@ -433,7 +433,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     for stats in all {
         printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
         if stats.packetsFailed > 0 {
-            printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(stats.errors)")
+            printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(stats.errorsByText)")
         }
     }
     if let statsPath = options.statsPath { try writeJSON(sendStatsObject(all, source: source), to: statsPath) }
@@ -504,7 +504,7 @@ final class GoneWatch: Sendable {
                 for (index, stats) in sender.allStats.enumerated() {
                     // With several flows, each line names its flow's receiver.
                     let prefix = count > 1 ? "streamer send: [\(stats.destination)]" : "streamer send:"
-                    for (reason, failed) in stats.errors where !errorsSaid[index].contains(reason) {
+                    for (reason, failed) in stats.errorsByText where !errorsSaid[index].contains(reason) {
                         // Once per kind of error, not once per datagram: the count is in the stats.
                         errorsSaid[index].insert(reason)
                         printError("\(prefix) sends failing: \(reason) (\(failed) datagrams so far; counted in stats.errors)")

@@ -188,7 +188,7 @@ final class SenderFlow {
     /// Points the flow at a new receiver address (same family): the sockets are connected
     /// there, and it starts from a keyframe.
     private func redirect(to newDestination: SocketAddress) {
-        do {
+        do throws(SystemError) {
             try socket.connect(newDestination)
             if config.feedback, let rtcpSocket { try rtcpSocket.connect(Self.rtcpPeer(of: newDestination)) }
             destination = newDestination
@@ -199,7 +199,7 @@ final class SenderFlow {
             flow.log.abandonUnconfirmed()
             requestKeyframe()
         } catch {
-            local.errors["redirect: \(error)", default: 0] += 1
+            local.errors[.redirect(error), default: 0] += 1
         }
     }
 
@@ -309,9 +309,7 @@ final class SenderFlow {
         local.packetsSent += report.sentDatagrams
         local.bytesSent += report.sentBytes
         local.packetsFailed += report.failedDatagrams
-        if report.errno != 0 {
-            local.errors[String(cString: strerror(report.errno)), default: 0] += report.failedDatagrams
-        }
+        if let error = report.error { local.errors[.send(error), default: 0] += report.failedDatagrams }
     }
 
     /// A receive completion of this flow's feedback socket.
