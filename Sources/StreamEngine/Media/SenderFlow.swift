@@ -80,7 +80,7 @@ final class SenderFlow {
     /// The source said it has no more and everything it handed over was taken.
     private(set) var inputFinished = false
 
-    init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender) throws(SystemError) {
+    init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender) throws {
         self.index = index
         self.handle = handle
         self.ring = ring
@@ -117,7 +117,7 @@ final class SenderFlow {
         let (mtu, source) = MediaSender.datagramBudget(socket: socket, setting: config.mtu)
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead,
                                   payloadType: config.payloadType) }
-        catch { throw SystemError("packetizer", errno: EINVAL, context: "MTU \(mtu) is too small") }
+        catch { throw ConfigurationError("packetizer", "MTU \(mtu) is too small") }
         var fixedMTU: Int?
         if case .fixed(let value) = config.mtu { fixedMTU = value }
         let socket = socket
