@@ -120,7 +120,10 @@ struct FFmpegInteropTests {
         // Nothing is known lost either: every packet is one no receiver will confirm.
         #expect(sender.stats.feedbackAbsent)
         #expect(sender.stats.packetsLost == 0 && sender.stats.packetsUnconfirmed == 0)
-        #expect(sender.stats.packetsAbandoned == sender.stats.packetsSent)
+        // ffmpeg exits once it has its frames, while the 10 extra ones may still be on their
+        // way: a send into its closed port then fails (ECONNREFUSED), and that packet is
+        // abandoned too, never sent.
+        #expect(sender.stats.packetsAbandoned == sender.stats.packetsSent + sender.stats.packetsFailed)
         #expect(direct.count == frameCount)
         #expect(overRTP.count == frameCount)
         #expect(overRTP == direct)
