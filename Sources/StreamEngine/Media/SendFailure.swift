@@ -10,6 +10,7 @@ public enum SendFailure: Hashable, Sendable, CustomStringConvertible {
     /// Pointing the flow at a new destination failed (`MediaSender.redirect`; counted per attempt).
     case redirect(SystemError)
 
+    /// The stats key: the errno's text, or `redirect: ` and the failed call.
     public var description: String {
         switch self {
         case .send(let code): return code.description
