@@ -31,9 +31,6 @@
 #include <linux/time_types.h>
 #include <liburing.h>
 
-#ifndef IORING_NOTIF_USAGE_ZC_COPIED
-#define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
-#endif
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
@@ -50,7 +47,6 @@ static const unsigned cu_iosqe_cqe_skip_success = IOSQE_CQE_SKIP_SUCCESS;
 static const unsigned cu_cqe_f_more = IORING_CQE_F_MORE;
 static const unsigned cu_cqe_f_buffer = IORING_CQE_F_BUFFER;
 static const unsigned cu_cqe_f_notif = IORING_CQE_F_NOTIF;
-static const unsigned cu_notif_usage_zc_copied = IORING_NOTIF_USAGE_ZC_COPIED;
 static const unsigned cu_cqe_buffer_shift = IORING_CQE_BUFFER_SHIFT;
 static const unsigned cu_recv_multishot = IORING_RECV_MULTISHOT;
 static const unsigned cu_setup_single_issuer = IORING_SETUP_SINGLE_ISSUER;

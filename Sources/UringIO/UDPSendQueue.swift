@@ -40,9 +40,6 @@ public struct SendQueueCounters: Sendable, Equatable {
     public var failedDatagrams = 0
     /// Failures by errno.
     public var errors: [Errno: Int] = [:]
-    /// Zero-copy sends whose buffer the kernel copied after all (`IORING_NOTIF_USAGE_ZC_COPIED`:
-    /// loopback, or a device without scatter-gather), counted from their notifications.
-    public var zeroCopyCopied = 0
     /// The most send slots in flight at once.
     public var peakSlotsInFlight = 0
 }
@@ -377,7 +374,6 @@ public final class UDPSendQueue {
         let slot = Int(completion.tag.payload >> 8)
         if completion.flags & cu_cqe_f_notif != 0 {
             // A zero-copy send's second completion: the kernel let go of the slot's pages.
-            if UInt32(bitPattern: completion.result) & cu_notif_usage_zc_copied != 0 { counters.zeroCopyCopied += 1 }
             sendDone(slot)
             return
         }
