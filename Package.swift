@@ -27,11 +27,13 @@ let package = Package(
         .target(name: "StreamEngine", dependencies: ["MediaFormats", "UringIO"]),
 
         .executableTarget(name: "streamer", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO"]),
-        .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO", "CLibURing"],
+        .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO"],
                           path: "Bench"),
 
-        // Helpers shared by the test targets (a seeded generator).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // Helpers shared by the test targets (a seeded generator, network namespaces).
+        // setns(2) comes from a shim of its own: CLibURing stays UringIO's alone.
+        .systemLibrary(name: "CNetworkNamespace", path: "Tests/CNetworkNamespace"),
+        .target(name: "TestSupport", dependencies: ["CNetworkNamespace"], path: "Tests/TestSupport"),
         .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats", "TestSupport"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
         .testTarget(name: "MediaSourcesTests", dependencies: ["MediaSources", "MediaFormats"]),

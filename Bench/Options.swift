@@ -1,4 +1,4 @@
-/// The command line of `bench` (see /work/shared/interface.md, section bench).
+/// The command line of `bench` (see README.md, section bench).
 struct BenchOptions {
     enum Mode { case both, send, recv }
 

@@ -281,111 +281,219 @@ func renderTable(_ summaries: [CaseSummary]) -> String {
     return alignColumns(rows, leftColumns: 3)
 }
 
-private func json(_ value: Double?) -> String {
-    guard let value, value.isFinite else { return "null" }
-    return String(format: "%.4g", value)
-}
+/// A figure of `bench.json`: four significant digits, null when missing or not finite.
+struct Figure: Encodable {
+    let value: Double?
 
-private func json(_ text: String) -> String {
-    var escaped = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": escaped += "\\\""
-        case "\\": escaped += "\\\\"
-        case "\n": escaped += "\\n"
-        default:
-            if scalar.value < 0x20 { escaped += String(format: "\\u%04x", scalar.value) } else { escaped.unicodeScalars.append(scalar) }
+    init(_ value: Double?) { self.value = value }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let value, value.isFinite, let rounded = Double(String(format: "%.4g", value)) {
+            try container.encode(rounded)
+        } else {
+            try container.encodeNil()
         }
     }
-    return escaped + "\""
 }
 
-/// `bench.json`: the shape of /work/shared/interface.md, with more keys beside.
-func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], video: [VideoSummary], machine: MachineInfo, command: String,
-                options: BenchOptions) -> String {
-    var runs: [String] = []
-    for s in summaries {
+/// `bench.json`: the shape of README.md's `bench` section, with more keys beside.
+struct BenchDocument: Encodable {
+    struct Machine: Encodable {
+        let kernel: String
+        let cpu: String
+        let cores: Int
+    }
+
+    struct Method: Encodable {
+        let count: Int
+        let `repeat`: Int
+        var warmup = "one round of each case at count/5"
+        var flowWindow = "receiver reports progress over the control channel; sender blocks when sent - reported >= window"
+        var cpu = "getrusage(RUSAGE_SELF) of each process around its own loop"
+        var ksoftirqd = "on-CPU time of the ksoftirqd/N threads (/proc/PID/schedstat) during the sender's loop, per datagram: loopback receive work deferred out of both processes; machine-wide, so other load on the machine shows in it"
+        var irqSoftirq = "machine-wide irq + softirq time from /proc/stat (10 ms ticks) during the sender's loop, per datagram: with IRQ time accounting, softirq work (loopback delivery) is charged to no process"
+        var spread = "(max-min)/median of sender cpuNsPerDatagram"
+    }
+
+    /// One case of the main comparison.
+    struct Run: Encodable {
+        struct Sender: Encodable {
+            let cpuNsPerDatagram, userNsPerDatagram, systemNsPerDatagram, syscallsPerDatagram: Figure
+            let ksoftirqdNsPerDatagram, machineIrqSoftirqNsPerDatagram: Figure
+        }
+
+        struct Receiver: Encodable {
+            let path: String
+            let cpuNsPerDatagram, userNsPerDatagram, systemNsPerDatagram, syscallsPerDatagram, ratioToRecvfrom: Figure
+        }
+
+        /// The media path's plan (`stream` runs only).
+        struct Stream: Encodable {
+            let mtu, framesPerRound, datagramsPerRound: Int
+            let meanDatagramBytes, datagramsPerFrame: Figure
+            var segmentsPerSendSource = "measured (MediaSender stats: send SQEs); a note says if the engine's slot and GSO rules model disagrees"
+            let modelledSendsPerRound, modelledGSOSendsPerRound: Int
+            let measuredGSOSendsPerRound: Figure
+        }
+
+        let path, group: String
+        let datagramSize, batch: Int
+        let segmentsPerSend, datagramsPerSubmit: Figure
+        let rounds, planned, sent, delivered: Int
+        let intact: Bool
+        let sender: Sender
+        let receiver: Receiver
+        let ratioToSendto, ratioToUringGSO, spread, throughputMbitPerSecond: Figure
+        let notes: [String]
+        let stream: Stream?
+    }
+
+    /// One pacing rate.
+    struct Pacing: Encodable {
+        var path = "uring-gso"
+        var sender = "PacedSender"
+        var receiver = "uring-ts"
+        let rateBitsPerSecond: Figure
+        let datagramSize: Int
+        let segmentsPerSend, datagramsPerSubmit: Figure
+        let datagramsPerRound, rounds: Int
+        let seconds, achievedBitsPerSecond: Figure
+        let achievedPerRound: [Figure]
+        let errorPercent, worstErrorPercent: Figure
+        let quantumBytes, largestBurstBytes: Int
+        let medianBurstBytes, burstOverQuantum: Figure
+        let sent, delivered: Int
+        let intact: Bool
+    }
+
+    /// One live video case.
+    struct Video: Encodable {
+        var path = "stream"
+        var sender = "MediaSender (live, paced)"
+        var receiver = "uring-ts"
+        let bitrateKbps: Int
+        let paceBitsPerSecond: Figure
+        let framesPerSecond, framesPerRound, datagramsPerRound, rounds, datagramSize: Int
+        let meanDatagramBytes, segmentsPerSend, datagramsPerSubmit, ioUringEntersPerDatagram, syscallsPerDatagram: Figure
+        let senderUserNsPerDatagram, senderSystemNsPerDatagram, senderCpuPercentOfOneCore: Figure
+        let receiverCpuNsPerDatagram, achievedBitsPerSecond: Figure
+        let quantumBytes, largestBurstBytes: Int
+        let frameSpreadMs, frameNeedMs, frameExcessP95Ms: Figure
+        let intact: Bool
+    }
+
+    let machine: Machine
+    let command: String
+    let method: Method
+    let runs: [Run]
+    let pacing: [Pacing]
+    var pacingMethod = "PacedSender (GSO on, default quantum = 2 ms of the rate, at least 1500 B, at most 64 KiB) to a multishot receiver with SO_TIMESTAMPNS; achieved = bytes*8/(t_last - t_first) over every datagram's bytes; burst = max over i<=j of bytes(i..j) - R/8*(t_j - t_i)"
+    let video: [Video]
+    var videoMethod = "x265 access units (1280x720, the bitrate given, 30 fps) handed to a paced MediaSender (no feedback) at the frame rate in real time; CPU is the sender process (getrusage) and the receiver's; enters per datagram count the ring's io_uring_enter calls, syscalls add the eventfd write per frame; frame spread = first to last packet arrival of a frame (kernel timestamps), need = (frame bytes - one quantum) * 8 / pace; medians over frames and rounds, excess p95 the largest over rounds"
+}
+
+extension BenchDocument.Run {
+    init(_ s: CaseSummary) {
         let c = s.benchCase
-        var stream = ""
-        if let plan = s.streamPlan {
-            stream = """
-                , "stream": {"mtu": \(plan.datagramSize + 28), "framesPerRound": \(plan.frames), \
-                "datagramsPerRound": \(plan.datagrams), "meanDatagramBytes": \(json(s.meanDatagramBytes)), \
-                "datagramsPerFrame": \(json(Double(plan.datagrams) / Double(plan.frames))), \
-                "segmentsPerSendSource": "measured (MediaSender stats: send SQEs); a note says if the engine's slot and GSO rules model disagrees", \
-                "modelledSendsPerRound": \(plan.modelledSends), "modelledGSOSendsPerRound": \(plan.modelledGSOSends), \
-                "measuredGSOSendsPerRound": \(json(s.measuredGSOSends.map { Double($0) / Double(max(1, s.rounds.count)) }))}
-                """
+        path = c.send.rawValue
+        group = c.group
+        datagramSize = c.size
+        batch = c.batch
+        segmentsPerSend = Figure(s.segmentsPerSend)
+        datagramsPerSubmit = Figure(s.datagramsPerSubmit)
+        rounds = s.rounds.count
+        planned = s.planned
+        sent = s.sent
+        delivered = s.delivered
+        intact = s.intact
+        sender = Sender(cpuNsPerDatagram: Figure(median(s.senderTotal)), userNsPerDatagram: Figure(median(s.senderUser)),
+                        systemNsPerDatagram: Figure(median(s.senderSystem)),
+                        syscallsPerDatagram: Figure(median(s.senderSyscalls)),
+                        ksoftirqdNsPerDatagram: Figure(median(s.softirq)),
+                        machineIrqSoftirqNsPerDatagram: Figure(median(s.interrupt)))
+        receiver = Receiver(path: c.receive.rawValue, cpuNsPerDatagram: Figure(median(s.receiverTotal)),
+                            userNsPerDatagram: Figure(median(s.receiverUser)),
+                            systemNsPerDatagram: Figure(median(s.receiverSystem)),
+                            syscallsPerDatagram: Figure(median(s.receiverSyscalls)),
+                            ratioToRecvfrom: Figure(s.receiverRatioToRecvfrom))
+        ratioToSendto = Figure(s.ratioToSendto)
+        ratioToUringGSO = Figure(s.ratioToUringGSO)
+        spread = Figure(s.spread)
+        throughputMbitPerSecond = Figure(s.megabitsPerSecond)
+        notes = s.notes
+        stream = s.streamPlan.map { plan in
+            Stream(mtu: plan.datagramSize + 28, framesPerRound: plan.frames, datagramsPerRound: plan.datagrams,
+                   meanDatagramBytes: Figure(s.meanDatagramBytes),
+                   datagramsPerFrame: Figure(Double(plan.datagrams) / Double(plan.frames)),
+                   modelledSendsPerRound: plan.modelledSends, modelledGSOSendsPerRound: plan.modelledGSOSends,
+                   measuredGSOSendsPerRound: Figure(s.measuredGSOSends.map { Double($0) / Double(max(1, s.rounds.count)) }))
         }
-        runs.append("""
-                {"path": \(json(c.send.rawValue)), "group": \(json(c.group)), "datagramSize": \(c.size), \
-            "batch": \(c.batch), "segmentsPerSend": \(json(s.segmentsPerSend)), \
-            "datagramsPerSubmit": \(json(s.datagramsPerSubmit)), "rounds": \(s.rounds.count), \
-            "planned": \(s.planned), "sent": \(s.sent), "delivered": \(s.delivered), "intact": \(s.intact), \
-            "sender": {"cpuNsPerDatagram": \(json(median(s.senderTotal))), "userNsPerDatagram": \(json(median(s.senderUser))), \
-            "systemNsPerDatagram": \(json(median(s.senderSystem))), "syscallsPerDatagram": \(json(median(s.senderSyscalls))), \
-            "ksoftirqdNsPerDatagram": \(json(median(s.softirq))), \
-            "machineIrqSoftirqNsPerDatagram": \(json(median(s.interrupt)))}, \
-            "receiver": {"path": \(json(c.receive.rawValue)), "cpuNsPerDatagram": \(json(median(s.receiverTotal))), \
-            "userNsPerDatagram": \(json(median(s.receiverUser))), "systemNsPerDatagram": \(json(median(s.receiverSystem))), \
-            "syscallsPerDatagram": \(json(median(s.receiverSyscalls))), "ratioToRecvfrom": \(json(s.receiverRatioToRecvfrom))}, \
-            "ratioToSendto": \(json(s.ratioToSendto)), "ratioToUringGSO": \(json(s.ratioToUringGSO)), \
-            "spread": \(json(s.spread)), \
-            "throughputMbitPerSecond": \(json(s.megabitsPerSecond)), \
-            "notes": [\(s.notes.map(json).joined(separator: ", "))]\(stream)}
-            """)
     }
-    var pacingRows: [String] = []
-    for p in pacing {
-        pacingRows.append("""
-                {"path": "uring-gso", "sender": "PacedSender", "receiver": "uring-ts", \
-            "rateBitsPerSecond": \(json(p.rateBitsPerSecond)), "datagramSize": \(p.size), \
-            "segmentsPerSend": \(json(p.segmentsPerSend)), "datagramsPerSubmit": \(json(p.datagramsPerSubmit)), \
-            "datagramsPerRound": \(p.datagrams), "rounds": \(p.rounds.count), "seconds": \(json(p.seconds)), \
-            "achievedBitsPerSecond": \(json(p.achievedMedian)), "achievedPerRound": [\(p.achieved.map { json($0) }.joined(separator: ", "))], \
-            "errorPercent": \(json(p.medianErrorPercent)), "worstErrorPercent": \(json(p.worstErrorPercent)), \
-            "quantumBytes": \(p.quantum), "largestBurstBytes": \(p.largestBurst), "medianBurstBytes": \(json(p.medianBurst)), \
-            "burstOverQuantum": \(json(Double(p.largestBurst) / Double(p.quantum))), \
-            "sent": \(p.sent), "delivered": \(p.delivered), "intact": \(p.intact)}
-            """)
-    }
-    let videoRows = video.map { v in
-        """
-            {"path": "stream", "sender": "MediaSender (live, paced)", "receiver": "uring-ts", \
-        "bitrateKbps": \(v.bitrateKbps), "paceBitsPerSecond": \(json(v.pace)), "framesPerSecond": \(v.framesPerSecond), \
-        "framesPerRound": \(v.frames), "datagramsPerRound": \(v.datagrams), "rounds": \(v.rounds.count), \
-        "datagramSize": \(v.size), "meanDatagramBytes": \(json(v.meanDatagramBytes)), \
-        "segmentsPerSend": \(json(v.segmentsPerSend)), "datagramsPerSubmit": \(json(v.datagramsPerSubmit)), \
-        "ioUringEntersPerDatagram": \(json(v.entersPerDatagram)), "syscallsPerDatagram": \(json(v.syscallsPerDatagram)), \
-        "senderUserNsPerDatagram": \(json(v.senderUser)), "senderSystemNsPerDatagram": \(json(v.senderSystem)), \
-        "senderCpuPercentOfOneCore": \(json(v.senderCPUPercent)), \
-        "receiverCpuNsPerDatagram": \(json(v.receiverTotal)), "achievedBitsPerSecond": \(json(v.achieved)), \
-        "quantumBytes": \(v.quantum), "largestBurstBytes": \(v.largestBurst), \
-        "frameSpreadMs": \(json(v.frameSpread / 1e6)), "frameNeedMs": \(json(v.frameNeed / 1e6)), \
-        "frameExcessP95Ms": \(json(v.frameExcessP95 / 1e6)), "intact": \(v.intact)}
-        """
-    }
-    return """
-        {"machine": {"kernel": \(json(machine.kernel)), "cpu": \(json(machine.cpu)), "cores": \(machine.cores)},
-         "command": \(json(command)),
-         "method": {"count": \(options.roundCount), "repeat": \(options.repeatCount), "warmup": "one round of each case at count/5", \
-        "flowWindow": "receiver reports progress over the control channel; sender blocks when sent - reported >= window", \
-        "cpu": "getrusage(RUSAGE_SELF) of each process around its own loop", \
-        "ksoftirqd": "on-CPU time of the ksoftirqd/N threads (/proc/PID/schedstat) during the sender's loop, per datagram: loopback receive work deferred out of both processes; machine-wide, so other load on the machine shows in it", \
-        "irqSoftirq": "machine-wide irq + softirq time from /proc/stat (10 ms ticks) during the sender's loop, per datagram: with IRQ time accounting, softirq work (loopback delivery) is charged to no process", "spread": "(max-min)/median of sender cpuNsPerDatagram"},
-         "runs": [
-        \(runs.joined(separator: ",\n"))
-         ],
-         "pacing": [
-        \(pacingRows.joined(separator: ",\n"))
-         ],
-         "pacingMethod": "PacedSender (GSO on, default quantum = 2 ms of the rate, at least 1500 B, at most 64 KiB) to a multishot receiver with SO_TIMESTAMPNS; achieved = bytes*8/(t_last - t_first) over every datagram's bytes; burst = max over i<=j of bytes(i..j) - R/8*(t_j - t_i)",
-         "video": [
-        \(videoRows.joined(separator: ",\n"))
-         ],
-         "videoMethod": "x265 access units (1280x720, the bitrate given, 30 fps) handed to a paced MediaSender (no feedback) at the frame rate in real time; CPU is the sender process (getrusage) and the receiver's; enters per datagram count the ring's io_uring_enter calls, syscalls add the eventfd write per frame; frame spread = first to last packet arrival of a frame (kernel timestamps), need = (frame bytes - one quantum) * 8 / pace; medians over frames and rounds, excess p95 the largest over rounds"}
+}
 
-        """
+extension BenchDocument.Pacing {
+    init(_ p: PacingSummary) {
+        rateBitsPerSecond = Figure(p.rateBitsPerSecond)
+        datagramSize = p.size
+        segmentsPerSend = Figure(p.segmentsPerSend)
+        datagramsPerSubmit = Figure(p.datagramsPerSubmit)
+        datagramsPerRound = p.datagrams
+        rounds = p.rounds.count
+        seconds = Figure(p.seconds)
+        achievedBitsPerSecond = Figure(p.achievedMedian)
+        achievedPerRound = p.achieved.map(Figure.init)
+        errorPercent = Figure(p.medianErrorPercent)
+        worstErrorPercent = Figure(p.worstErrorPercent)
+        quantumBytes = p.quantum
+        largestBurstBytes = p.largestBurst
+        medianBurstBytes = Figure(p.medianBurst)
+        burstOverQuantum = Figure(Double(p.largestBurst) / Double(p.quantum))
+        sent = p.sent
+        delivered = p.delivered
+        intact = p.intact
+    }
+}
+
+extension BenchDocument.Video {
+    init(_ v: VideoSummary) {
+        bitrateKbps = v.bitrateKbps
+        paceBitsPerSecond = Figure(v.pace)
+        framesPerSecond = v.framesPerSecond
+        framesPerRound = v.frames
+        datagramsPerRound = v.datagrams
+        rounds = v.rounds.count
+        datagramSize = v.size
+        meanDatagramBytes = Figure(v.meanDatagramBytes)
+        segmentsPerSend = Figure(v.segmentsPerSend)
+        datagramsPerSubmit = Figure(v.datagramsPerSubmit)
+        ioUringEntersPerDatagram = Figure(v.entersPerDatagram)
+        syscallsPerDatagram = Figure(v.syscallsPerDatagram)
+        senderUserNsPerDatagram = Figure(v.senderUser)
+        senderSystemNsPerDatagram = Figure(v.senderSystem)
+        senderCpuPercentOfOneCore = Figure(v.senderCPUPercent)
+        receiverCpuNsPerDatagram = Figure(v.receiverTotal)
+        achievedBitsPerSecond = Figure(v.achieved)
+        quantumBytes = v.quantum
+        largestBurstBytes = v.largestBurst
+        frameSpreadMs = Figure(v.frameSpread / 1e6)
+        frameNeedMs = Figure(v.frameNeed / 1e6)
+        frameExcessP95Ms = Figure(v.frameExcessP95 / 1e6)
+        intact = v.intact
+    }
+}
+
+/// `bench.json` (`BenchDocument`), keys sorted.
+func renderJSON(_ summaries: [CaseSummary], pacing: [PacingSummary], video: [VideoSummary], machine: MachineInfo, command: String,
+                options: BenchOptions) throws -> String {
+    let document = BenchDocument(
+        machine: .init(kernel: machine.kernel, cpu: machine.cpu, cores: machine.cores), command: command,
+        method: .init(count: options.roundCount, repeat: options.repeatCount),
+        runs: summaries.map(BenchDocument.Run.init), pacing: pacing.map(BenchDocument.Pacing.init),
+        video: video.map(BenchDocument.Video.init))
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    return String(decoding: try encoder.encode(document), as: UTF8.self) + "\n"
 }
 
 /// `bench.csv`: one line per case.

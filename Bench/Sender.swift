@@ -1,4 +1,3 @@
-import CLibURing
 import Glibc
 import StreamEngine
 import UringIO
@@ -13,7 +12,7 @@ enum SendPath: String, CaseIterable {
     case uring
     /// The engine's io_uring path with GSO: one `sendmsg` SQE per run of equal datagrams (`UDP_SEGMENT`).
     case uringGSO = "uring-gso"
-    /// Zero-copy `sendmsg` (IORING_OP_SENDMSG_ZC) of GSO runs; a bench-local path, not in the engine.
+    /// Zero-copy `sendmsg` (IORING_OP_SENDMSG_ZC) of GSO runs: `UDPSendQueue`'s zero-copy mode.
     case uringGSOZC = "uring-gso-zc"
     /// `uring` with `PacedSenderConfig.ordered = true`: the SQEs of a submission linked, so
     /// they leave in order even when the socket buffer fills. Beside `uring` (the engine's
@@ -256,101 +255,54 @@ enum BenchSender {
         return result
     }
 
-    /// Zero-copy GSO sends straight on a `Ring`: each buffer holds one GSO run and is
-    /// reused only after its notification completion (`IORING_CQE_F_NOTIF`).
+    /// Zero-copy GSO sends: `UDPSendQueue` in its zero-copy mode, each slot one GSO run,
+    /// written again only after the kernel's notification that it let go of the pages.
     private static func sendZeroCopy(_ spec: SendRound, socket: UDPSocket, mark: TrafficMark,
                                      window: FlowWindow) throws -> SenderMeasurement {
-        let zcKind: UInt8 = 9
         let segmentsPerSend = max(1, min(UDPSendQueue.maxDatagramsPerSlot, UDPSendQueue.maxGSOBytes / spec.size,
                                          spec.batch))
         let sendsPerSubmission = max(1, spec.batch / segmentsPerSend)
-        let bufferCount = max(16, 4 * sendsPerSubmission)
-        let bufferBytes = segmentsPerSend * spec.size
         let ring = try Ring(entries: 1024)
-        let payloads = UnsafeMutableRawPointer.allocate(byteCount: bufferCount * bufferBytes, alignment: 4096)
-        payloads.initializeMemory(as: UInt8.self, repeating: 0x5a, count: bufferCount * bufferBytes)
-        let headers = UnsafeMutablePointer<msghdr>.allocate(capacity: bufferCount)
-        let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: bufferCount)
-        let controlSpace = 64
-        let controls = UnsafeMutableRawPointer.allocate(byteCount: bufferCount * controlSpace, alignment: 8)
-        controls.initializeMemory(as: UInt8.self, repeating: 0, count: bufferCount * controlSpace)
-        defer {
-            payloads.deallocate(); headers.deallocate(); vectors.deallocate(); controls.deallocate()
-        }
-        var free = Array((0..<bufferCount).reversed())
-        var segments = [Int](repeating: 0, count: bufferCount)
-        var inFlight = 0
-        var errors: [Int32: Int] = [:]
+        let queue = UDPSendQueue(ring: ring, slots: max(16, 4 * sendsPerSubmission),
+                                 slotCapacity: segmentsPerSend * spec.size, ordered: false, zeroCopy: true)
+        let socketIndex = queue.register(socket)
         let enterBefore = ring.enterCalls
         var result = try measured { result in
             var next = 0
-            while next < spec.count || inFlight > 0 {
+            while next < spec.count || queue.slotsInFlight > 0 || queue.readySlots > 0 {
                 var prepared = 0
-                while prepared < sendsPerSubmission, next < spec.count, let buffer = free.last {
-                    let room = window.room(sent: next)
-                    if room < min(segmentsPerSend, spec.count - next) { break }
-                    free.removeLast()
+                while prepared < sendsPerSubmission, next < spec.count, queue.freeSlots > 0 {
                     let count = min(segmentsPerSend, spec.count - next)
-                    let base = payloads + buffer * bufferBytes
+                    if window.room(sent: next) < count { break }
+                    guard let slot = queue.acquire() else { break }
                     for i in 0..<count {
-                        BenchDatagram.stamp(UnsafeMutableRawBufferPointer(start: base + i * spec.size, count: spec.size),
-                                            round: spec.round, sequence: UInt32(next + i))
+                        guard let buffer = queue.appendDatagram(slot, length: spec.size) else { break }
+                        BenchDatagram.stamp(buffer, round: spec.round, sequence: UInt32(next + i))
                     }
-                    vectors[buffer] = iovec(iov_base: base, iov_len: count * spec.size)
-                    let control = controls + buffer * controlSpace
-                    var used = cu_cmsg_put_int(control.assumingMemoryBound(to: cmsghdr.self), Int32(IPPROTO_IP),
-                                               IP_TOS, Int32(mark.tos))
-                    if count > 1 {
-                        used += cu_cmsg_put_u16((control + used).assumingMemoryBound(to: cmsghdr.self),
-                                                Int32(IPPROTO_UDP), cu_udp_segment, UInt16(spec.size))
-                    }
-                    headers[buffer] = msghdr(msg_name: nil, msg_namelen: 0, msg_iov: vectors + buffer, msg_iovlen: 1,
-                                             msg_control: control, msg_controllen: used, msg_flags: 0)
-                    let sqe = try ring.nextEntry()
-                    io_uring_prep_sendmsg_zc(sqe, socket.fd, headers + buffer, 0)
-                    io_uring_sqe_set_data64(sqe, CompletionTag(kind: zcKind, payload: UInt64(buffer)).userData)
-                    segments[buffer] = count
-                    inFlight += 1
+                    queue.commit(slot, socketIndex: socketIndex, destination: nil, mark: mark, tag: UInt64(next))
                     next += count
                     prepared += 1
-                    result.sends += 1
                 }
                 if prepared > 0 { result.submissions += 1 }
-                if inFlight == 0 {
+                if queue.slotsInFlight == 0 && queue.readySlots == 0 {
                     // Nothing in flight and nothing prepared: the window is full.
                     try window.waitForProgress()
                     if window.stalled { break }
                     continue
                 }
+                try queue.submitReady()
                 try ring.submit(waitingFor: 1)
-                _ = ring.reap { completion in
-                    guard completion.tag.kind == zcKind else { return }
-                    let buffer = Int(completion.tag.payload)
-                    if completion.flags & cu_cqe_f_notif != 0 {
-                        // The kernel let go of the pages: the buffer may be written again.
-                        free.append(buffer)
-                        inFlight -= 1
-                        return
-                    }
-                    if completion.result >= 0 {
-                        result.sent += segments[buffer]
-                        result.bytes += Int(completion.result)
-                    } else {
-                        errors[-completion.result, default: 0] += 1
-                        result.failed += segments[buffer]
-                    }
-                    if completion.flags & cu_cqe_f_more == 0 {
-                        // No notification follows (the send failed early): the buffer is free now.
-                        free.append(buffer)
-                        inFlight -= 1
-                    }
-                }
+                _ = ring.reap { queue.handle($0) }
             }
         }
+        let counters = queue.counters
+        result.sent = counters.datagrams
+        result.bytes = counters.bytes
+        result.failed = counters.failedDatagrams
+        result.sends = counters.sendCalls
         result.syscalls = ring.enterCalls - enterBefore
-        if !errors.isEmpty {
-            result.note = "sendmsg_zc errors " + errors.map { "\(String(cString: strerror($0.key)))x\($0.value)" }
-                .joined(separator: ",")
+        if !counters.errors.isEmpty {
+            result.note = "sendmsg_zc errors " + counters.errors.map { "\($0.key)x\($0.value)" }.joined(separator: ",")
         }
         return result
     }

@@ -3,7 +3,7 @@ import Glibc
 import UringIO
 
 // bench: CPU and system calls per datagram of each send path against plain sendto,
-// the receiver in a separate process (see /work/shared/interface.md, section bench).
+// the receiver in a separate process (see README.md, section bench).
 
 signal(SIGPIPE, SIG_IGN)
 

@@ -158,11 +158,20 @@ static inline int cu_local_interface_mtu(int fd) {
     return mtu;
 }
 
-// MARK: - Network namespaces (setns needs _GNU_SOURCE, which the Swift importer lacks)
+// MARK: - Multi-message calls (declared under _GNU_SOURCE, which the Swift importer lacks)
 
-extern int setns(int fd, int nstype);
-/// Moves the calling thread into the network namespace open at `fd`. Returns 0 or -1/errno.
-static inline int cu_setns_net(int fd) { return setns(fd, 0x40000000 /* CLONE_NEWNET */); }
+struct mmsghdr;
+extern int sendmmsg(int fd, struct mmsghdr *vector, unsigned int count, int flags);
+extern int recvmmsg(int fd, struct mmsghdr *vector, unsigned int count, int flags, struct timespec *timeout);
+
+/// Sends up to `count` messages of `vector` (laid out as `struct mmsghdr`). Returns how many, or -1/errno.
+static inline int cu_sendmmsg(int fd, void *vector, unsigned int count, int flags) {
+    return sendmmsg(fd, (struct mmsghdr *)vector, count, flags);
+}
+/// Receives up to `count` messages into `vector` (laid out as `struct mmsghdr`). Returns how many, or -1/errno.
+static inline int cu_recvmmsg(int fd, void *vector, unsigned int count, int flags) {
+    return recvmmsg(fd, (struct mmsghdr *)vector, count, flags, NULL);
+}
 
 // MARK: - Submission and completion (one io_uring_enter per call, counted by the caller)
 

@@ -1,4 +1,4 @@
-import CLibURing
+internal import CLibURing
 import Glibc
 
 /// What a completion belongs to, packed with a slot index into `user_data`.
@@ -54,7 +54,7 @@ public struct Completion: Sendable {
 /// reach the engine through its own synchronisation, never through the ring.
 /// Counts every `io_uring_enter` it makes, so batching can be proven.
 public final class Ring {
-    @usableFromInline let ring: UnsafeMutablePointer<io_uring>
+    let ring: UnsafeMutablePointer<io_uring>
     // `@exclusivity(unchecked)` on the state touched per datagram: see UDPSendQueue.
     /// Calls to `io_uring_enter` made by this ring.
     @exclusivity(unchecked) public private(set) var enterCalls = 0
@@ -159,7 +159,7 @@ public final class Ring {
 
     /// A free submission entry; submits what is queued first (one counted enter) when the queue is full.
     @inline(__always)
-    public func nextEntry() throws(SystemError) -> UnsafeMutablePointer<io_uring_sqe> {
+    func nextEntry() throws(SystemError) -> UnsafeMutablePointer<io_uring_sqe> {
         if let sqe = io_uring_get_sqe(ring) {
             pendingEntries += 1
             return sqe

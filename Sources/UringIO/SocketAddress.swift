@@ -1,4 +1,3 @@
-import CLibURing
 import Glibc
 
 /// An IPv4 or IPv6 UDP address (a `sockaddr_in` or `sockaddr_in6`), stored by value.

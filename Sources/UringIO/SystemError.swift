@@ -1,15 +1,16 @@
-import CLibURing
 import Glibc
 
 /// A failed system or liburing call: which call, on what, and the errno it gave.
 ///
 /// The description is one line meant for users, e.g.
 /// `cannot bind 0.0.0.0:5004: Address already in use (another receiver running?)`.
-public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct SystemError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The C call that failed, e.g. `sendmsg` or `io_uring_queue_init`.
     public let operation: String
     /// The errno value (positive).
     public let errno: Int32
+    /// The errno, typed.
+    public var code: Errno { Errno(errno) }
     /// What the call was applied to (an address, a socket option), if known.
     public let context: String?
 
@@ -21,7 +22,7 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The C library's text for the errno.
-    public var reason: String { String(cString: strerror(errno)) }
+    public var reason: String { code.description }
 
     /// A hint for the errnos a user can act on.
     public var hint: String? {
@@ -45,17 +46,40 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Runs a libc call that returns -1 and sets errno, retrying on EINTR.
+/// Runs a libc call that returns -1 and sets errno until it is not interrupted (EINTR):
+/// its result, or the errno it failed with. The one EINTR loop of this module.
+@inline(__always)
+func valueOrErrno<T: BinaryInteger>(_ call: () -> T) -> Result<T, Errno> {
+    while true {
+        let result = call()
+        if result >= 0 { return .success(result) }
+        let code = Glibc.errno
+        if code != EINTR { return .failure(Errno(code)) }
+    }
+}
+
+/// Runs a libc call that returns -1 and sets errno, retrying on EINTR; any other errno
+/// throws, named after `operation`.
 @inline(__always)
 func retryingEINTR<T: BinaryInteger>(
     _ operation: String, context: @autoclosure () -> String? = nil, _ call: () -> T
 ) throws(SystemError) -> T {
-    while true {
-        let result = call()
-        if result >= 0 { return result }
-        let code = Glibc.errno
-        if code == EINTR { continue }
-        throw SystemError(operation, errno: code, context: context())
+    switch valueOrErrno(call) {
+    case .success(let result): return result
+    case .failure(let code): throw SystemError(operation, errno: code.rawValue, context: context())
+    }
+}
+
+/// Like `retryingEINTR`, but nil when the call would block (EAGAIN / EWOULDBLOCK: a
+/// non-blocking socket with nothing to do, or a receive timeout).
+@inline(__always)
+func retryingEINTRUnlessWouldBlock<T: BinaryInteger>(
+    _ operation: String, context: @autoclosure () -> String? = nil, _ call: () -> T
+) throws(SystemError) -> T? {
+    switch valueOrErrno(call) {
+    case .success(let result): return result
+    case .failure(let code) where code == .wouldBlock: return nil
+    case .failure(let code): throw SystemError(operation, errno: code.rawValue, context: context())
     }
 }
 

@@ -1,4 +1,3 @@
-import CLibURing
 import Glibc
 
 /// A listening TCP socket (IPv4 or IPv6), blocking, with waits bounded by `poll(2)`.
@@ -91,15 +90,12 @@ public final class TCPConnection {
         case .readable: break
         }
         var buffer = [UInt8](repeating: 0, count: max(1, maxBytes))
-        let count = buffer.withUnsafeMutableBytes { raw in
-            while true {
-                let rc = recv(fd, raw.baseAddress, raw.count, 0)
-                if rc >= 0 || Glibc.errno != EINTR { return rc }
-            }
+        let received = buffer.withUnsafeMutableBytes { raw in valueOrErrno { recv(fd, raw.baseAddress, raw.count, 0) } }
+        switch received {
+        case .success(0), .failure(Errno(ECONNRESET)): return .closed
+        case .success(let count): return .data(Array(buffer.prefix(count)))
+        case .failure(let code): throw SystemError("recv", errno: code.rawValue, context: "TCP \(peer)")
         }
-        if count == 0 || (count < 0 && Glibc.errno == ECONNRESET) { return .closed }
-        if count < 0 { throw SystemError("recv", errno: Glibc.errno, context: "TCP \(peer)") }
-        return .data(Array(buffer.prefix(count)))
     }
 
     /// Sends FIN: the peer reads what was written, then end of stream. `shutdown(2)`.
@@ -109,12 +105,9 @@ public final class TCPConnection {
     public func write(_ bytes: [UInt8]) throws(SystemError) {
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { raw in send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL)) }
-            if sent < 0 {
-                if Glibc.errno == EINTR { continue }
-                throw SystemError("send", errno: Glibc.errno, context: "TCP \(peer)")
+            offset += try retryingEINTR("send", context: "TCP \(peer)") {
+                bytes.withUnsafeBytes { raw in send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL)) }
             }
-            offset += sent
         }
     }
 }

@@ -1,4 +1,4 @@
-import CLibURing
+internal import CLibURing
 import Glibc
 
 /// One received datagram, valid only inside the callback that gets it.
@@ -36,7 +36,7 @@ public struct ReceiveCounters: Sendable, Equatable {
     /// Datagrams the kernel dropped because the socket's receive queue was full (`SO_RXQ_OVFL`).
     public var kernelDrops: UInt32 = 0
     /// Receive errors by errno.
-    public var errors: [Int32: Int] = [:]
+    public var errors: [Errno: Int] = [:]
 
     /// Zeroed counters.
     public init() {}
@@ -122,7 +122,7 @@ public final class UDPMultishotReceiver {
         }
         if completion.result < 0 {
             let code = -completion.result
-            if code == ENOBUFS { counters.bufferExhausted += 1 } else { counters.errors[code, default: 0] += 1 }
+            if code == ENOBUFS { counters.bufferExhausted += 1 } else { counters.errors[Errno(code), default: 0] += 1 }
             if !armed { try arm() }
             return
         }
@@ -141,7 +141,7 @@ public final class UDPMultishotReceiver {
     @inline(__always)
     private func process(buffer: UnsafeMutableRawPointer, length: Int, deliver: (ReceivedDatagram) -> Void) {
         guard let out = io_uring_recvmsg_validate(buffer, Int32(length), message) else {
-            counters.errors[EBADMSG, default: 0] += 1
+            counters.errors[Errno(EBADMSG), default: 0] += 1
             return
         }
         if out.pointee.flags & UInt32(MSG_TRUNC) != 0 || out.pointee.flags & UInt32(MSG_CTRUNC) != 0 {

@@ -1,4 +1,4 @@
-import CLibURing
+internal import CLibURing
 import Glibc
 
 /// What became of one send slot, reported once per slot when all its sends completed.
@@ -13,6 +13,9 @@ public struct SendReport: Sendable {
     public var failedDatagrams: Int
     /// The errno of the first failure (positive), or 0.
     public var errno: Int32
+
+    /// The first failure, typed; nil when every datagram went.
+    public var error: Errno? { errno == 0 ? nil : Errno(errno) }
 }
 
 /// Counters of one send queue.
@@ -36,7 +39,7 @@ public struct SendQueueCounters: Sendable, Equatable {
     /// Datagrams that failed for good.
     public var failedDatagrams = 0
     /// Failures by errno.
-    public var errors: [Int32: Int] = [:]
+    public var errors: [Errno: Int] = [:]
     /// The most send slots in flight at once.
     public var peakSlotsInFlight = 0
 }
@@ -50,6 +53,11 @@ public struct SendQueueCounters: Sendable, Equatable {
 /// carries one `IP_TOS` / `IPV6_TCLASS` cmsg with the whole TOS byte; a single datagram to
 /// the connected peer whose mark is the socket's own (`setTrafficMark`) goes as a plain
 /// send (IORING_OP_SEND), which the kernel handles like `send(2)`.
+///
+/// With `zeroCopy`, every send is a zero-copy `sendmsg` (IORING_OP_SENDMSG_ZC): the kernel
+/// sends from the slot's own pages, and the slot is released only by the notification
+/// completion (`IORING_CQE_F_NOTIF`) that says the kernel let go of them, never by the
+/// send's result alone.
 ///
 /// The sends of one submission are linked (`IOSQE_IO_LINK`) when `ordered` is set, so
 /// the wire order is the submission order even when a socket buffer fills; a send
@@ -87,6 +95,8 @@ public final class UDPSendQueue {
     /// Number of slots.
     public let slotCount: Int
     private let ordered: Bool
+    /// Sends are zero-copy (IORING_OP_SENDMSG_ZC).
+    public let zeroCopy: Bool
 
     // The state touched per datagram is `@exclusivity(unchecked)` (here, in `Ring` and in
     // `PacedSender`): the queue is owned by one thread and no method keeps an access to it
@@ -128,13 +138,15 @@ public final class UDPSendQueue {
     public var onReport: ((SendReport) -> Void)?
 
     /// Makes a queue of `slots` slots of `slotCapacity` payload bytes each on `ring`.
-    /// With `ordered`, the sends of one submission are linked so they leave in order.
-    public init(ring: Ring, slots: Int, slotCapacity: Int, ordered: Bool = true) {
+    /// With `ordered`, the sends of one submission are linked so they leave in order; with
+    /// `zeroCopy`, they are zero-copy sends, each slot held until the kernel's notification.
+    public init(ring: Ring, slots: Int, slotCapacity: Int, ordered: Bool = true, zeroCopy: Bool = false) {
         precondition(slots > 0 && slots < 1 << 24 && slotCapacity > 0)
         self.ring = ring
         self.slotCount = slots
         self.slotCapacity = slotCapacity
         self.ordered = ordered
+        self.zeroCopy = zeroCopy
         self.slots = Array(repeating: SlotState(), count: slots)
         self.datagramLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
         self.runLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
@@ -294,7 +306,11 @@ public final class UDPSendQueue {
             }
             runLengths[base + index] = UInt8(run)
             let sqe = try ring.nextEntry()
-            if run == 1 && !state.hasDestination && socketTOS == state.tos {
+            if zeroCopy {
+                let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
+                                         segmentSize: run > 1 ? length : 0, socket: socket, tos: state.tos)
+                io_uring_prep_sendmsg_zc(sqe, fd, msg, 0)
+            } else if run == 1 && !state.hasDestination && socketTOS == state.tos {
                 // One datagram to the connected peer with the socket's own mark: a plain send
                 // (IORING_OP_SEND), no msghdr for the kernel to copy and no cmsg to parse.
                 io_uring_prep_send(sqe, fd, payloads + slot * slotCapacity + offset, runBytes, 0)
@@ -356,6 +372,11 @@ public final class UDPSendQueue {
     /// Handles a completion tagged `CompletionTag.sendKind`.
     public func handle(_ completion: Completion) {
         let slot = Int(completion.tag.payload >> 8)
+        if completion.flags & cu_cqe_f_notif != 0 {
+            // A zero-copy send's second completion: the kernel let go of the slot's pages.
+            sendDone(slot)
+            return
+        }
         let first = Int(completion.tag.payload & 0xff)
         let base = slot * Self.maxDatagramsPerSlot
         let run = Int(runLengths[base + first])
@@ -382,15 +403,24 @@ public final class UDPSendQueue {
                     socket.gsoEnabled = false
                     counters.gsoFallbacks += 1
                 }
-                counters.errors[code, default: 0] += 1
+                counters.errors[Errno(code), default: 0] += 1
                 slots[slot].cancelledMask |= mask
             default:
                 slots[slot].failedMask |= mask
                 if slots[slot].firstErrno == 0 { slots[slot].firstErrno = code }
-                counters.errors[code, default: 0] += 1
+                counters.errors[Errno(code), default: 0] += 1
                 counters.failedDatagrams += run
             }
         }
+        // A zero-copy send that went (or failed late) still holds the pages: its
+        // notification (IORING_CQE_F_MORE says one follows) ends it, not this result.
+        if completion.flags & cu_cqe_f_more != 0 { return }
+        sendDone(slot)
+    }
+
+    /// One send of `slot` is over, its buffer free again.
+    @inline(__always)
+    private func sendDone(_ slot: Int) {
         slots[slot].pendingSends -= 1
         if slots[slot].pendingSends == 0 { finish(slot) }
     }

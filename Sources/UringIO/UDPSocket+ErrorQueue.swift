@@ -1,4 +1,4 @@
-import CLibURing
+internal import CLibURing
 import Glibc
 
 /// One entry of a socket's error queue (`IP_RECVERR` / `IPV6_RECVERR`): an ICMP error
@@ -89,11 +89,8 @@ extension UDPSocket {
                             message.msg_iovlen = 1
                             message.msg_control = controlBytes.baseAddress
                             message.msg_controllen = controlBytes.count
-                            var result: Int
-                            repeat {
-                                result = recvmsg(fd, &message, Int32(MSG_ERRQUEUE) | Int32(MSG_DONTWAIT))
-                            } while result < 0 && Glibc.errno == EINTR
-                            guard result >= 0 else { return -1 }
+                            let read = valueOrErrno { recvmsg(fd, &message, Int32(MSG_ERRQUEUE) | Int32(MSG_DONTWAIT)) }
+                            guard case .success(let result) = read else { return -1 }
                             Self.parseErrorMessages(&message, into: &reports)
                             return result
                         }

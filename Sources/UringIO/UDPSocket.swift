@@ -1,4 +1,4 @@
-import CLibURing
+internal import CLibURing
 import Glibc
 
 /// How the kernel treats the Don't Fragment bit and its cached path MTU (`IP_MTU_DISCOVER`).

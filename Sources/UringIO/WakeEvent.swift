@@ -1,4 +1,4 @@
-import CLibURing
+internal import CLibURing
 import Glibc
 
 /// An eventfd another thread signals to wake a ring's owner (read through the ring itself).

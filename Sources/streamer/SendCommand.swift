@@ -44,7 +44,7 @@ func reportSend(_ all: [SenderStats], source: SourceStallStats, statsPath: Strin
     for stats in all {
         printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
         if stats.packetsFailed > 0 {
-            printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(stats.errors)")
+            printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(stats.errorsByText)")
         }
     }
     if let statsPath { try writeJSON(sendStatsObject(all, source: source), to: statsPath) }

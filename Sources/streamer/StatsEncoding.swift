@@ -52,7 +52,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                      "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],
         "receiverGone": stats.receiverGone,
         "receiverGoneEvents": stats.receiverGoneEvents,
-        "errors": stats.errors,
+        "errors": stats.errorsByText,
     ]
 }
 
@@ -153,5 +153,13 @@ extension Dictionary where Key: StatsKeyed, Value == Int {
     /// The counts under their stats JSON keys.
     var byStatsKey: [String: Int] {
         Dictionary<String, Int>(uniqueKeysWithValues: map { ($0.key.statsKey, $0.value) })
+    }
+}
+
+extension SenderStats {
+    /// `errors` keyed by text, as the stats JSON and the messages name them: the C library's
+    /// text for a send's errno (`Connection refused`), or `redirect: ` and what failed.
+    var errorsByText: [String: Int] {
+        Dictionary(errors.map { ($0.key.description, $0.value) }, uniquingKeysWith: +)
     }
 }

@@ -35,9 +35,9 @@ func senderEventLine(_ event: SenderEvent, sender: MediaSender) -> String? {
     // With several flows, each line names its flow's receiver.
     let prefix = sender.flowCount > 1 ? "streamer send: [\(sender.stats(flow: event.flow).destination)]" : "streamer send:"
     switch event {
-    case .sendsFailing(_, let reason, let datagrams):
+    case .sendsFailing(_, let failure, let datagrams):
         // Once per kind of error, not once per datagram: the count is in the stats.
-        return "\(prefix) sends failing: \(reason) (\(datagrams) datagrams so far; counted in stats.errors)"
+        return "\(prefix) sends failing: \(failure) (\(datagrams) datagrams so far; counted in stats.errors)"
     case .feedbackAbsent:
         return "\(prefix) no RTCP feedback from the receiver (ffmpeg/ffplay send none); running without the unconfirmed bound (use --no-feedback to say so)"
     case .receiverGone(_, let unconfirmedBytes):

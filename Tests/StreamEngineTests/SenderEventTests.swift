@@ -1,4 +1,6 @@
+import Glibc
 import Testing
+import UringIO
 @testable import StreamEngine
 
 /// `SenderEventDetector` turns successive snapshots of a flow's counters into events: one per
@@ -59,15 +61,15 @@ struct SenderEventTests {
         stats.redirects = 1
         stats.destination = "127.0.0.2:6000"
         stats.feedbackAbsent = true
-        stats.errors = ["Connection refused": 3, "Network is unreachable": 1]
+        stats.errors = [.send(Errno(rawValue: ECONNREFUSED)): 3, .send(Errno(rawValue: ENETUNREACH)): 1]
         #expect(detector.update(stats, now: 1) == [
             .flowRedirected(flow: 2, destination: "127.0.0.2:6000"),
             .pathMTUChanged(flow: 2, mtu: 1400, source: .probe),
             .feedbackAbsent(flow: 2),
-            .sendsFailing(flow: 2, reason: "Connection refused", datagrams: 3),
-            .sendsFailing(flow: 2, reason: "Network is unreachable", datagrams: 1),
+            .sendsFailing(flow: 2, failure: .send(Errno(rawValue: ECONNREFUSED)), datagrams: 3),
+            .sendsFailing(flow: 2, failure: .send(Errno(rawValue: ENETUNREACH)), datagrams: 1),
         ])
-        stats.errors["Connection refused"] = 10  // the same kind again: counted, not said again
+        stats.errors[.send(Errno(rawValue: ECONNREFUSED))] = 10  // the same kind again: counted, not said again
         #expect(detector.update(stats, now: 2).isEmpty)
     }
 }

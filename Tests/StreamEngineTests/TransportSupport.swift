@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import StreamEngine
 import Synchronization
+import TestSupport
 import UringIO
 
 let uringAvailable = Ring.isAvailable

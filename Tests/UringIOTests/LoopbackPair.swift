@@ -18,7 +18,8 @@ final class LoopbackPair {
     var received: [(payload: [UInt8], tos: UInt8, timestamp: Int64)] = []
     var reports: [SendReport] = []
 
-    init(family: SocketAddress.Family = .ipv4, gro: Bool = false, slots: Int = 32, slotCapacity: Int = 65_536) throws {
+    init(family: SocketAddress.Family = .ipv4, gro: Bool = false, slots: Int = 32, slotCapacity: Int = 65_536,
+         zeroCopy: Bool = false) throws {
         ring = try Ring(entries: 256)
         let loopback = family == .ipv4 ? "127.0.0.1" : "::1"
         receiverSocket = try UDPSocket(family: family)
@@ -34,7 +35,7 @@ final class LoopbackPair {
         try receiver.arm()
         sender = try UDPSocket(family: family)
         try sender.connect(destination)
-        queue = UDPSendQueue(ring: ring, slots: slots, slotCapacity: slotCapacity)
+        queue = UDPSendQueue(ring: ring, slots: slots, slotCapacity: slotCapacity, zeroCopy: zeroCopy)
         senderIndex = queue.register(sender)
         queue.onReport = { [unowned self] in self.reports.append($0) }
     }

@@ -257,7 +257,7 @@ struct RingTests {
         #expect(reports.count == 4)
         #expect(sent + failed == 4)
         #expect(failed >= 1)
-        #expect(queue.counters.errors[ECONNREFUSED, default: 0] == failed)
+        #expect(queue.counters.errors[Errno(ECONNREFUSED), default: 0] == failed)
         #expect(reports.contains { $0.errno == ECONNREFUSED })
     }
 }

@@ -86,15 +86,18 @@ public final class MediaSender: Sendable {
     private let wakeEvent: WakeEvent
     private let eventHub = SenderEventHub()
 
-    /// Makes a sender with one flow. Nothing is opened until `run`.
-    public convenience init(config: MediaSenderConfig) throws(SystemError) {
+    /// Makes a sender with one flow. Nothing is opened until `run`. Throws a `SystemError`
+    /// when its wake-up eventfd cannot be made.
+    public convenience init(config: MediaSenderConfig) throws {
         try self.init(flows: [config])
     }
 
     /// Makes a sender carrying several flows (1 to 255) in one engine. Nothing is opened until `run`.
-    public init(flows configs: [MediaSenderConfig]) throws(SystemError) {
+    /// Throws a `ConfigurationError` for a count of flows out of range, a `SystemError` when
+    /// its wake-up eventfd cannot be made.
+    public init(flows configs: [MediaSenderConfig]) throws {
         guard (1...FlowScheduler.maxFlows).contains(configs.count) else {
-            throw SystemError("flows", errno: EINVAL, context: "\(configs.count) flows (1 to \(FlowScheduler.maxFlows))")
+            throw ConfigurationError("flows", "\(configs.count) flows (1 to \(FlowScheduler.maxFlows))")
         }
         let wakeEvent = try WakeEvent()
         self.wakeEvent = wakeEvent
@@ -171,8 +174,9 @@ public final class MediaSender: Sendable {
     }
 
     /// Opens the sockets and the ring and sends until `finish` (and everything is sent and
-    /// the final feedback is in, for every flow) or `stop`.
-    public func run() throws(SystemError) {
+    /// the final feedback is in, for every flow) or `stop`. Throws a `SystemError` when a
+    /// system call fails, a `ConfigurationError` when a flow's MTU is too small to packetize.
+    public func run() throws {
         defer { eventHub.finish() }
         let ring = try Ring(entries: 256)
         let paces = flowConfigs.map(\.paceBitsPerSecond)

@@ -32,7 +32,7 @@ public enum SenderEvent: Sendable, Equatable {
     case flowRedirected(flow: Int, destination: String)
     /// Datagrams of the flow started failing with a kind of error not seen before on it
     /// (once per kind; the running count is in `SenderStats.errors`).
-    case sendsFailing(flow: Int, reason: String, datagrams: Int)
+    case sendsFailing(flow: Int, failure: SendFailure, datagrams: Int)
 
     /// The flow the event concerns.
     public var flow: Int {
@@ -80,8 +80,8 @@ struct SenderEventDetector {
             }
             lastBoundDrop = now
         }
-        for (reason, count) in new.errors.sorted(by: { $0.key < $1.key }) where old.errors[reason] == nil {
-            events.append(.sendsFailing(flow: flow, reason: reason, datagrams: count))
+        for (failure, count) in new.errors.sorted(by: { "\($0.key)" < "\($1.key)" }) where old.errors[failure] == nil {
+            events.append(.sendsFailing(flow: flow, failure: failure, datagrams: count))
         }
         return events
     }

@@ -85,7 +85,7 @@ final class SenderFlow {
     /// The source said it has no more and everything it handed over was taken.
     private(set) var inputFinished = false
 
-    init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender) throws(SystemError) {
+    init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender) throws {
         self.index = index
         self.handle = handle
         self.ring = ring
@@ -122,7 +122,7 @@ final class SenderFlow {
         let (mtu, source) = MediaSender.datagramBudget(socket: socket, setting: config.mtu)
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead,
                                   payloadType: config.payloadType) }
-        catch { throw SystemError("packetizer", errno: EINVAL, context: "MTU \(mtu) is too small") }
+        catch { throw ConfigurationError("packetizer", "MTU \(mtu) is too small") }
         var fixedMTU: Int?
         if case .fixed(let value) = config.mtu { fixedMTU = value }
         let socket = socket
@@ -194,7 +194,7 @@ final class SenderFlow {
     /// Points the flow at a new receiver address (same family): the sockets are connected
     /// there, and it starts from a keyframe.
     private func redirect(to newDestination: SocketAddress) {
-        do {
+        do throws(SystemError) {
             try socket.connect(newDestination)
             if config.feedback, let rtcpSocket { try rtcpSocket.connect(Self.rtcpPeer(of: newDestination)) }
             destination = newDestination
@@ -205,7 +205,7 @@ final class SenderFlow {
             flow.log.abandonUnconfirmed()
             requestKeyframe()
         } catch {
-            local.errors["redirect: \(error)", default: 0] += 1
+            local.errors[.redirect(error), default: 0] += 1
         }
     }
 
@@ -315,9 +315,7 @@ final class SenderFlow {
         local.packetsSent += report.sentDatagrams
         local.bytesSent += report.sentBytes
         local.packetsFailed += report.failedDatagrams
-        if report.errno != 0 {
-            local.errors[String(cString: strerror(report.errno)), default: 0] += report.failedDatagrams
-        }
+        if let error = report.error { local.errors[.send(error), default: 0] += report.failedDatagrams }
     }
 
     /// A receive completion of this flow's feedback socket.

@@ -52,8 +52,8 @@ public struct SenderStats: Sendable, Equatable {
     public var enterCalls = 0
     /// The SSRC of the stream.
     public var ssrc: UInt32 = 0
-    /// Send errors by errno name.
-    public var errors: [String: Int] = [:]
+    /// Failed sends by what failed (datagrams per errno; redirect attempts).
+    public var errors: [SendFailure: Int] = [:]
     /// Feedback is expected (false with `--no-feedback`).
     public var feedback = true
     /// Packets feedback confirmed arrived.

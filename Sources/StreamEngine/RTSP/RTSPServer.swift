@@ -68,7 +68,7 @@ public final class RTSPServer {
     /// `onPlay` gets each sender as it starts, `onEvent` one line per notable event.
     /// Throws when the listener fails or the sender cannot start (its ports taken).
     public func run(parameterSets: [[UInt8]], onPlay: (MediaSender) -> Void = { _ in },
-                    onEvent: (String) -> Void = { _ in }) throws(SystemError) {
+                    onEvent: (String) -> Void = { _ in }) throws {
         while !gate.isDone {
             guard let connection = try listener.accept(timeoutMilliseconds: -1, wake: wake) else { continue }
             gate.updateStats { $0.connections += 1 }
@@ -109,7 +109,7 @@ private struct RTSPSession {
 
     /// Serves requests until the connection closes or the session ends. Returns whether a
     /// sender was started (then the server is done).
-    mutating func serve(onPlay: (MediaSender) -> Void, onEvent: (String) -> Void) throws(SystemError) -> Bool {
+    mutating func serve(onPlay: (MediaSender) -> Void, onEvent: (String) -> Void) throws -> Bool {
         onEvent("RTSP client \(connection.peer) connected")
         while true {
             if let playing, playing.isDone { end("finished"); break }
@@ -324,13 +324,13 @@ private struct RTSPSession {
 private final class PlayingSender: Sendable {
     let sender: MediaSender
     private let done = DispatchSemaphore(value: 0)
-    private let state = Mutex<(finished: Bool, failure: SystemError?)>((false, nil))
+    private let state = Mutex<(finished: Bool, failure: (any Error)?)>((false, nil))
 
     init(sender: MediaSender, wake: WakeEvent) {
         self.sender = sender
         DispatchQueue.global().async { [self] in
-            var failure: SystemError?
-            do throws(SystemError) { try sender.run() } catch { failure = error }
+            var failure: (any Error)?
+            do { try sender.run() } catch { failure = error }
             state.withLock { $0 = (true, failure) }
             done.signal()
             wake.signal()
@@ -340,7 +340,7 @@ private final class PlayingSender: Sendable {
     /// The sender's run returned.
     var isDone: Bool { state.withLock { $0.finished } }
     /// What the sender's run threw, if anything.
-    var failure: SystemError? { state.withLock { $0.failure } }
+    var failure: (any Error)? { state.withLock { $0.failure } }
 
     /// Stops the sender (what is in flight completes) and waits for its run to return.
     func stopAndWait() {

@@ -150,8 +150,10 @@ public final class PacedSender {
     public var isDrained: Bool { queue.slotsInFlight == 0 && queue.readySlots == 0 }
 
     /// Fills send slots from `producer` while the window, the slots and the pacer allow,
-    /// and prepares them as one submission (submitted by the next `Ring.submit`).
-    public func pump(_ producer: DatagramProducer) throws(SystemError) -> PumpState {
+    /// and prepares them as one submission (submitted by the next `Ring.submit`). Throws a
+    /// `SystemError` when the ring fails, a `ConfigurationError` for a datagram that cannot
+    /// fit an empty send slot (empty, or larger than `slotCapacity`).
+    public func pump(_ producer: DatagramProducer) throws -> PumpState {
         if queue.readySlots > 0 {
             // Retries left over from completions go first, in their own submission.
             try queue.submitReady()
@@ -191,7 +193,7 @@ public final class PacedSender {
             }
             if slotBytes == 0 {
                 queue.release(slot)
-                throw SystemError("send slot", errno: EMSGSIZE, context: "datagram of \(first.size) bytes")
+                throw ConfigurationError("send slot", "datagram of \(first.size) bytes", code: Errno(EMSGSIZE))
             }
             let route = routes[first.route]
             queue.commit(slot, socketIndex: route.socketIndex, destination: route.destination, mark: route.mark,
@@ -240,7 +242,7 @@ public final class PacedSender {
     /// has completed. `afterPump` runs after each fill. Completions of other kinds go to `other`.
     public func run(_ producer: DatagramProducer, idlePoll: Int64 = 200_000, isFinished: () -> Bool = { true },
                     beforePump: () throws(SystemError) -> Bool = { true }, afterPump: () -> Void = {},
-                    other: (Completion) -> Void = { _ in }) throws(SystemError) {
+                    other: (Completion) -> Void = { _ in }) throws {
         while try beforePump() {
             let sendsBefore = queue.counters.sendCalls
             let state = try pump(producer)
