@@ -140,7 +140,7 @@ final class BenchReceiver {
         var frameTimes = FrameTimes()
         let endpoint = endpoints[index]
         let dropsBefore = endpoint.loop?.receiver.counters.kernelDrops ?? 0
-        let enterBefore = endpoint.loop?.ring.enterCalls ?? 0
+        let enterBefore = endpoint.loop?.enterCalls ?? 0
         let completionsBefore = endpoint.loop?.receiver.counters.completions ?? 0
         let truncatedBefore = endpoint.loop?.receiver.counters.truncated ?? 0
         var syscalls = 0
@@ -220,7 +220,7 @@ final class BenchReceiver {
                 if firstArrival == 0 { firstArrival = monotonicNanoseconds() }
                 record(datagram.payload, timestamp: datagram.timestampNanoseconds)
             }
-            syscalls = loop.ring.enterCalls - enterBefore
+            syscalls = loop.enterCalls - enterBefore
         }
         lastArrival = monotonicNanoseconds()
         let cpu = ProcessCPUTime.now() - cpuBefore

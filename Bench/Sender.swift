@@ -243,7 +243,7 @@ enum BenchSender {
             })
             if let failure { throw failure }
         }
-        let counters = sender.queue.counters
+        let counters = sender.counters
         result.sent = counters.datagrams
         result.bytes = counters.bytes
         result.failed = counters.failedDatagrams

@@ -21,7 +21,7 @@ private func sendPattern(count: Int, port: UInt16, family: SocketAddress.Family 
         let producer = PatternProducer(count: count, route: route, window: flowWindow, size: size,
                                        receivedSoFar: { receiver?.count.load(ordering: .relaxed) ?? 0 })
         try sender.run(producer, isFinished: { producer.next >= count })
-        return (sender.queue.counters, ring.enterCalls, sender.submissions)
+        return (sender.counters, ring.enterCalls, sender.submissions)
     }
 }
 

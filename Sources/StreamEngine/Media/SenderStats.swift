@@ -24,9 +24,11 @@ public struct SenderStats: Sendable, Equatable {
     public var clamped = 0
     /// Frames cut short by such a drop (the rest of the frame was not sent).
     public var framesClamped = 0
-    /// Path-MTU probes put on the wire, confirmed by the receiver, and given up.
+    /// Path-MTU probes put on the wire.
     public var probesSent = 0
+    /// Path-MTU probes the receiver confirmed.
     public var probesConfirmed = 0
+    /// Path-MTU probes given up (no confirmation in time).
     public var probesLost = 0
     /// ICMP "fragmentation needed" / "packet too big" taken into account.
     public var icmpMTUReports = 0
@@ -75,9 +77,11 @@ public struct SenderStats: Sendable, Equatable {
     public var maxUnconfirmedBytes = 0
     /// Frames dropped because the bound was reached (or while waiting for a keyframe after that).
     public var framesDroppedUnconfirmed = 0
-    /// Round-trip time in milliseconds: last, min, smoothed (nil until measured).
+    /// The last round-trip time sample in milliseconds (nil until measured).
     public var rttLast: Double?
+    /// The smallest round-trip time sample in milliseconds (nil until measured).
     public var rttMin: Double?
+    /// The smoothed round-trip time in milliseconds (RFC 6298 weights; nil until measured).
     public var rttSmoothed: Double?
     /// When the report that gave `rttLast` arrived: Unix time in seconds (its kernel timestamp),
     /// so an RTT sample can be set beside another tool's (ping -D) taken at the same moment.

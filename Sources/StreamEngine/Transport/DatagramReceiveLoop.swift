@@ -5,7 +5,9 @@ import UringIO
 /// thread that calls `run`.
 public final class DatagramReceiveLoop {
     /// The ring.
-    public let ring: Ring
+    let ring: Ring
+    /// Calls to `io_uring_enter` so far.
+    public var enterCalls: Int { ring.enterCalls }
     /// One multishot receiver per socket, in the order given.
     public let receivers: [UDPMultishotReceiver]
     /// The first socket's receiver.

@@ -101,15 +101,17 @@ public final class PacedSender {
     }
 
     /// The ring the sends go through.
-    public let ring: Ring
+    let ring: Ring
     /// The send slots.
-    public let queue: UDPSendQueue
+    let queue: UDPSendQueue
     // `@exclusivity(unchecked)` on the state touched per datagram: see UDPSendQueue.
     /// The rate budget.
-    @exclusivity(unchecked) public var pacer: Pacer
+    @exclusivity(unchecked) var pacer: Pacer
     /// The configuration.
     @exclusivity(unchecked) public private(set) var config: PacedSenderConfig
     @exclusivity(unchecked) private var routes: [Route] = []
+    /// What the send slots counted: datagrams, bytes, send calls, GSO sends, failures.
+    public var counters: SendQueueCounters { queue.counters }
     /// Datagrams handed to the ring.
     @exclusivity(unchecked) public private(set) var datagramsQueued = 0
     /// Submissions made by `pump` (each one `io_uring_enter` in `wait` or `flush`).
