@@ -27,6 +27,17 @@ final class SourceStallWatch: Sendable {
 
     private let state = Mutex(State())
     private static let pollMicroseconds: useconds_t = 100_000
+    /// Monotonic nanoseconds (a synthetic clock in tests).
+    private let clock: @Sendable () -> Int64
+    /// Where the lines about stalls go (stderr; collected in tests).
+    private let say: @Sendable (String) -> Void
+
+    /// A watch that reads `clock` and says what it notices through `say`.
+    init(clock: @escaping @Sendable () -> Int64 = monotonicNanoseconds,
+         say: @escaping @Sendable (String) -> Void = printError) {
+        self.clock = clock
+        self.say = say
+    }
 
     /// How long without a frame counts as a stall: 10 frame intervals, at least 500 ms.
     static func threshold(fps: Int) -> Int64 { max(10 * 1_000_000_000 / Int64(max(fps, 1)), 500_000_000) }
@@ -37,18 +48,25 @@ final class SourceStallWatch: Sendable {
         Thread { [self] in
             while true {
                 usleep(Self.pollMicroseconds)
-                let now = monotonicNanoseconds()
-                let (ended, silence) = state.withLock { state -> (Bool, Int64?) in
-                    guard !state.ended, !state.stalled, let last = state.lastFrame,
-                          now - last > Self.threshold(fps: state.fps) else { return (state.ended, nil) }
-                    state.stalled = true
-                    state.stalls += 1
-                    return (false, now - last)
-                }
-                if ended { return }
-                if let silence { printError("streamer send: source stalled (no frame for \(Self.seconds(silence)))") }
+                if !look() { return }
             }
         }.start()
+    }
+
+    /// One look of the watch thread, at the clock's time: a source silent for longer than
+    /// the threshold is stalled (said once). Returns false once the source has ended.
+    @discardableResult
+    func look() -> Bool {
+        let now = clock()
+        let (ended, silence) = state.withLock { state -> (Bool, Int64?) in
+            guard !state.ended, !state.stalled, let last = state.lastFrame,
+                  now - last > Self.threshold(fps: state.fps) else { return (state.ended, nil) }
+            state.stalled = true
+            state.stalls += 1
+            return (false, now - last)
+        }
+        if let silence { say("streamer send: source stalled (no frame for \(Self.seconds(silence)))") }
+        return !ended
     }
 
     /// The source's frame rate (a y4m header may set it after the start).
@@ -67,14 +85,14 @@ final class SourceStallWatch: Sendable {
             return (now - last, noticed)
         }
         guard let gap else { return }
-        if !noticed { printError("streamer send: source stalled (no frame for \(Self.seconds(gap)))") }
-        printError("streamer send: source resumed after \(Self.seconds(gap))")
+        if !noticed { say("streamer send: source stalled (no frame for \(Self.seconds(gap)))") }
+        say("streamer send: source resumed after \(Self.seconds(gap))")
     }
 
     /// The source thread is done: the watch stops, and a stall under way ends here (counted
     /// up to now, and said).
     func sourceEnded() {
-        let now = monotonicNanoseconds()
+        let now = clock()
         let gap = state.withLock { state -> Int64? in
             state.ended = true
             guard state.stalled, let last = state.lastFrame else { return nil }
@@ -82,13 +100,13 @@ final class SourceStallWatch: Sendable {
             state.stalledNanoseconds += now - last
             return now - last
         }
-        if let gap { printError("streamer send: source ended while stalled (no frame for \(Self.seconds(gap)))") }
+        if let gap { say("streamer send: source ended while stalled (no frame for \(Self.seconds(gap)))") }
     }
 
     /// The `source` object of the sender's stats JSON: `stalls`, `stalledMs` (including a
     /// stall under way), `stalled`, `thresholdMs`.
     func statsObject() -> [String: Any] {
-        let now = monotonicNanoseconds()
+        let now = clock()
         return state.withLock { state in
             let ongoing = state.stalled ? now - (state.lastFrame ?? now) : 0
             return ["stalls": state.stalls,
