@@ -12,7 +12,15 @@ func serveRTSP(_ options: SendOptions, plan: SourcePlan, fps: Int, sender: Media
     let server = try RTSPServer(config: config)
     let gate = server.gate
     let stopFlag = MutexBox<Bool>(false)
-    let trap = SignalTrap { stopFlag.set(true); gate.finish() }
+    let statsWriter = MutexBox<StatsWriter?>(nil)
+    let report = FinalReport {
+        statsWriter.get()?.stop()
+        let stats = gate.senderStats
+        let client = gate.serverStats.client ?? "no client"
+        printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(client) over RTSP, session \(gate.serverStats.ended ?? "not played")")
+        if let statsPath = options.statsPath { try writeJSON(rtspStatsObject(gate), to: statsPath) }
+    }
+    let trap = SignalTrap(finalReport: report) { stopFlag.set(true); gate.finish() }
     let source = SourceThread()
     source.start(plan: plan, fps: fps, bitrateKbps: max(1, Int(options.bitrate / 1000)), frameLimit: nil,
                  sender: gate, shouldStop: { stopFlag.get() || gate.isDone })
@@ -23,19 +31,16 @@ func serveRTSP(_ options: SendOptions, plan: SourcePlan, fps: Int, sender: Media
 
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) { progressLine(gate.senderStats) }
     let goneWatch = MutexBox<GoneWatch?>(nil)
-    let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) { rtspStatsObject(gate) }
+    statsWriter.set(StatsWriter(path: options.statsPath, interval: options.statsEvery) { rtspStatsObject(gate) })
     try server.run(parameterSets: source.headers.get(), onPlay: { goneWatch.set(GoneWatch(sender: $0)) },
                    onEvent: { if !options.quiet { printError("streamer send: \($0)") } })
     stopFlag.set(true)
     progress.stop()
     goneWatch.get()?.stop()
-    statsWriter.stop()
+    statsWriter.get()?.stop()
     withExtendedLifetime(trap) {}
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
-    let stats = gate.senderStats
-    let client = gate.serverStats.client ?? "no client"
-    printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(client) over RTSP, session \(gate.serverStats.ended ?? "not played")")
-    if let statsPath = options.statsPath { try writeJSON(rtspStatsObject(gate), to: statsPath) }
+    try report.write()
     return 0
 }
 

@@ -402,10 +402,22 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     }
     let sender = try MediaSender(flows: configs)
     let stopFlag = MutexBox<Bool>(false)
-    let trap = SignalTrap { stopFlag.set(true); sender.finish() }
+    let source = SourceThread()
+    let statsWriter = MutexBox<StatsWriter?>(nil)
+    let report = FinalReport {
+        statsWriter.get()?.stop()
+        let all = sender.allStats
+        for stats in all {
+            printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
+            if stats.packetsFailed > 0 {
+                printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(stats.errors)")
+            }
+        }
+        if let statsPath = options.statsPath { try writeJSON(sendStatsObject(all, source: source), to: statsPath) }
+    }
+    let trap = SignalTrap(finalReport: report) { stopFlag.set(true); sender.finish() }
     let hangup = HangupTrap { reresolve(options.targets, sender: sender) }
     let frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(fps)).rounded(.up)) }
-    let source = SourceThread()
     source.start(plan: plan, fps: fps, bitrateKbps: max(1, Int(options.bitrate / 1000)), frameLimit: frameLimit,
                  sender: sender, shouldStop: { stopFlag.get() })
     source.ready.wait()
@@ -420,23 +432,17 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         progressLine(sender.stats) + (sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : "")
     }
     let goneWatch = GoneWatch(sender: sender)
-    let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) {
+    statsWriter.set(StatsWriter(path: options.statsPath, interval: options.statsEvery) {
         sendStatsObject(sender.allStats, source: source)
-    }
+    })
     try sender.run()
     progress.stop()
     goneWatch.stop()
-    statsWriter.stop()
+    statsWriter.get()?.stop()
     withExtendedLifetime((trap, hangup)) {}
     if let failure = source.failure.get() { printError("streamer send: \(failure)"); return 1 }
+    try report.write()
     let all = sender.allStats
-    for stats in all {
-        printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
-        if stats.packetsFailed > 0 {
-            printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(stats.errors)")
-        }
-    }
-    if let statsPath = options.statsPath { try writeJSON(sendStatsObject(all, source: source), to: statsPath) }
     // Nothing at all got out to a receiver: that is a failure of the run, not a fault it rode through.
     return all.contains { $0.packetsSent == 0 && $0.framesEncoded > 0 } ? 1 : 0
 }
