@@ -1,13 +1,14 @@
-// Shared by every fuzz target. Compiled into each target together with
-// Sources/MediaFormats (one module), so it sees MediaFormats' internals without an import.
+// Shared by every fuzz oracle (Fuzz/Oracles). tools/fuzz compiles it into each target
+// together with Sources/MediaFormats (one module), so it sees MediaFormats' internals
+// without an import; the FuzzCorpusTests target (Package.swift) compiles it too.
 
 /// Reads structured values from the fuzzer's bytes; past the end every read is 0 / empty.
 struct FuzzInput {
     let bytes: UnsafeRawBufferPointer
     var offset = 0
 
-    init(_ data: UnsafePointer<UInt8>, _ size: Int) {
-        bytes = UnsafeRawBufferPointer(start: size == 0 ? nil : data, count: size)
+    init(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
     }
 
     var remaining: Int { bytes.count - offset }
@@ -32,12 +33,4 @@ struct FuzzInput {
 
     /// The rest of the input.
     mutating func rest() -> UnsafeRawBufferPointer { take(remaining) }
-}
-
-/// Fails the run with a message libFuzzer reports as a crash (the input is saved).
-func fuzzCheck(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String,
-               file: StaticString = #file, line: UInt = #line) {
-    if !condition() {
-        fatalError("fuzz invariant violated: \(message())", file: file, line: line)
-    }
 }

@@ -1,40 +1,8 @@
-// Fuzz target: RTCPPacket.parseCompound (SR, RR, SDES, BYE, PLI, Generic NACK, RFC 8888 CCFB).
-//
-// Every decoded packet is serialized again and re-parsed: the parser must take back what
-// the serializer writes, cleanly and as the same packet, alone and as one compound packet.
-// `.unknown` packets have no body to write and are left out of the round trip.
-//
-// The round trip is strict: SDES CNAMEs and BYE reasons are kept as the bytes on the wire
-// (`RTCPText`), valid UTF-8 or not, so what is written back is exactly what was read.
+// libFuzzer entry of the `rtcp` target: runs the oracle in Fuzz/Oracles/rtcp-oracle.swift
+// on each input. tools/fuzz compiles it with that oracle, Fuzz/Support and Sources/MediaFormats.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let input = UnsafeRawBufferPointer(start: size == 0 ? nil : data, count: size)
-    let result = RTCPPacket.parseCompound(input)
-    for error in result.errors {
-        fuzzCheck(error.offset >= 0 && error.offset < max(size, 1), "error offset \(error.offset) outside \(size) bytes")
-        _ = error.description
-    }
-    var counters = RTCPParseCounters()
-    counters.record(result)
-    fuzzCheck(counters.packets == result.packets.count && counters.rejected == result.errors.count, "counters disagree")
-
-    let known = result.packets.filter {
-        if case .unknown = $0 { return false }
-        return true
-    }
-    for packet in known {
-        var bytes: [UInt8] = []
-        packet.serialize(into: &bytes)
-        fuzzCheck(bytes.count % 4 == 0 && bytes.count >= 4, "\(packet) serialized to \(bytes.count) bytes")
-        let again = RTCPPacket.parseCompound(bytes)
-        fuzzCheck(again.isClean, "\(packet) serialized to \(bytes) re-parses with errors \(again.errors)")
-        fuzzCheck(again.packets == [packet], "\(packet) serialized to \(bytes) re-parses as \(again.packets)")
-    }
-    let compound = RTCPCompoundBuilder.build(result.packets)
-    let again = RTCPPacket.parseCompound(compound)
-    fuzzCheck(again.isClean || known.isEmpty, "compound re-parses with errors \(again.errors)")
-    fuzzCheck(again.packets == known || (known.isEmpty && again.packets.isEmpty),
-              "compound re-parses as \(again.packets), expected \(known)")
+    fuzzRTCP(UnsafeRawBufferPointer(start: size == 0 ? nil : data, count: size))
     return 0
 }

@@ -45,15 +45,26 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     config.paceBitsPerSecond = bitrate * 1.5
     let sender = try MediaSender(config: config)
     let source = LiveSource { printError(sourceStallLine($0)) }
+    let stopFlag = MutexBox<Bool>(false)
+    let intact = MutexBox<Bool>(false)
+    let report = FinalReport { intact.set(printDemoSummary(sender: sender.stats, receiver: receiver.stats)) }
+    let trap = SignalTrap(finalReport: report) { stopFlag.set(true); sender.finish() }
     print("demo: encoding \(frameCount) frames of \(width)x\(height) at \(fps) fps (x265 ultrafast, \(Int(bitrate / 1000)) kbit/s), sending to \(receiver.localAddress) through io_uring")
     source.start(.synthetic(width: width, height: height), frameRate: fps, bitrateKbps: Int(bitrate / 1000),
-                 frameLimit: frameCount, sink: sender, shouldStop: { false })
+                 frameLimit: frameCount, sink: sender, shouldStop: { stopFlag.get() })
     source.waitUntilReady()
     if let failure = source.failure { printError("streamer demo: \(failure)"); return 1 }
     try sender.run()
-    if receiverDone.wait(timeout: .now() + 5) == .timedOut { receiver.stop(); receiverDone.wait() }
-    let s = sender.stats
-    let r = receiver.stats
+    // Stopped by a signal, the receiver will not see all `frameCount` frames: what was sent
+    // is on loopback, so a short wait is enough.
+    if receiverDone.wait(timeout: .now() + (stopFlag.get() ? 0.5 : 5)) == .timedOut { receiver.stop(); receiverDone.wait() }
+    withExtendedLifetime(trap) {}
+    try report.write()
+    return intact.get() ? 0 : 1
+}
+
+/// Prints what went out and came in; returns whether every frame arrived complete.
+private func printDemoSummary(sender s: SenderStats, receiver r: ReceiverStats) -> Bool {
     let ecn = "Not-ECT \(r.ecn[0]), ECT(0) \(r.ecn[2]), ECT(1) \(r.ecn[1]), CE \(r.ecn[3])"
     let dscp = r.dscp.indices.filter { r.dscp[$0] > 0 }.map { "\($0): \(r.dscp[$0])" }.joined(separator: ", ")
     print("""
@@ -66,5 +77,5 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     """)
     let intact = r.framesComplete == s.framesSent && r.received == s.packetsSent && r.lost == 0
     print(intact ? "demo: every frame arrived complete" : "demo: NOT every frame arrived complete")
-    return intact ? 0 : 1
+    return intact
 }

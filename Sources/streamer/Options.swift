@@ -65,33 +65,31 @@ func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }
 
-/// Writes `object` as JSON to a path or `-` (stdout).
+/// Writes `object` as JSON to a path or `-` (stdout). A file is replaced whole (see
+/// ``replaceFile(_:with:)``): a reader never sees half of it.
 func writeJSON(_ object: [String: Any], to path: String) throws {
     let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
     if path == "-" {
         FileHandle.standardOutput.write(data)
         FileHandle.standardOutput.write(Data("\n".utf8))
     } else {
-        try data.write(to: URL(fileURLWithPath: path))
+        try replaceFile(path, with: data)
     }
 }
 
-/// SIGINT/SIGTERM: the first asks for a clean stop, the second exits at once.
-final class SignalTrap {
-    private let sources: [DispatchSourceSignal]
-    init(onFirst: @escaping @Sendable () -> Void) {
-        let count = Atomic<Int>(0)
-        var made: [DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler {
-                if count.add(1, ordering: .relaxed).newValue == 1 { onFirst() } else { exit(130) }
-            }
-            source.resume()
-            made.append(source)
-        }
-        sources = made
+private let temporaryNameCounter = Atomic<Int>(0)
+
+/// Writes `data` to a temporary name in `path`'s directory and renames it over `path`, so
+/// the file is always either the old version or the new one, complete. Each write has a
+/// name of its own, so the periodic writer and the final write never share one.
+func replaceFile(_ path: String, with data: Data) throws {
+    let serial = temporaryNameCounter.add(1, ordering: .relaxed).newValue
+    let temporary = "\(path).\(getpid())-\(serial).tmp"
+    try data.write(to: URL(fileURLWithPath: temporary))
+    guard rename(temporary, path) == 0 else {
+        let reason = String(cString: strerror(errno))
+        unlink(temporary)
+        throw UsageError("cannot write '\(path)': \(reason)")
     }
 }
 
@@ -111,27 +109,31 @@ final class HangupTrap {
 final class StatsWriter: Sendable {
     private let running = MutexBox<Bool>(true)
     private let finished = DispatchSemaphore(value: 0)
+    /// Signalled by `stop`, so the writer does not sleep out the rest of its interval.
+    private let wake = DispatchSemaphore(value: 0)
     private let started: Bool
     init(path: String?, interval: Double?, snapshot: @escaping @Sendable () -> [String: Any]) {
         guard let path, let interval, path != "-" else { started = false; return }
         started = true
         let running = self.running
         let finished = self.finished
+        let wake = self.wake
         Thread {
             defer { finished.signal() }
             while running.get() {
-                usleep(useconds_t(interval * 1_000_000))
+                _ = wake.wait(timeout: .now() + interval)
                 guard running.get(),
                       let data = try? JSONSerialization.data(withJSONObject: snapshot(), options: [.sortedKeys])
                 else { continue }
-                let temporary = path + ".tmp"
-                if FileManager.default.createFile(atPath: temporary, contents: data) { rename(temporary, path) }
+                try? replaceFile(path, with: data)
             }
         }.start()
     }
     /// Stops the writer and waits for it, so no periodic write can land after the final one.
+    /// Safe to call more than once, from any thread.
     func stop() {
         running.set(false)
-        if started { finished.wait() }
+        wake.signal()
+        if started { finished.wait(); finished.signal() }
     }
 }

@@ -73,7 +73,13 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
             output = handle
         }
     }
-    let trap = SignalTrap { receiver.stop() }
+    let report = FinalReport { [statsPath] in
+        statsWriter.stop()
+        let stats = receiver.stats
+        printError("streamer recv: \(stats.framesComplete) complete and \(stats.framesIncomplete) incomplete frames, \(stats.received) packets, \(stats.lost) lost, \(stats.bytesReceived) bytes")
+        if let statsPath { try writeJSON(receiverStatsObject(stats), to: statsPath) }
+    }
+    let trap = SignalTrap(finalReport: report) { receiver.stop() }
     if let duration {
         DispatchQueue.global().asyncAfter(deadline: .now() + duration) { receiver.stop() }
     }
@@ -90,8 +96,6 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     statsWriter.stop()
     withExtendedLifetime(trap) {}
     try output?.synchronize()
-    let stats = receiver.stats
-    printError("streamer recv: \(stats.framesComplete) complete and \(stats.framesIncomplete) incomplete frames, \(stats.received) packets, \(stats.lost) lost, \(stats.bytesReceived) bytes")
-    if let statsPath { try writeJSON(receiverStatsObject(stats), to: statsPath) }
+    try report.write()
     return 0
 }

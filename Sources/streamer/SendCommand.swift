@@ -11,9 +11,15 @@ func runSend(_ arguments: [String]) throws -> Int32 {
 
     let sender = try MediaSender(flows: configuration.flows)
     let stopFlag = MutexBox<Bool>(false)
-    let trap = SignalTrap { stopFlag.set(true); sender.finish() }
-    let hangup = HangupTrap { reresolve(options.targets, sender: sender) }
     let source = LiveSource { printError(sourceStallLine($0)) }
+    let statsWriter = MutexBox<StatsWriter?>(nil)
+    // Written once: at the end of the run, or by a second stop signal before it exits.
+    let report = FinalReport {
+        statsWriter.get()?.stop()
+        try reportSend(sender.allStats, source: source.stalls.stats, statsPath: options.statsPath)
+    }
+    let trap = SignalTrap(finalReport: report) { stopFlag.set(true); sender.finish() }
+    let hangup = HangupTrap { reresolve(options.targets, sender: sender) }
     source.start(configuration.source, frameRate: configuration.frameRate, bitrateKbps: configuration.bitrateKbps,
                  frameLimit: configuration.frameLimit, sink: sender, shouldStop: { stopFlag.get() })
     source.waitUntilReady()
@@ -26,21 +32,23 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         progressLine(sender.stats) + (sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : "")
     }
     let eventPrinter = SenderEventPrinter(sender: sender)
-    let statsWriter = StatsWriter(path: options.statsPath, interval: options.statsEvery) {
+    statsWriter.set(StatsWriter(path: options.statsPath, interval: options.statsEvery) {
         sendStatsObject(sender.allStats, source: source.stalls.stats)
-    }
+    })
     try sender.run()
     progress.stop()
     eventPrinter.waitUntilDrained()
-    statsWriter.stop()
+    statsWriter.get()?.stop()
     withExtendedLifetime((trap, hangup)) {}
     if let failure = source.failure { printError("streamer send: \(failure)"); return 1 }
-    return try reportSend(sender.allStats, source: source.stalls.stats, statsPath: options.statsPath)
+    try report.write()
+    // Nothing at all got out to a receiver: that is a failure of the run, not a fault it rode through.
+    return sender.allStats.contains { $0.packetsSent == 0 && $0.framesEncoded > 0 } ? 1 : 0
 }
 
 /// The run's summary on stderr (a line per flow, and one per flow whose sends failed) and
-/// the final `--stats` JSON; the exit status.
-func reportSend(_ all: [SenderStats], source: SourceStallStats, statsPath: String?) throws -> Int32 {
+/// the final `--stats` JSON.
+func reportSend(_ all: [SenderStats], source: SourceStallStats, statsPath: String?) throws {
     for stats in all {
         printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
         if stats.packetsFailed > 0 {
@@ -48,6 +56,4 @@ func reportSend(_ all: [SenderStats], source: SourceStallStats, statsPath: Strin
         }
     }
     if let statsPath { try writeJSON(sendStatsObject(all, source: source), to: statsPath) }
-    // Nothing at all got out to a receiver: that is a failure of the run, not a fault it rode through.
-    return all.contains { $0.packetsSent == 0 && $0.framesEncoded > 0 } ? 1 : 0
 }

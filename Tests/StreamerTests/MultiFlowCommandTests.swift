@@ -22,6 +22,12 @@ func startReceiver(_ binary: String, address: String = "127.0.0.1", port: UInt16
 /// `streamer send` with several `--to`: flows of one engine.
 @Suite(.enabled(if: uringEnabled, "io_uring is disabled here"))
 struct MultiFlowCommandTests {
+    static let unshare = "/usr/bin/unshare"
+    static let namespaceFlags = isRoot ? ["--mount"] : ["--map-root-user", "--mount"]
+    /// Whether `unshare --mount` works here (root, or unprivileged user namespaces).
+    static let canUnshareMount = FileManager.default.isExecutableFile(atPath: unshare)
+        && (try? run(unshare, namespaceFlags + ["true"]))?.status == 0
+
     /// Two destinations, the second with its own class, ECN codepoint and pace: both receivers
     /// get every frame, each marked as its flow asked, and the stats JSON has both flows.
     @Test func twoDestinationsWithTheirOwnMarks() throws {
@@ -69,15 +75,11 @@ struct MultiFlowCommandTests {
     /// there (said once, counted in `redirects`) and the new receiver gets complete frames from a
     /// keyframe. The name is resolved through a private /etc/hosts (a mount namespace), so the
     /// test needs root or unprivileged user namespaces.
-    @Test func sighupMovesAFlowWhoseNameNowResolvesElsewhere() throws {
+    @Test(.enabled(if: Self.canUnshareMount, "needs unshare --mount (root or user namespaces) for a private /etc/hosts"))
+    func sighupMovesAFlowWhoseNameNowResolvesElsewhere() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
-        let unshare = "/usr/bin/unshare"
-        let namespaceFlags = isRoot ? ["--mount"] : ["--map-root-user", "--mount"]
-        guard FileManager.default.isExecutableFile(atPath: unshare),
-              (try? run(unshare, namespaceFlags + ["true"]))?.status == 0 else {
-            print("skipped: needs unshare --mount (root or user namespaces) for a private /etc/hosts")
-            return
-        }
+        let unshare = Self.unshare
+        let namespaceFlags = Self.namespaceFlags
         let directory = try temporaryDirectory("sighup")
         defer { try? FileManager.default.removeItem(at: directory) }
         let hosts = directory.appendingPathComponent("hosts")

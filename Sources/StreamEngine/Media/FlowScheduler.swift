@@ -34,14 +34,19 @@ final class FlowScheduler: DatagramProducer {
     private var pumpMixesFlows = false
     /// Pumps that wrote datagrams of more than one flow (each pump is one submission).
     private(set) var mixedSubmissions = 0
+    /// Monotonic nanoseconds, read by the caps (a synthetic clock in tests).
+    private let clock: () -> Int64
 
     /// Schedules `producers` (at most `maxFlows`) paced at `paces` (bits per second; nil for
     /// unpaced): the fastest gets `quantum` bytes per turn, the others in proportion, none
     /// less than a datagram. With several flows, each paced one is capped at its own pace
     /// with bursts of at most `burstQuanta` bytes (nil: 2 ms of its pace, at least 1500).
+    /// The caps read `clock`, which is `now` at the start.
     init(_ producers: [DatagramProducer], paces: [Double?], burstQuanta: [Int?], quantum: Int,
-         now: Int64 = monotonicNanoseconds()) {
+         clock: @escaping () -> Int64 = monotonicNanoseconds) {
         precondition(!producers.isEmpty && producers.count <= Self.maxFlows)
+        self.clock = clock
+        let now = clock()
         precondition(paces.count == producers.count && burstQuanta.count == producers.count)
         self.producers = producers
         let weights = paces.map { $0 ?? 1 }
@@ -80,7 +85,7 @@ final class FlowScheduler: DatagramProducer {
     /// Whether flow `index`'s own cap lets `bytes` go now (reads the clock once per peek).
     private func capAllows(_ index: Int, _ bytes: Int, _ now: inout Int64?) -> Bool {
         guard hasCaps, caps[index] != nil else { return true }
-        let time = now ?? monotonicNanoseconds()
+        let time = now ?? clock()
         now = time
         peekedAt = time
         return caps[index]!.delay(for: bytes, now: time) == 0
