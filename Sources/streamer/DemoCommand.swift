@@ -5,9 +5,10 @@ import StreamEngine
 import UringIO
 
 let demoHelp = """
-usage: streamer demo [--seconds N] [--size WxH] [--bitrate RATE]
+usage: streamer demo [--seconds N] [--size WxH] [--bitrate RATE] [--stats PATH | -]
   Encodes N seconds (default 3) of the synthetic test pattern with x265, sends it over
   loopback through the io_uring engine, receives it, and prints what went out and came in.
+  --stats PATH|-   both ends' final stats as JSON ({"role": "demo", "version", "send", "recv"})
 """
 
 func runDemo(_ arguments: [String]) throws -> Int32 {
@@ -15,6 +16,7 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     var seconds = 3.0
     var width = 1280, height = 720
     var bitrate = 4_000_000.0
+    var statsPath: String?
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
         switch argument {
@@ -26,6 +28,7 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
             }
             (width, height) = (parts[0], parts[1])
         case "--bitrate": bitrate = try parseRate(try reader.value(for: argument), option: argument)
+        case "--stats": statsPath = try reader.value(for: argument)
         default: throw UsageError("demo: unknown option '\(argument)' (see streamer demo --help)")
         }
     }
@@ -64,6 +67,7 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
               lost \(r.lost), late \(r.late), duplicate \(r.duplicate), reordered \(r.reordered)
               ECN: \(ecn); DSCP: \(dscp)
     """)
+    if let statsPath { try writeJSON(demoStatsObject(sender: s, receiver: r), to: statsPath) }
     let intact = r.framesComplete == s.framesSent && r.received == s.packetsSent && r.lost == 0
     print(intact ? "demo: every frame arrived complete" : "demo: NOT every frame arrived complete")
     return intact ? 0 : 1

@@ -17,6 +17,13 @@ final class SenderFeedback {
     private(set) var rttLastAt: Int64?
     /// The sender report (its LSR) behind `rttLast`: each one's round trip is one sample.
     private var rttLastSR: UInt32?
+    /// The samples that measured the path while media flowed (their sender report left
+    /// while the flow was sending media): the run's median and 95th percentile. Samples
+    /// after the stream stopped (the final feedback wait) see an empty queue and are left out.
+    private(set) var rttWhileSending = RTTDistribution()
+    /// The last sender reports sent (their LSR, as receivers echo it) and whether media
+    /// was flowing when each left; a few suffice, reports are answered within an RTT or two.
+    private var recentReports: [(lastSR: UInt32, mediaFlowing: Bool)] = []
     /// Monotonic time of the last accepted feedback.
     private(set) var lastFeedback: Int64 = 0
     private(set) var feedbackSeen = false
@@ -99,9 +106,12 @@ final class SenderFeedback {
         return true
     }
 
-    /// A sender report for now.
-    func senderReport(flow: MediaFlow, realtime: Int64, packets: Int, octets: Int) -> [UInt8] {
+    /// A sender report for now; `mediaFlowing`: the flow is sending media (its RTT sample
+    /// then counts in `rttWhileSending`).
+    func senderReport(flow: MediaFlow, realtime: Int64, packets: Int, octets: Int, mediaFlowing: Bool) -> [UInt8] {
         let ntp = NTPTime(unixSeconds: realtime / 1_000_000_000, nanoseconds: UInt32(realtime % 1_000_000_000))
+        if recentReports.count >= 16 { recentReports.removeFirst() }
+        recentReports.append((ntp.compact, mediaFlowing))
         let report = RTCPSenderReport(ssrc: ssrc, ntpTimestamp: ntp.rawValue, rtpTimestamp: flow.lastRTPTimestamp,
                                       packetCount: UInt32(truncatingIfNeeded: packets),
                                       octetCount: UInt32(truncatingIfNeeded: octets))
@@ -200,6 +210,9 @@ final class SenderFeedback {
         rttLast = milliseconds
         rttLastAt = realtime
         rttMin = min(rttMin ?? milliseconds, milliseconds)
+        if recentReports.last(where: { $0.lastSR == block.lastSR })?.mediaFlowing == true {
+            rttWhileSending.record(milliseconds)
+        }
         rttSmoothed = rttSmoothed.map { $0 * 7 / 8 + milliseconds / 8 } ?? milliseconds
     }
 }

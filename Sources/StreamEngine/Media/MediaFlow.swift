@@ -50,6 +50,8 @@ final class MediaFlow: DatagramProducer {
     private(set) var framesClamped = 0
     private(set) var framesDroppedUnconfirmed = 0
     private(set) var peakUnconfirmedBytes = 0
+    /// When the last media datagram was written (`now` then; nil before the first).
+    private(set) var lastMediaWrite: Int64?
     /// RTP timestamp of the last access unit started (for sender reports).
     private(set) var lastRTPTimestamp: UInt32 = 0
 
@@ -180,6 +182,7 @@ final class MediaFlow: DatagramProducer {
             log.recordSent(sequence: extendedSequence, bytes: size, at: now)
             peakUnconfirmedBytes = max(peakUnconfirmedBytes, log.unconfirmedBytes)
         }
+        lastMediaWrite = now
         extendedSequence += 1
         nextSequence &+= 1
         packetsWritten += 1

@@ -58,6 +58,10 @@ final class FlowHandle: Sendable {
 /// bound and counters. Everything the flows share (the ring, the pacer, the send slots)
 /// belongs to the `MediaSender` running them.
 final class SenderFlow {
+    /// A sender report leaves "while media flows" when the flow wrote a media datagram this
+    /// recently (nanoseconds): several frame intervals, well under the time after the last
+    /// frame that the final feedback wait lasts.
+    static let mediaFlowingWindow: Int64 = 250_000_000
     /// Feedback receivers use buffer groups `firstFeedbackGroup + index`.
     static let firstFeedbackGroup: UInt16 = 2
 
@@ -243,7 +247,8 @@ final class SenderFlow {
         guard let due = senderReportDue(now: now), now >= due, let feedbackSocket else { return }
         scheduleSenderReport(after: now)
         let report = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
-                                       packets: local.packetsSent, octets: local.bytesSent)
+                                       packets: local.packetsSent, octets: local.bytesSent,
+                                       mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
         let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
         if sent { local.senderReports += 1 }
     }
@@ -350,6 +355,9 @@ final class SenderFlow {
         local.rttLast = rtcp.rttLast
         local.rttMin = rtcp.rttMin
         local.rttSmoothed = rtcp.rttSmoothed
+        local.rttMedian = rtcp.rttWhileSending.median
+        local.rtt95thPercentile = rtcp.rttWhileSending.percentile95
+        local.rttSamplesWhileSending = rtcp.rttWhileSending.count
         local.rttLastAt = rtcp.rttLastAt.map { Double($0) / 1e9 }
         local.ceReported = rtcp.ceReported
         local.receiverGone = rtcp.receiverGone

@@ -79,6 +79,13 @@ public struct SenderStats: Sendable, Equatable {
     public var rttLast: Double?
     public var rttMin: Double?
     public var rttSmoothed: Double?
+    /// The median and 95th percentile of the RTT samples taken while media flowed
+    /// (milliseconds, to 1 %; nil until one was): the run's RTT, which `rttSmoothed` is not
+    /// once the stream has stopped (idle samples after it pull the average down).
+    public var rttMedian: Double?
+    public var rtt95thPercentile: Double?
+    /// RTT samples taken while media flowed (those behind `rttMedian`).
+    public var rttSamplesWhileSending = 0
     /// When the report that gave `rttLast` arrived: Unix time in seconds (its kernel timestamp),
     /// so an RTT sample can be set beside another tool's (ping -D) taken at the same moment.
     public var rttLastAt: Double?
