@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <linux/errqueue.h>
 #include <linux/time_types.h>
+#include <linux/netlink.h>
 #include <liburing.h>
 
 #ifndef UDP_SEGMENT
@@ -156,6 +157,30 @@ static inline int cu_local_interface_mtu(int fd) {
     }
     freeifaddrs(list);
     return mtu;
+}
+
+// MARK: - Route monitor (NETLINK_ROUTE)
+
+/// The rtnetlink multicast groups of path changes: links, IPv4/IPv6 addresses and routes
+/// (RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR | RTMGRP_IPV6_ROUTE,
+/// from <linux/rtnetlink.h>, written out: that header is not needed for five bits).
+static const unsigned cu_rtmgrp_path_changes = 0x1 | 0x10 | 0x40 | 0x100 | 0x400;
+
+/// Opens a NETLINK_ROUTE socket bound to the multicast `groups` (0: requests only).
+/// Returns the descriptor, or a negative errno.
+static inline int cu_netlink_route_socket(unsigned groups) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) return -errno;
+    struct sockaddr_nl local;
+    memset(&local, 0, sizeof(local));
+    local.nl_family = AF_NETLINK;
+    local.nl_groups = groups;
+    if (bind(fd, (struct sockaddr *)&local, sizeof(local)) != 0) {
+        int code = errno;
+        close(fd);
+        return -code;
+    }
+    return fd;
 }
 
 // MARK: - Multi-message calls (declared under _GNU_SOURCE, which the Swift importer lacks)

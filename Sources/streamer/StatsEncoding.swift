@@ -34,12 +34,19 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                   "peakUnconfirmed": stats.peakUnconfirmedBytes, "maxUnconfirmed": stats.maxUnconfirmedBytes],
         "frames": ["encoded": stats.framesEncoded, "sent": stats.framesSent,
                    "droppedUnconfirmed": stats.framesDroppedUnconfirmed,
-                   "droppedQueueFull": stats.framesDroppedQueueFull, "keyframes": stats.keyframes],
+                   "droppedQueueFull": stats.framesDroppedQueueFull, "droppedUnviable": stats.framesDroppedUnviable,
+                   "keyframes": stats.keyframes],
         "path": ["mtu": stats.pathMTU, "mtuSource": stats.mtuSource.rawValue, "datagramSize": stats.datagramSize,
                  "clamped": stats.clamped, "framesClamped": stats.framesClamped,
                  "probes": ["sent": stats.probesSent, "confirmed": stats.probesConfirmed, "lost": stats.probesLost],
                  "icmpReports": stats.icmpMTUReports, "blackHoles": stats.blackHoles, "searches": stats.mtuSearches,
-                 "foundAfterMs": number(stats.mtuFoundAfterMs)],
+                 "foundAfterMs": number(stats.mtuFoundAfterMs),
+                 "viable": stats.pathViable, "unviableMs": number(stats.pathUnviableMs),
+                 "unviableEpisodes": stats.pathUnviableEpisodes, "changes": stats.pathChanges,
+                 "interface": orNull(stats.pathInterface), "gateway": orNull(stats.pathGateway),
+                 "source": orNull(stats.pathSource), "unviableAtUnix": orNull(stats.pathUnviableAt),
+                 "viableAgainAtUnix": orNull(stats.pathViableAgainAt),
+                 "resumeMs": number(stats.pathResumeMs)],
         "rttMs": ["last": number(stats.rttLast), "min": number(stats.rttMin), "smoothed": number(stats.rttSmoothed),
                   "median": number(stats.rttMedian), "p95": number(stats.rtt95thPercentile),
                   "samples": stats.rttSamplesWhileSending, "lastAtUnix": stats.rttLastAt ?? NSNull()],
@@ -58,6 +65,9 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "errors": stats.errorsByText,
     ]
 }
+
+/// `value`, or JSON null.
+func orNull<T>(_ value: T?) -> Any { value.map { $0 as Any } ?? NSNull() }
 
 /// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's.
 func sendStatsObject(_ all: [SenderStats], source: SourceStallStats) -> [String: Any] {

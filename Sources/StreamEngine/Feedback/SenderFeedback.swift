@@ -98,9 +98,24 @@ final class SenderFeedback {
         return max(Int64(rtt * 10e6), 1_000_000_000, reports)
     }
 
+    /// Silence is counted from here at the earliest: the path came back after an outage
+    /// during which nothing was sent, so nothing could be answered.
+    private var silenceCountedFrom: Int64 = 0
+
+    /// The path is viable again after an outage (`MediaFlow.pathViable`): the receiver's
+    /// silence meanwhile says nothing about it.
+    func pathResumed(now: Int64) { silenceCountedFrom = now }
+
+    /// The flow now takes another path: the RTT estimates (smoothed, minimum) start over from
+    /// its first sample. The run's distribution keeps every sample.
+    func restartPathEstimates() {
+        rttSmoothed = nil
+        rttMin = nil
+    }
+
     /// Marks the receiver gone when it has been silent too long. Returns true on the change.
     func checkLiveness(now: Int64, sending: Bool) -> Bool {
-        guard feedbackSeen, !receiverGone, sending, now - lastFeedback > silenceLimit else { return false }
+        guard feedbackSeen, !receiverGone, sending, now - max(lastFeedback, silenceCountedFrom) > silenceLimit else { return false }
         receiverGone = true
         receiverGoneEvents += 1
         return true

@@ -75,12 +75,16 @@ final class SenderFlow {
     private let feedbackReceiver: UDPMultishotReceiver?
     let flow: MediaFlow
     let pathMTU: PathMTUController
-    private let rtcp: SenderFeedback
-    private var local = SenderStats()
+    let rtcp: SenderFeedback
+    var local = SenderStats()
+    /// The flow's path as the route monitor last reported it.
+    var pathState = FlowPathState()
+    /// The engine's route query (nil when the path is not watched).
+    var pathQuery: RouteQuery?
     /// The events between one publication of `local` and the next.
     private var eventDetector: SenderEventDetector
     private let bound: Int?
-    private var destination: SocketAddress
+    private(set) var destination: SocketAddress
     private var lastForcedKeyframe: Int64 = -1 << 62
     private var firstSend: Int64?
     private var lingerDeadline: Int64?
@@ -208,6 +212,7 @@ final class SenderFlow {
             // longer accepted. Written off, not lost, and out of the bound.
             flow.log.abandonUnconfirmed()
             requestKeyframe()
+            if let pathQuery { refreshPath(pathQuery) }  // the new receiver's path
         } catch {
             local.errors[.redirect(error), default: 0] += 1
         }
@@ -216,7 +221,7 @@ final class SenderFlow {
     /// Keyframes are expensive: however many PLIs arrive, at most one is forced per
     /// `minKeyframeInterval` (feedback must not turn into an amplifier). The engine's own
     /// reasons (the bound, a receiver back or probed) are rare by construction and go through.
-    private func requestKeyframe(fromPLI: Bool = false) {
+    func requestKeyframe(fromPLI: Bool = false) {
         let now = monotonicNanoseconds()
         guard !fromPLI || now - lastForcedKeyframe >= config.minKeyframeInterval.nanoseconds else {
             local.keyframeRequestsIgnored += 1
@@ -245,6 +250,10 @@ final class SenderFlow {
     /// From the alarm: sends a sender report if one is due.
     func sendSenderReportIfDue(now: Int64) {
         guard let due = senderReportDue(now: now), now >= due, let feedbackSocket else { return }
+        guard pathState.viable else {
+            scheduleSenderReport(after: now)  // no route: it could not leave (ENETUNREACH)
+            return
+        }
         scheduleSenderReport(after: now)
         let report = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
                                        packets: local.packetsSent, octets: local.bytesSent,
@@ -264,9 +273,13 @@ final class SenderFlow {
         // cannot confirm probes.
         let confirmsProbes: Bool? = rtcp.perPacketFeedback ? true
             : (rtcp.receiverReportsOnly || silentSinceStart) ? false : nil
-        pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
-                     receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000,
-                     receiverConfirmsProbes: confirmsProbes)
+        if !pathState.viable {
+            pathMTU.pause()
+        } else {
+            pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
+                         receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000,
+                         receiverConfirmsProbes: confirmsProbes)
+        }
         guard config.feedback, feedbackSocket != nil else { return }  // no feedback: packets are not tracked
         if silentSinceStart {
             // Nothing heard since the start (ffmpeg reading an SDP sends no RTCP): no receiver
@@ -342,6 +355,7 @@ final class SenderFlow {
     /// Copies the counters where other threads read them.
     func publish(paced: PacedSender, flows: Int, mixedSubmissions: Int) {
         pathMTU.publish(into: &local)
+        publishPath(now: monotonicNanoseconds())
         // A receiver that reports only its highest sequence and a loss count: the count is
         // among the packets confirmed through that highest.
         let reportedLost = min(rtcp.reportedLost, flow.log.confirmed)

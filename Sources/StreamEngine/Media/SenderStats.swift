@@ -36,6 +36,29 @@ public struct SenderStats: Sendable, Equatable {
     public var mtuSearches = 0
     /// Milliseconds from the start until the last search found its size (nil while none has).
     public var mtuFoundAfterMs: Double?
+    /// A usable route to the receiver exists (the route monitor says; true when not watched).
+    public var pathViable = true
+    /// Milliseconds without a viable path so far (an outage under way included).
+    public var pathUnviableMs = 0.0
+    /// Times the path stopped being viable.
+    public var pathUnviableEpisodes = 0
+    /// Times the route moved to another interface or next hop (a new path).
+    public var pathChanges = 0
+    /// The outgoing interface's name, the next hop and the source address the kernel picks
+    /// (nil until known, or when the path is not watched).
+    public var pathInterface: String?
+    public var pathGateway: String?
+    public var pathSource: String?
+    /// When the path last stopped being viable, and last became viable again (Unix time in
+    /// seconds, when the engine acted on the kernel's notice; nil: never): set beside the time
+    /// a route was removed or added, the reaction time.
+    public var pathUnviableAt: Double?
+    public var pathViableAgainAt: Double?
+    /// Milliseconds from the path's return to the first packet of the keyframe that resumed
+    /// the flow (the last outage's; nil before any).
+    public var pathResumeMs: Double?
+    /// Frames dropped because the path was not viable (and after it, until a keyframe).
+    public var framesDroppedUnviable = 0
     /// The TOS byte's DSCP.
     public var dscp: UInt8 = 0
     /// The ECN codepoint sent.

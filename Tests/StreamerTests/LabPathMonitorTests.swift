@@ -1,0 +1,120 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The route monitor across the lab (issue 17): the sender's route to the receiver removed for
+/// 3 s mid-stream. Reaction times are measured from the engine's own stamps
+/// (`path.unviableAtUnix`, `path.viableAgainAtUnix`: when it acted on the kernel's notice)
+/// against the times the test ran `ip route`, printed, and asserted only against loose physical
+/// bounds (a loaded 2-core CI machine): the issue's targets are 50 ms and 100 ms.
+@Suite(.serialized, .enabled(if: isRoot && uringEnabled, "needs root (network namespaces) and io_uring (CI has them)"))
+struct LabPathMonitorTests {
+    @Test func routeRemovedForThreeSeconds() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let lab = try Lab(name: "hpathrm", up: [])
+        let directory = try temporaryDirectory("path-monitor")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sendStats = directory.appendingPathComponent("send.json")
+        let recvStats = directory.appendingPathComponent("recv.json")
+        let output = directory.appendingPathComponent("x.hevc")
+        let receiver = try lab.spawn("rcv", binary, [
+            "recv", "--listen", "5004", "--duration", "14", "--quiet", "--out", output.path,
+            "--stats", recvStats.path, "--stats-every", "0.1",
+        ])
+        try lab.waitUntilBound("rcv", port: 5004)
+        // Not --quiet: the path's lines on stderr are part of what is checked.
+        let stderrPath = directory.appendingPathComponent("send.err")
+        _ = FileManager.default.createFile(atPath: stderrPath.path, contents: nil)
+        let sender = Process()
+        sender.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+        sender.arguments = ["netns", "exec", "sl-\(lab.name)-snd", binary, "send", "--to", "10.77.2.2:5004",
+                            "--duration", "10", "--size", "320x240", "--bitrate", "2M",
+                            "--stats", sendStats.path, "--stats-every", "0.1"]
+        sender.standardError = try FileHandle(forWritingTo: stderrPath)
+        sender.standardOutput = FileHandle.nullDevice
+        sender.standardInput = FileHandle.nullDevice
+        try sender.run()
+
+        func senderStats(within seconds: Double, _ condition: ([String: Any]) -> Bool) -> [String: Any]? {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                if let object = try? readJSON(sendStats), condition(object) { return object }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            return nil
+        }
+        // Streaming, feedback flowing.
+        try #require(senderStats(within: 10) { (intField($0, "frames.sent") ?? 0) >= 45 && (intField($0, "packets.confirmed") ?? 0) > 0 } != nil,
+                     "the stream never started")
+        let removing = Date().timeIntervalSince1970
+        let removed = try lab.exec("snd", "/usr/sbin/ip", ["route", "del", "default"])
+        let removedAfter = Date().timeIntervalSince1970
+        try #require(removed.status == 0, "ip route del: \(removed.stderr)")
+        let lost = senderStats(within: 5) { field($0, "path.viable") as? Bool == false }
+        let framesBeforeReturn = (try? readJSON(recvStats)).flatMap { intField($0, "frames.complete") } ?? 0
+        Thread.sleep(forTimeInterval: max(0, removing + 3 - Date().timeIntervalSince1970))
+        let adding = Date().timeIntervalSince1970
+        let added = try lab.exec("snd", "/usr/sbin/ip", ["route", "add", "default", "via", "10.77.1.1"])
+        let addedAfter = Date().timeIntervalSince1970
+        try #require(added.status == 0, "ip route add: \(added.stderr)")
+        #expect(waitForExit(sender, seconds: 30) == 0)
+        #expect(waitForExit(receiver, seconds: 20) == 0)
+        let send = try readJSON(sendStats)
+        let recv = try readJSON(recvStats)
+        let lines = (try? String(contentsOf: stderrPath, encoding: .utf8)) ?? ""
+
+        let unviableAt = try #require(field(send, "path.unviableAtUnix") as? Double)
+        let viableAt = try #require(field(send, "path.viableAgainAtUnix") as? Double)
+        let unviableMs = try #require(field(send, "path.unviableMs") as? Double)
+        let resumeMs = try #require(field(send, "path.resumeMs") as? Double)
+        let failed = intField(send, "packets.failed") ?? -1
+        print(String(format: "route removed: path not viable %.1f ms after `ip route del` started (%.1f ms after it returned); route back: viable %.1f ms after `ip route add` started (%.1f ms after it returned), first keyframe on the wire %.1f ms after that; unviableMs %.1f (route gone %.0f-%.0f ms by the test's clock); packets.failed %d; frames.droppedUnviable %d; receiver: %d complete (%d before the route returned), %d keyframes",
+                     (unviableAt - removing) * 1000, (unviableAt - removedAfter) * 1000,
+                     (viableAt - adding) * 1000, (viableAt - addedAfter) * 1000, resumeMs, unviableMs,
+                     (adding - removedAfter) * 1000, (addedAfter - removing) * 1000, failed,
+                     intField(send, "frames.droppedUnviable") ?? -1,
+                     intField(recv, "frames.complete") ?? -1, framesBeforeReturn, intField(recv, "frames.keyframes") ?? -1) + "; errors \(field(send, "errors") ?? "-")")
+
+        #expect(lost != nil, "path.viable never went false")
+        // Netlink, not the next send: the issue's target is 50 ms; a loaded CI machine gets 1 s.
+        #expect(unviableAt - removing < 1.0)
+        #expect(viableAt - adding < 1.0)
+        #expect(viableAt >= adding && unviableAt >= removing)
+        // The next frame after the route's return is a forced keyframe (30 fps: one every
+        // 33 ms, plus encoding); the issue's target is 100 ms.
+        #expect(resumeMs < 1000)
+        // The route was gone for 3 s by the test's clock (the `ip` calls' own time aside).
+        #expect(unviableMs >= (adding - removedAfter) * 1000 - 50 && unviableMs <= (addedAfter - removing) * 1000 + 1000)
+        #expect(intField(send, "path.unviableEpisodes") == 1)
+        #expect(intField(send, "path.changes") == 0)
+        #expect(field(send, "path.viable") as? Bool == true)
+        #expect(field(send, "path.interface") as? String == "sl-\(lab.name)-s")
+        #expect(field(send, "path.gateway") as? String == "10.77.1.1")
+        #expect(field(send, "path.source") as? String == "10.77.1.2")
+        // No storm of send errors: nothing is sent while no route exists; at most what was
+        // already submitted when the route went (one submission) fails.
+        #expect(failed >= 0 && failed <= 64)
+        // The source kept running: about 3 s of frames (90 at 30 fps) dropped and counted,
+        // none queued; every frame accounted for.
+        let dropped = intField(send, "frames.droppedUnviable") ?? 0
+        #expect(dropped >= 60 && dropped <= 150)
+        let encoded = intField(send, "frames.encoded") ?? -1
+        let accounted = ["frames.sent", "frames.droppedUnviable", "frames.droppedUnconfirmed", "frames.droppedQueueFull",
+                         "path.framesClamped"].compactMap { intField(send, $0) }.reduce(0, +)
+        #expect(accounted == encoded)
+        #expect((intField(send, "frames.keyframes") ?? 0) >= 2)
+        #expect(intField(send, "receiverGoneEvents") == 0)
+        // The receiver got every frame sent whole, decoded from the keyframe after the outage on.
+        #expect(intField(recv, "frames.complete") == intField(send, "frames.sent"))
+        #expect(intField(recv, "packets.received") == intField(send, "packets.sent"))
+        #expect(intField(recv, "packets.lost") == 0)
+        #expect((intField(recv, "frames.complete") ?? 0) - framesBeforeReturn >= 60)
+        #expect((intField(recv, "frames.keyframes") ?? 0) >= 2)
+        if let probe = try probeDecodedFrames(output.path) {
+            #expect(probe.frames == intField(recv, "frames.complete"))
+        }
+        // One line when the path went, one when it came back.
+        #expect(lines.components(separatedBy: "no route to 10.77.2.2:5004").count - 1 == 1, "stderr: \(lines)")
+        #expect(lines.components(separatedBy: "a route is back (").count - 1 == 1, "stderr: \(lines)")
+    }
+}
