@@ -117,4 +117,135 @@ struct LabPathMonitorTests {
         #expect(lines.components(separatedBy: "no route to 10.77.2.2:5004").count - 1 == 1, "stderr: \(lines)")
         #expect(lines.components(separatedBy: "a route is back (").count - 1 == 1, "stderr: \(lines)")
     }
+    /// A stream across `lab` (recv in rcv, send in snd, both --quiet, stats every 20 ms).
+    private func startStream(_ lab: Lab, seconds: Int, directory: URL) throws -> (sender: Process, receiver: Process) {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let receiver = try lab.spawn("rcv", binary, [
+            "recv", "--listen", "5004", "--duration", String(seconds + 4), "--quiet",
+            "--stats", directory.appendingPathComponent("recv.json").path, "--stats-every", "0.1",
+        ])
+        try lab.waitUntilBound("rcv", port: 5004)
+        let sender = try lab.spawn("snd", binary, [
+            "send", "--to", "10.77.2.2:5004", "--duration", String(seconds), "--size", "320x240", "--bitrate", "2M",
+            "--quiet", "--stats", directory.appendingPathComponent("send.json").path, "--stats-every", "0.02",
+        ])
+        return (sender, receiver)
+    }
+
+    /// The sender's stats once `condition` holds, polled every 10 ms for up to `seconds`.
+    private func senderStats(_ directory: URL, within seconds: Double,
+                             _ condition: ([String: Any]) -> Bool) -> [String: Any]? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let object = try? readJSON(directory.appendingPathComponent("send.json")), condition(object) { return object }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return nil
+    }
+
+    /// The sender's own link MTU lowered to 1300 mid-stream: the flow is clamped before its
+    /// next send (nothing fails as too large after the engine's reaction; at most a submission
+    /// already on its way when the link changed could), every frame sent whole arrives.
+    @Test func ownLinkMTULowered() throws {
+        let lab = try Lab(name: "hpathmt", up: [])
+        let directory = try temporaryDirectory("path-mtu-link")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let stream = try startStream(lab, seconds: 8, directory: directory)
+        try #require(senderStats(directory, within: 10) {
+            intField($0, "path.mtu") == 1500 && field($0, "path.mtuSource") as? String == "probe"
+                && (intField($0, "frames.sent") ?? 0) >= 30
+        } != nil, "the sender never confirmed 1500")
+        // Straight with ip (netlab set spends a few hundred ms in its own bookkeeping first);
+        // only our end: the router's side of the link can stay larger.
+        let lowering = Date()
+        let lowered = try run("/usr/sbin/ip", ["-n", "sl-\(lab.name)-snd", "link", "set", "dev", "sl-\(lab.name)-s", "mtu", "1300"])
+        try #require(lowered.status == 0, "ip link set mtu: \(lowered.stderr)")
+        let clamped = senderStats(directory, within: 5) { intField($0, "path.mtu") == 1300 }
+        let clampedAfter = Date().timeIntervalSince(lowering)
+        #expect(waitForExit(stream.sender, seconds: 30) == 0)
+        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
+        let send = try readJSON(directory.appendingPathComponent("send.json"))
+        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        let failedAtClamp = clamped.flatMap { intField($0, "packets.failed") } ?? -1
+        let failed = intField(send, "packets.failed") ?? -1
+        print(String(format: "own link MTU 1500 -> 1300: path.mtu 1300 in the stats %.0f ms after `ip link set mtu` started (stats every 20 ms, polled every 10 ms); packets.failed %d (%d when the clamp showed); framesClamped %d; receiver lost %d, %d complete of %d sent", clampedAfter * 1000, failed, failedAtClamp, intField(send, "path.framesClamped") ?? -1, intField(recv, "packets.lost") ?? -1, intField(recv, "frames.complete") ?? -1, intField(send, "frames.sent") ?? -1) + "; errors \(field(send, "errors") ?? "-")")
+        try #require(clamped != nil, "the sender never clamped to the link's 1300")
+        #expect(clampedAfter < 2)
+        #expect(intField(send, "path.mtu") == 1300)
+        #expect(field(send, "path.interface") as? String == "sl-\(lab.name)-s")
+        // Too large fails locally (EMSGSIZE: DF over a 1300-byte link); nothing did after the clamp.
+        #expect(failed == failedAtClamp)
+        #expect(failed >= 0 && failed <= 64)
+        #expect(intField(send, "path.changes") == 0)
+        #expect(intField(send, "path.unviableEpisodes") == 0)
+        if failed == 0 {
+            #expect(intField(recv, "packets.lost") == 0)
+            #expect(intField(recv, "packets.received") == intField(send, "packets.sent"))
+            #expect(intField(recv, "frames.complete") == intField(send, "frames.sent"))
+        }
+    }
+
+    /// The route to the receiver moved to a second router whose egress has a 1300-byte MTU
+    /// (built here beside the lab: snd -> rt2 -> rcv, the source address pinned so the receiver
+    /// keeps hearing the same address): one path change, and the new path MTU found at once,
+    /// not at the next 15 s re-probe.
+    @Test func routeMovedToASmallerPath() throws {
+        let lab = try Lab(name: "hpathmv", up: [])
+        let second = "sl-\(lab.name)-rt2"
+        func ip(_ arguments: [String]) throws {
+            let outcome = try run("/usr/sbin/ip", arguments)
+            try #require(outcome.status == 0, "ip \(arguments.joined(separator: " ")): \(outcome.stderr)")
+        }
+        _ = try? run("/usr/sbin/ip", ["netns", "del", second])
+        try ip(["netns", "add", second])
+        defer { _ = try? run("/usr/sbin/ip", ["netns", "del", second]) }
+        let (snd, rcv) = ("sl-\(lab.name)-snd", "sl-\(lab.name)-rcv")
+        try ip(["-n", second, "link", "set", "lo", "up"])
+        try ip(["link", "add", "name", "sl-\(lab.name)-s2", "netns", snd, "type", "veth", "peer", "name", "sl-\(lab.name)-q1", "netns", second])
+        try ip(["link", "add", "name", "sl-\(lab.name)-q2", "netns", second, "type", "veth", "peer", "name", "sl-\(lab.name)-r3", "netns", rcv])
+        for (namespace, interface, address, mtu) in [(snd, "s2", "10.77.4.2/24", "1500"), (second, "q1", "10.77.4.1/24", "1500"),
+                                                     (second, "q2", "10.77.5.1/24", "1300"), (rcv, "r3", "10.77.5.2/24", "1300")] {
+            try ip(["-n", namespace, "addr", "add", address, "dev", "sl-\(lab.name)-\(interface)"])
+            try ip(["-n", namespace, "link", "set", "sl-\(lab.name)-\(interface)", "mtu", mtu, "gso_max_segs", "1", "up"])
+        }
+        _ = try run("/usr/sbin/ip", ["netns", "exec", second, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+        _ = try run("/usr/sbin/ip", ["netns", "exec", second, "sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0"])
+        try ip(["-n", second, "route", "add", "10.77.2.2/32", "via", "10.77.5.2"])
+        try ip(["-n", second, "route", "add", "10.77.1.0/24", "via", "10.77.4.2"])
+        let directory = try temporaryDirectory("path-move")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let stream = try startStream(lab, seconds: 8, directory: directory)
+        try #require(senderStats(directory, within: 10) {
+            intField($0, "path.mtu") == 1500 && field($0, "path.mtuSource") as? String == "probe"
+                && (intField($0, "frames.sent") ?? 0) >= 30
+        } != nil, "the sender never confirmed 1500")
+        let moving = Date()
+        try ip(["-n", snd, "route", "add", "10.77.2.2/32", "via", "10.77.4.1", "dev", "sl-\(lab.name)-s2", "src", "10.77.1.2"])
+        let changed = senderStats(directory, within: 5) { intField($0, "path.changes") == 1 }
+        let changedAfter = Date().timeIntervalSince(moving)
+        let found = senderStats(directory, within: 5) {
+            intField($0, "path.mtu") == 1300 && field($0, "path.mtuSource") as? String == "probe"
+        }
+        let foundAfter = Date().timeIntervalSince(moving)
+        #expect(waitForExit(stream.sender, seconds: 30) == 0)
+        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
+        let send = try readJSON(directory.appendingPathComponent("send.json"))
+        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        print(String(format: "route moved to a 1300-byte path: path.changes 1 in the stats %.0f ms after `ip route add` started, path MTU 1300 confirmed by a probe %.0f ms after it (stats every 20 ms); ", changedAfter * 1000, foundAfter * 1000) + "path \(field(send, "path") ?? "-"); send lost \(intField(send, "packets.lost") ?? -1), recv lost \(intField(recv, "packets.lost") ?? -1), complete \(intField(recv, "frames.complete") ?? -1) of \(intField(send, "frames.sent") ?? -1) sent")
+        #expect(changed != nil, "no path change seen")
+        #expect(found != nil, "the new path MTU was not found")
+        // The issue's target is 1 s; a loaded CI machine gets 3.
+        #expect(foundAfter < 3)
+        #expect(intField(send, "path.changes") == 1)
+        #expect(intField(send, "path.mtu") == 1300)
+        #expect(field(send, "path.interface") as? String == "sl-\(lab.name)-s2")
+        #expect(field(send, "path.gateway") as? String == "10.77.4.1")
+        #expect(field(send, "path.source") as? String == "10.77.1.2")
+        #expect(intField(send, "path.unviableEpisodes") == 0)
+        // Exact accounting: what the receiver misses is what the sender counts lost (at most
+        // what was in flight above 1300 when the route moved).
+        #expect(intField(recv, "packets.lost") == intField(send, "packets.lost"))
+        #expect((intField(send, "packets.lost") ?? 99) <= 64)
+        #expect(intField(recv, "rejected.foreignSource") == nil)
+    }
 }
