@@ -42,7 +42,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                  "icmpReports": stats.icmpMTUReports, "blackHoles": stats.blackHoles, "searches": stats.mtuSearches,
                  "foundAfterMs": number(stats.mtuFoundAfterMs),
                  "viable": stats.pathViable, "unviableMs": number(stats.pathUnviableMs),
-                 "unviableEpisodes": stats.pathUnviableEpisodes, "changes": stats.pathChanges,
+                 "unviableEpisodes": stats.pathUnviableEpisodes, "changes": stats.pathChanges, "rebinds": stats.pathRebinds,
                  "interface": orNull(stats.pathInterface), "gateway": orNull(stats.pathGateway),
                  "source": orNull(stats.pathSource), "unviableAtUnix": orNull(stats.pathUnviableAt),
                  "viableAgainAtUnix": orNull(stats.pathViableAgainAt),
@@ -129,6 +129,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "rejected": stats.rejected.byStatsKey,
         "kernelDrops": stats.kernelDrops,
         "source": stats.source ?? NSNull(),
+        "sourceMoves": stats.sourceMoves,
         "cpu": cpuObject(),
     ]
 }

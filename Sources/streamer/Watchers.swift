@@ -55,6 +55,8 @@ func senderEventLine(_ event: SenderEvent, sender: MediaSender) -> String? {
         let via = [interface.map { "dev \($0)" }, gateway.map { "via \($0)" }, source.map { "src \($0)" }]
             .compactMap { $0 }.joined(separator: " ")
         return "\(prefix) path changed (now \(via.isEmpty ? "another route" : via)); probing its MTU again"
+    case .sourceAddressChanged(_, let source):
+        return "\(prefix) sending from \(source ?? "another address") now (the source address on the path changed); same SSRC and ports"
     case .boundReached, .pathMTUChanged, .flowRedirected:
         return nil
     }
@@ -92,7 +94,7 @@ extension SenderEvent {
     /// The route monitor's events (`--quiet` silences their lines).
     var isPathChange: Bool {
         switch self {
-        case .pathUnviable, .pathViable, .pathChanged: return true
+        case .pathUnviable, .pathViable, .pathChanged, .sourceAddressChanged: return true
         default: return false
         }
     }

@@ -32,18 +32,18 @@ struct FlowPathStateTests {
         #expect(state.unviableEpisodes == 2)
     }
 
-    /// Another next hop or interface is a change; another source address alone is not; an
-    /// MTU change is reported with it.
+    /// Another next hop or interface is a change; another source address alone is not (it is
+    /// a source change); an MTU change is reported with it.
     @Test func changesOfHopAndMTU() {
         var state = FlowPathState()
         _ = state.update(viaFirst, now: 0)
         var newSource = viaFirst
         newSource.source = "10.0.0.3"
-        #expect(state.update(newSource, now: 1) == [])
+        #expect(state.update(newSource, now: 1) == [.sourceChanged("10.0.0.3")])
         var viaSecond = viaFirst
         viaSecond.gateway = "10.0.0.254"
         viaSecond.linkMTU = 1400
-        #expect(state.update(viaSecond, now: 2) == [.changed, .interfaceMTU(1400)])
+        #expect(state.update(viaSecond, now: 2) == [.changed, .interfaceMTU(1400), .sourceChanged("10.0.0.2")])
         var otherInterface = viaSecond
         otherInterface.interfaceIndex = 9
         #expect(state.update(otherInterface, now: 3) == [.changed])

@@ -248,4 +248,43 @@ struct LabPathMonitorTests {
         #expect((intField(send, "packets.lost") ?? 99) <= 64)
         #expect(intField(recv, "rejected.foreignSource") == nil)
     }
+    /// A second address added to the sender's interface and the first removed mid-stream (with
+    /// promote_secondaries, so the route stays): the flow's sockets take the new source address
+    /// on the same ports, the receiver follows the same SSRC there, and nothing is counted lost.
+    @Test func sourceAddressReplaced() throws {
+        let lab = try Lab(name: "hpathsa", up: [])
+        let (snd, interface) = ("sl-\(lab.name)-snd", "sl-\(lab.name)-s")
+        _ = try run("/usr/sbin/ip", ["netns", "exec", snd, "sysctl", "-q", "-w", "net.ipv4.conf.\(interface).promote_secondaries=1"])
+        let directory = try temporaryDirectory("path-source")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let stream = try startStream(lab, seconds: 7, directory: directory)
+        try #require(senderStats(directory, within: 10) {
+            (intField($0, "frames.sent") ?? 0) >= 30 && (intField($0, "packets.confirmed") ?? 0) > 0
+        } != nil, "the stream never started")
+        let replacing = Date()
+        let added = try run("/usr/sbin/ip", ["-n", snd, "addr", "add", "10.77.1.3/24", "dev", interface])
+        let removed = try run("/usr/sbin/ip", ["-n", snd, "addr", "del", "10.77.1.2/24", "dev", interface])
+        try #require(added.status == 0 && removed.status == 0, "ip addr: \(added.stderr) \(removed.stderr)")
+        let rebound = senderStats(directory, within: 5) { intField($0, "path.rebinds") == 1 }
+        let reboundAfter = Date().timeIntervalSince(replacing)
+        #expect(waitForExit(stream.sender, seconds: 30) == 0)
+        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
+        let send = try readJSON(directory.appendingPathComponent("send.json"))
+        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        print(String(format: "source address replaced: rebound in the stats %.0f ms after `ip addr add` started; ", reboundAfter * 1000) + "sender path \(field(send, "path") ?? "-"), packets \(field(send, "packets") ?? "-"); receiver source \(field(recv, "source") ?? "-"), sourceMoves \(intField(recv, "sourceMoves") ?? -1), lost \(intField(recv, "packets.lost") ?? -1), rejected \(field(recv, "rejected") ?? "-")")
+        #expect(rebound != nil, "the flow never took the new source address")
+        #expect(intField(send, "path.rebinds") == 1)
+        #expect(field(send, "path.source") as? String == "10.77.1.3")
+        #expect(intField(send, "path.changes") == 0 && intField(send, "path.unviableEpisodes") == 0)
+        #expect((field(recv, "source") as? String)?.hasPrefix("10.77.1.3:") == true)
+        #expect(intField(recv, "sourceMoves") == 1)
+        // Nothing lost, nothing counted lost: every packet confirmed, the receiver never gone.
+        #expect(intField(recv, "packets.lost") == 0)
+        #expect(intField(send, "packets.lost") == 0)
+        #expect(intField(send, "packets.confirmed") == intField(send, "packets.sent"))
+        #expect(intField(recv, "packets.received") == intField(send, "packets.sent"))
+        #expect(intField(recv, "frames.complete") == intField(send, "frames.sent"))
+        #expect(intField(send, "receiverGoneEvents") == 0)
+        #expect(intField(recv, "rejected.foreignSource") == nil)
+    }
 }

@@ -13,6 +13,9 @@ struct FlowPathState: Sendable {
         case changed
         /// Our interface's MTU toward the peer is now this (first known, or changed).
         case interfaceMTU(Int)
+        /// The kernel now picks another source address for the destination (the old one
+        /// removed, or a new one preferred).
+        case sourceChanged(String)
     }
 
     /// A usable route exists.
@@ -54,6 +57,7 @@ struct FlowPathState: Sendable {
             transitions.append(.changed)
         }
         if let mtu = lookup.mtu, mtu != path?.mtu { transitions.append(.interfaceMTU(mtu)) }
+        if let source = lookup.source, let known = path?.source, source != known { transitions.append(.sourceChanged(source)) }
         path = lookup
         return transitions
     }
@@ -89,6 +93,8 @@ extension SenderFlow {
             case .changed:
                 pathMTU.pathChanged(interfaceMTU: lookup?.mtu, now: now)
                 rtcp.restartPathEstimates()
+            case .sourceChanged(let source):
+                rebind(to: source)
             case .interfaceMTU(let mtu):
                 // The first reading only clamps (the prober started from the interface's MTU).
                 if previousMTU != nil || mtu < pathMTU.mtu { pathMTU.interfaceMTUChanged(mtu, now: now) }
@@ -97,6 +103,20 @@ extension SenderFlow {
         local.pathInterface = pathState.path?.interfaceName
         local.pathSource = pathState.path?.source
         local.pathGateway = pathState.path?.gateway
+    }
+
+    /// The kernel picks another source address toward the receiver: the flow's sockets (still
+    /// sending from the old one, which a connected socket keeps) are connected again to take
+    /// it, on the same ports; the receiver follows the same SSRC there (`ReceiveSession`).
+    private func rebind(to source: String) {
+        guard (try? socket.localAddress())?.host != source else { return }
+        do throws(SystemError) {
+            try socket.reconnect()
+            if let rtcpSocket { try rtcpSocket.reconnect() }
+            local.pathRebinds += 1
+        } catch {
+            local.errors[.rebind(error), default: 0] += 1
+        }
     }
 
     /// Copies the path's state into the stats.

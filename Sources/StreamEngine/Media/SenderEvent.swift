@@ -43,6 +43,9 @@ public enum SenderEvent: Sendable, Equatable {
     /// The route now leaves by another interface or next hop: a new path, whose MTU is
     /// searched for at once.
     case pathChanged(flow: Int, interface: String?, gateway: String?, source: String?)
+    /// The kernel picks another source address toward the receiver (the old one removed, or a
+    /// new one preferred): the flow's sockets now send from `source`, on the same ports.
+    case sourceAddressChanged(flow: Int, source: String?)
 
     /// The flow the event concerns.
     public var flow: Int {
@@ -50,7 +53,7 @@ public enum SenderEvent: Sendable, Equatable {
         case .receiverGone(let flow, _), .receiverBack(let flow), .feedbackAbsent(let flow),
              .boundReached(let flow, _, _), .pathMTUChanged(let flow, _, _), .flowRedirected(let flow, _),
              .sendsFailing(let flow, _, _), .pathUnviable(let flow), .pathViable(let flow, _),
-             .pathChanged(let flow, _, _, _):
+             .pathChanged(let flow, _, _, _), .sourceAddressChanged(let flow, _):
             return flow
         }
     }
@@ -85,6 +88,7 @@ struct SenderEventDetector {
             events.append(.pathChanged(flow: flow, interface: new.pathInterface, gateway: new.pathGateway,
                                        source: new.pathSource))
         }
+        if new.pathRebinds > old.pathRebinds { events.append(.sourceAddressChanged(flow: flow, source: new.pathSource)) }
         if new.redirects > old.redirects { events.append(.flowRedirected(flow: flow, destination: new.destination)) }
         if new.pathMTU != old.pathMTU || new.mtuSource != old.mtuSource {
             events.append(.pathMTUChanged(flow: flow, mtu: new.pathMTU, source: new.mtuSource))

@@ -69,8 +69,8 @@ final class SenderFlow {
     let handle: FlowHandle
     var config: MediaSenderConfig { handle.config }
     private let ring: Ring
-    private let socket: UDPSocket
-    private let rtcpSocket: UDPSocket?
+    let socket: UDPSocket
+    let rtcpSocket: UDPSocket?
     private let feedbackSocket: UDPSocket?
     private let feedbackReceiver: UDPMultishotReceiver?
     let flow: MediaFlow
@@ -166,12 +166,20 @@ final class SenderFlow {
     }
 
     /// Opens an RTP socket on an even local port and, unless muxed, its RTCP socket on the next.
+    /// Ports are always bound by number (a free pair picked at random when none is configured):
+    /// a socket bound to port 0 loses its port when it is connected again to take a new source
+    /// address (`UDPSocket.reconnect`), and the receiver knows the flow by its port.
     private static func openSockets(_ config: MediaSenderConfig) throws(SystemError) -> (rtp: UDPSocket, rtcp: UDPSocket?) {
         let family = config.destination.family
-        let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: config.localPort ?? 0)!
-        for _ in 0..<(config.localPort == nil ? 32 : 1) {
+        for _ in 0..<(config.localPort == nil ? 64 : 1) {
+            let port = config.localPort ?? UInt16.random(in: 20_000...30_000) * 2  // even, 40000-60000
+            let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: port)!
             let rtp = try UDPSocket(family: family)
-            try rtp.bind(any)
+            do throws(SystemError) {
+                try rtp.bind(any)
+            } catch where error.errno == EADDRINUSE && config.localPort == nil {
+                continue
+            }
             guard config.feedback && !config.rtcpMux else { return (rtp, nil) }
             var rtcpAddress = try rtp.localAddress()
             guard rtcpAddress.port < 65_535 else { continue }

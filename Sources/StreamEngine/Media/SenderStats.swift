@@ -49,6 +49,8 @@ public struct SenderStats: Sendable, Equatable {
     public var pathInterface: String?
     public var pathGateway: String?
     public var pathSource: String?
+    /// Times the flow's sockets were connected again to take a new source address.
+    public var pathRebinds = 0
     /// When the path last stopped being viable, and last became viable again (Unix time in
     /// seconds, when the engine acted on the kernel's notice; nil: never): set beside the time
     /// a route was removed or added, the reaction time.
