@@ -367,6 +367,20 @@ import UringIO
         #expect(stats.source == moved.description)
         let after = harness.transmits.dropFirst(transmitsBefore)
         #expect(!after.isEmpty && after.allSatisfy { $0.destination.host == moved.host && $0.destination.port == moved.port + 1 })
+        // The reports the old address may have missed go to the new one again: every packet of
+        // the last second before the move is confirmed there (the sender counts each once).
+        var confirmedThere = Set<UInt16>()
+        for transmit in after {
+            for case .congestionControlFeedback(let report) in transmit.bytes.withUnsafeBytes({ RTCPPacket.parseCompound($0).packets }) {
+                for stream in report.reports {
+                    for (offset, metric) in stream.metrics.enumerated() where metric.received {
+                        confirmedThere.insert(stream.beginSequence &+ UInt16(offset))
+                    }
+                }
+            }
+        }
+        let beforeMove = frames.prefix(10).flatMap(\.datagrams).map { UInt16($0[2]) << 8 | UInt16($0[3]) }
+        #expect(Set(beforeMove).isSubset(of: confirmedThere))
 
         var pinned = Harness(from: Self.sender)
         pinned.deliver(Array(frames.prefix(10)))

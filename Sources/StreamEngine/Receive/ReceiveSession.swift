@@ -136,6 +136,8 @@ public struct ReceiveSession: Sendable {
             // goes on from there, and so does the feedback. The packets kept aside go first.
             lockedSource = source
             counts.sourceMoves += 1
+            // What was reported to the old address in the last second may be lost with it.
+            feedback.reportAgain(since: (arrival > 0 ? arrival : now) - 1_000_000_000)
             counts.rejected[.foreignSource, default: 0] -= held.count + 1
             if counts.rejected[.foreignSource] == 0 { counts.rejected[.foreignSource] = nil }
             for packet in held {
