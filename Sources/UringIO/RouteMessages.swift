@@ -165,8 +165,9 @@ public struct LinkMessage: Sendable, Equatable {
     /// `IFLA_MTU`.
     public var mtu: Int?
 
-    /// `IFF_UP`: the interface is up (administratively).
-    public var isUp: Bool { flags & 1 != 0 }
+    /// `IFF_UP` and `IFF_LOWER_UP`: the interface is up and has a carrier (a veth whose peer is
+    /// down, a cable pulled: routes stay, but nothing leaves).
+    public var isUp: Bool { flags & 1 != 0 && flags & 0x10000 != 0 }
 
     /// Makes a message.
     public init(index: Int32, flags: UInt32, name: String? = nil, mtu: Int? = nil) {

@@ -16,7 +16,7 @@ public struct NetworkPath: Sendable, Equatable {
     public var routeMTU: Int?
     /// The interface's MTU.
     public var linkMTU: Int?
-    /// The interface is up.
+    /// The interface is up and has a carrier.
     public var linkUp: Bool
 
     /// Makes a path.

@@ -287,4 +287,45 @@ struct LabPathMonitorTests {
         #expect(intField(send, "receiverGoneEvents") == 0)
         #expect(intField(recv, "rejected.foreignSource") == nil)
     }
+    /// The sender's link loses its carrier for 2 s (the router's end of the veth set down: the
+    /// routes stay, nothing leaves): not viable once the kernel says so, viable again with the
+    /// carrier. The kernel announces a carrier loss late: linkwatch handles it as a non-urgent
+    /// event, batched up to a second (net/core/link_watch.c), and sends meanwhile fail (counted,
+    /// one line); its return is announced at once.
+    @Test func carrierLostForTwoSeconds() throws {
+        let lab = try Lab(name: "hpathcl", up: [])
+        let directory = try temporaryDirectory("path-carrier")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let stream = try startStream(lab, seconds: 7, directory: directory)
+        try #require(senderStats(directory, within: 10) {
+            (intField($0, "frames.sent") ?? 0) >= 30 && (intField($0, "packets.confirmed") ?? 0) > 0
+        } != nil, "the stream never started")
+        let routerEnd = ["-n", "sl-\(lab.name)-rtr", "link", "set", "dev", "sl-\(lab.name)-rs"]
+        let downAt = Date().timeIntervalSince1970
+        try #require(try run("/usr/sbin/ip", routerEnd + ["down"]).status == 0)
+        let lost = senderStats(directory, within: 5) { field($0, "path.viable") as? Bool == false }
+        Thread.sleep(forTimeInterval: max(0, downAt + 2 - Date().timeIntervalSince1970))
+        let upAt = Date().timeIntervalSince1970
+        try #require(try run("/usr/sbin/ip", routerEnd + ["up"]).status == 0)
+        #expect(waitForExit(stream.sender, seconds: 30) == 0)
+        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
+        let send = try readJSON(directory.appendingPathComponent("send.json"))
+        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        let unviableAt = field(send, "path.unviableAtUnix") as? Double ?? 0
+        let viableAt = field(send, "path.viableAgainAtUnix") as? Double ?? 0
+        print(String(format: "carrier lost: not viable %.1f ms after `ip link set down` started, viable %.1f ms after `ip link set up` started; ", (unviableAt - downAt) * 1000, (viableAt - upAt) * 1000) + "unviableMs \(field(send, "path.unviableMs") ?? "-"), failed \(intField(send, "packets.failed") ?? -1), droppedUnviable \(intField(send, "frames.droppedUnviable") ?? -1), errors \(field(send, "errors") ?? "-"), send lost \(intField(send, "packets.lost") ?? -1); receiver complete \(intField(recv, "frames.complete") ?? -1) of \(intField(send, "frames.sent") ?? -1) sent, lost \(intField(recv, "packets.lost") ?? -1)")
+        #expect(lost != nil, "path.viable never went false")
+        #expect(unviableAt - downAt < 2.0 && unviableAt >= downAt)  // linkwatch: up to 1 s, plus a loaded machine
+        #expect(viableAt - upAt < 1.0 && viableAt >= upAt)
+        #expect(intField(send, "path.unviableEpisodes") == 1)
+        #expect(field(send, "path.viable") as? Bool == true)
+        #expect((intField(send, "frames.droppedUnviable") ?? 0) >= 30)
+        // Sends in linkwatch's delay fail (the device drops them); no storm: a second of 2 Mbit/s
+        // is under 200 datagrams.
+        #expect((intField(send, "packets.failed") ?? -1) <= 200)
+        // What the receiver misses the sender counts lost; the sender may count a few more whose
+        // feedback was lost on the dead link.
+        #expect((intField(recv, "packets.lost") ?? -1) <= (intField(send, "packets.lost") ?? -1))
+        #expect((intField(recv, "frames.keyframes") ?? 0) >= 2)
+    }
 }

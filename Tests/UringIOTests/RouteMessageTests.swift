@@ -98,6 +98,8 @@ struct RouteMessageTests {
         #expect(link == LinkMessage(index: 7, flags: 0x1 | 0x1000 | 0x40 | 0x10000, name: "sl-lab-s", mtu: 1300))
         #expect(link.isUp)
         #expect(!LinkMessage(index: 7, flags: 0x1000).isUp)
+        #expect(!LinkMessage(index: 7, flags: 0x1 | 0x1000).isUp, "no carrier (IFF_LOWER_UP clear)")
+        #expect(!LinkMessage(index: 7, flags: 0x10000).isUp, "administratively down")
     }
 
     /// Several messages in one datagram are all read; a truncated or lying header ends the
