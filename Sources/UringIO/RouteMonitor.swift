@@ -141,6 +141,9 @@ public final class RouteMonitor {
     public private(set) var notifications = 0
     /// Times the kernel dropped notifications (ENOBUFS: more came than the socket held).
     public private(set) var overruns = 0
+    /// Why the monitor stopped listening (a receive failed other than by interruption or
+    /// overrun); nil while it listens.
+    public private(set) var failure: Errno?
 
     /// Opens the socket, subscribed to the path groups. Not armed yet.
     public init(ring: Ring) throws(SystemError) {
@@ -169,14 +172,19 @@ public final class RouteMonitor {
     /// link, address or route notification, or notifications lost), and queues the next receive.
     public func handle(_ completion: Completion) -> Bool {
         armed = false
-        defer { try? arm() }
         if completion.result < 0 {
-            if -completion.result == ENOBUFS {
+            let code = -completion.result
+            if code == ENOBUFS {
                 overruns += 1
+                try? arm()
                 return true  // what was lost may have been a change: ask again
             }
+            // Anything but an interruption is the socket failing for good: stop listening
+            // rather than spin on a receive that fails at once (the engine goes on without).
+            if code == EINTR || code == EAGAIN { try? arm() } else { failure = Errno(code) }
             return false
         }
+        defer { try? arm() }
         let bytes = Array(UnsafeRawBufferPointer(rebasing: buffer.prefix(Int(completion.result))))
         let changes = NetlinkMessage.parse(bytes).filter { RouteMessageType.changesPaths($0.type) }.count
         notifications += changes

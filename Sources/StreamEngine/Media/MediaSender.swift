@@ -220,6 +220,7 @@ public final class MediaSender: Sendable {
             }
         }
         var lastPublish: Int64 = 0
+        var pathsMayHaveChanged = false
         let publishInterval = max(flowConfigs.map(\.statsInterval.nanoseconds).min() ?? 50_000_000, 1_000_000)
         func armSenderReportAlarm(now: Int64) throws(SystemError) {
             let due = senderFlows.compactMap { $0.senderReportDue(now: now) }.min()
@@ -230,6 +231,13 @@ public final class MediaSender: Sendable {
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
+            if pathsMayHaveChanged, let routeQuery {
+                // Every flow asks for its path now, and what changed is published (stats,
+                // events) at once, not at the next interval.
+                pathsMayHaveChanged = false
+                for flow in senderFlows { flow.refreshPath(routeQuery) }
+                lastPublish = 0
+            }
             let now = monotonicNanoseconds()
             for flow in senderFlows {
                 flow.takeInput()
@@ -251,13 +259,10 @@ public final class MediaSender: Sendable {
                 try? armSenderReportAlarm(now: now)
                 return
             }
-            if completion.tag.kind == CompletionTag.routeKind, let routeMonitor, let routeQuery {
-                // A link, address or route changed: every flow asks for its path now, and what
-                // changed is published (stats, events) at once, not at the next interval.
-                guard routeMonitor.handle(completion) else { return }
-                for flow in senderFlows { flow.refreshPath(routeQuery) }
-                lastPublish = monotonicNanoseconds()
-                publish()
+            if completion.tag.kind == CompletionTag.routeKind, let routeMonitor {
+                // A link, address or route changed: the flows ask for their paths before the
+                // next fill (once however many notifications this wait brought).
+                if routeMonitor.handle(completion) { pathsMayHaveChanged = true }
                 return
             }
             guard completion.tag.kind == CompletionTag.receiveKind else { return }
