@@ -132,6 +132,24 @@ struct LabPathMonitorTests {
         return (sender, receiver)
     }
 
+    /// Waits until the stream runs (30 frames sent, feedback confirming them; with
+    /// `confirmed1500`, the path MTU 1500 confirmed by a probe).
+    private func waitUntilStreaming(_ directory: URL, confirmed1500: Bool = false) throws {
+        try #require(senderStats(directory, within: 10) {
+            (intField($0, "frames.sent") ?? 0) >= 30 && (intField($0, "packets.confirmed") ?? 0) > 0
+                && (!confirmed1500 || (intField($0, "path.mtu") == 1500 && field($0, "path.mtuSource") as? String == "probe"))
+        } != nil, confirmed1500 ? "the sender never confirmed 1500" : "the stream never started")
+    }
+
+    /// Waits for both ends to exit (status 0) and returns their final stats.
+    private func finish(_ stream: (sender: Process, receiver: Process), _ directory: URL) throws
+        -> (send: [String: Any], recv: [String: Any]) {
+        #expect(waitForExit(stream.sender, seconds: 30) == 0)
+        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
+        return (try readJSON(directory.appendingPathComponent("send.json")),
+                try readJSON(directory.appendingPathComponent("recv.json")))
+    }
+
     /// The sender's stats once `condition` holds, polled every 10 ms for up to `seconds`.
     private func senderStats(_ directory: URL, within seconds: Double,
                              _ condition: ([String: Any]) -> Bool) -> [String: Any]? {
@@ -151,10 +169,7 @@ struct LabPathMonitorTests {
         let directory = try temporaryDirectory("path-mtu-link")
         defer { try? FileManager.default.removeItem(at: directory) }
         let stream = try startStream(lab, seconds: 8, directory: directory)
-        try #require(senderStats(directory, within: 10) {
-            intField($0, "path.mtu") == 1500 && field($0, "path.mtuSource") as? String == "probe"
-                && (intField($0, "frames.sent") ?? 0) >= 30
-        } != nil, "the sender never confirmed 1500")
+        try waitUntilStreaming(directory, confirmed1500: true)
         // Straight with ip (netlab set spends a few hundred ms in its own bookkeeping first);
         // only our end: the router's side of the link can stay larger.
         let lowering = Date()
@@ -162,10 +177,7 @@ struct LabPathMonitorTests {
         try #require(lowered.status == 0, "ip link set mtu: \(lowered.stderr)")
         let clamped = senderStats(directory, within: 5) { intField($0, "path.mtu") == 1300 }
         let clampedAfter = Date().timeIntervalSince(lowering)
-        #expect(waitForExit(stream.sender, seconds: 30) == 0)
-        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
-        let send = try readJSON(directory.appendingPathComponent("send.json"))
-        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        let (send, recv) = try finish(stream, directory)
         let failedAtClamp = clamped.flatMap { intField($0, "packets.failed") } ?? -1
         let failed = intField(send, "packets.failed") ?? -1
         print(String(format: "own link MTU 1500 -> 1300: path.mtu 1300 in the stats %.0f ms after `ip link set mtu` started (stats every 20 ms, polled every 10 ms); packets.failed %d (%d when the clamp showed); framesClamped %d; receiver lost %d, %d complete of %d sent", clampedAfter * 1000, failed, failedAtClamp, intField(send, "path.framesClamped") ?? -1, intField(recv, "packets.lost") ?? -1, intField(recv, "frames.complete") ?? -1, intField(send, "frames.sent") ?? -1) + "; errors \(field(send, "errors") ?? "-")")
@@ -215,10 +227,7 @@ struct LabPathMonitorTests {
         let directory = try temporaryDirectory("path-move")
         defer { try? FileManager.default.removeItem(at: directory) }
         let stream = try startStream(lab, seconds: 8, directory: directory)
-        try #require(senderStats(directory, within: 10) {
-            intField($0, "path.mtu") == 1500 && field($0, "path.mtuSource") as? String == "probe"
-                && (intField($0, "frames.sent") ?? 0) >= 30
-        } != nil, "the sender never confirmed 1500")
+        try waitUntilStreaming(directory, confirmed1500: true)
         let moving = Date()
         try ip(["-n", snd, "route", "add", "10.77.2.2/32", "via", "10.77.4.1", "dev", "sl-\(lab.name)-s2", "src", "10.77.1.2"])
         let changed = senderStats(directory, within: 5) { intField($0, "path.changes") == 1 }
@@ -227,10 +236,7 @@ struct LabPathMonitorTests {
             intField($0, "path.mtu") == 1300 && field($0, "path.mtuSource") as? String == "probe"
         }
         let foundAfter = Date().timeIntervalSince(moving)
-        #expect(waitForExit(stream.sender, seconds: 30) == 0)
-        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
-        let send = try readJSON(directory.appendingPathComponent("send.json"))
-        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        let (send, recv) = try finish(stream, directory)
         print(String(format: "route moved to a 1300-byte path: path.changes 1 in the stats %.0f ms after `ip route add` started, path MTU 1300 confirmed by a probe %.0f ms after it (stats every 20 ms); ", changedAfter * 1000, foundAfter * 1000) + "path \(field(send, "path") ?? "-"); send lost \(intField(send, "packets.lost") ?? -1), recv lost \(intField(recv, "packets.lost") ?? -1), complete \(intField(recv, "frames.complete") ?? -1) of \(intField(send, "frames.sent") ?? -1) sent")
         #expect(changed != nil, "no path change seen")
         #expect(found != nil, "the new path MTU was not found")
@@ -258,19 +264,14 @@ struct LabPathMonitorTests {
         let directory = try temporaryDirectory("path-source")
         defer { try? FileManager.default.removeItem(at: directory) }
         let stream = try startStream(lab, seconds: 7, directory: directory)
-        try #require(senderStats(directory, within: 10) {
-            (intField($0, "frames.sent") ?? 0) >= 30 && (intField($0, "packets.confirmed") ?? 0) > 0
-        } != nil, "the stream never started")
+        try waitUntilStreaming(directory)
         let replacing = Date()
         let added = try run("/usr/sbin/ip", ["-n", snd, "addr", "add", "10.77.1.3/24", "dev", interface])
         let removed = try run("/usr/sbin/ip", ["-n", snd, "addr", "del", "10.77.1.2/24", "dev", interface])
         try #require(added.status == 0 && removed.status == 0, "ip addr: \(added.stderr) \(removed.stderr)")
         let rebound = senderStats(directory, within: 5) { intField($0, "path.rebinds") == 1 }
         let reboundAfter = Date().timeIntervalSince(replacing)
-        #expect(waitForExit(stream.sender, seconds: 30) == 0)
-        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
-        let send = try readJSON(directory.appendingPathComponent("send.json"))
-        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        let (send, recv) = try finish(stream, directory)
         print(String(format: "source address replaced: rebound in the stats %.0f ms after `ip addr add` started; ", reboundAfter * 1000) + "sender path \(field(send, "path") ?? "-"), packets \(field(send, "packets") ?? "-"); receiver source \(field(recv, "source") ?? "-"), sourceMoves \(intField(recv, "sourceMoves") ?? -1), lost \(intField(recv, "packets.lost") ?? -1), rejected \(field(recv, "rejected") ?? "-")")
         #expect(rebound != nil, "the flow never took the new source address")
         #expect(intField(send, "path.rebinds") == 1)
@@ -297,9 +298,7 @@ struct LabPathMonitorTests {
         let directory = try temporaryDirectory("path-carrier")
         defer { try? FileManager.default.removeItem(at: directory) }
         let stream = try startStream(lab, seconds: 7, directory: directory)
-        try #require(senderStats(directory, within: 10) {
-            (intField($0, "frames.sent") ?? 0) >= 30 && (intField($0, "packets.confirmed") ?? 0) > 0
-        } != nil, "the stream never started")
+        try waitUntilStreaming(directory)
         let routerEnd = ["-n", "sl-\(lab.name)-rtr", "link", "set", "dev", "sl-\(lab.name)-rs"]
         let downAt = Date().timeIntervalSince1970
         try #require(try run("/usr/sbin/ip", routerEnd + ["down"]).status == 0)
@@ -307,10 +306,7 @@ struct LabPathMonitorTests {
         Thread.sleep(forTimeInterval: max(0, downAt + 2 - Date().timeIntervalSince1970))
         let upAt = Date().timeIntervalSince1970
         try #require(try run("/usr/sbin/ip", routerEnd + ["up"]).status == 0)
-        #expect(waitForExit(stream.sender, seconds: 30) == 0)
-        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
-        let send = try readJSON(directory.appendingPathComponent("send.json"))
-        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        let (send, recv) = try finish(stream, directory)
         let unviableAt = field(send, "path.unviableAtUnix") as? Double ?? 0
         let viableAt = field(send, "path.viableAgainAtUnix") as? Double ?? 0
         print(String(format: "carrier lost: not viable %.1f ms after `ip link set down` started, viable %.1f ms after `ip link set up` started; ", (unviableAt - downAt) * 1000, (viableAt - upAt) * 1000) + "unviableMs \(field(send, "path.unviableMs") ?? "-"), failed \(intField(send, "packets.failed") ?? -1), droppedUnviable \(intField(send, "frames.droppedUnviable") ?? -1), errors \(field(send, "errors") ?? "-"), send lost \(intField(send, "packets.lost") ?? -1); receiver complete \(intField(recv, "frames.complete") ?? -1) of \(intField(send, "frames.sent") ?? -1) sent, lost \(intField(recv, "packets.lost") ?? -1)")
