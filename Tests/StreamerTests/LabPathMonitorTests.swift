@@ -9,25 +9,28 @@ import Testing
 /// bounds (a loaded 2-core CI machine): the targets are 50 ms and 100 ms.
 @Suite(.serialized, .enabled(if: isRoot && uringEnabled, "needs root (network namespaces) and io_uring (CI has them)"))
 struct LabPathMonitorTests {
-    @Test func routeRemovedForThreeSeconds() throws {
+    @Test(arguments: [false, true])
+    func routeRemovedForThreeSeconds(ipv6: Bool) throws {
         let binary = try #require(streamerBinary(), "streamer not built")
-        let lab = try Lab(name: "hpathrm", up: [])
+        let lab = try Lab(name: ipv6 ? "hpathr6" : "hpathrm", up: [])
+        let destination = ipv6 ? "[fd77:2::2]:5004" : "10.77.2.2:5004"
+        let family = ipv6 ? "-6" : "-4"
         let directory = try temporaryDirectory("path-monitor")
         defer { try? FileManager.default.removeItem(at: directory) }
         let sendStats = directory.appendingPathComponent("send.json")
         let recvStats = directory.appendingPathComponent("recv.json")
         let output = directory.appendingPathComponent("x.hevc")
         let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", "5004", "--duration", "14", "--quiet", "--out", output.path,
+            "recv", "--listen", ipv6 ? "[::]:5004" : "5004", "--duration", "14", "--quiet", "--out", output.path,
             "--stats", recvStats.path, "--stats-every", "0.1",
         ])
-        try lab.waitUntilBound("rcv", port: 5004)
+        try lab.waitUntilBound("rcv", port: 5004, ipv6: ipv6)
         // Not --quiet: the path's lines on stderr are part of what is checked.
         let stderrPath = directory.appendingPathComponent("send.err")
         _ = FileManager.default.createFile(atPath: stderrPath.path, contents: nil)
         let sender = Process()
         sender.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-        sender.arguments = ["netns", "exec", "sl-\(lab.name)-snd", binary, "send", "--to", "10.77.2.2:5004",
+        sender.arguments = ["netns", "exec", "sl-\(lab.name)-snd", binary, "send", "--to", destination,
                             "--duration", "10", "--size", "320x240", "--bitrate", "2M",
                             "--stats", sendStats.path, "--stats-every", "0.1"]
         sender.standardError = try FileHandle(forWritingTo: stderrPath)
@@ -47,14 +50,14 @@ struct LabPathMonitorTests {
         try #require(senderStats(within: 10) { (intField($0, "frames.sent") ?? 0) >= 45 && (intField($0, "packets.confirmed") ?? 0) > 0 } != nil,
                      "the stream never started")
         let removing = Date().timeIntervalSince1970
-        let removed = try lab.exec("snd", "/usr/sbin/ip", ["route", "del", "default"])
+        let removed = try lab.exec("snd", "/usr/sbin/ip", [family, "route", "del", "default"])
         let removedAfter = Date().timeIntervalSince1970
         try #require(removed.status == 0, "ip route del: \(removed.stderr)")
         let lost = senderStats(within: 5) { field($0, "path.viable") as? Bool == false }
         let framesBeforeReturn = (try? readJSON(recvStats)).flatMap { intField($0, "frames.complete") } ?? 0
         Thread.sleep(forTimeInterval: max(0, removing + 3 - Date().timeIntervalSince1970))
         let adding = Date().timeIntervalSince1970
-        let added = try lab.exec("snd", "/usr/sbin/ip", ["route", "add", "default", "via", "10.77.1.1"])
+        let added = try lab.exec("snd", "/usr/sbin/ip", [family, "route", "add", "default", "via", ipv6 ? "fd77:1::1" : "10.77.1.1"])
         let addedAfter = Date().timeIntervalSince1970
         try #require(added.status == 0, "ip route add: \(added.stderr)")
         #expect(waitForExit(sender, seconds: 30) == 0)
@@ -68,7 +71,7 @@ struct LabPathMonitorTests {
         let unviableMs = try #require(field(send, "path.unviableMs") as? Double)
         let resumeMs = try #require(field(send, "path.resumeMs") as? Double)
         let failed = intField(send, "packets.failed") ?? -1
-        print(String(format: "route removed: path not viable %.1f ms after `ip route del` started (%.1f ms after it returned); route back: viable %.1f ms after `ip route add` started (%.1f ms after it returned), first keyframe on the wire %.1f ms after that; unviableMs %.1f (route gone %.0f-%.0f ms by the test's clock); packets.failed %d; frames.droppedUnviable %d; receiver: %d complete (%d before the route returned), %d keyframes",
+        print((ipv6 ? "IPv6 " : "IPv4 ") + String(format: "route removed: path not viable %.1f ms after `ip route del` started (%.1f ms after it returned); route back: viable %.1f ms after `ip route add` started (%.1f ms after it returned), first keyframe on the wire %.1f ms after that; unviableMs %.1f (route gone %.0f-%.0f ms by the test's clock); packets.failed %d; frames.droppedUnviable %d; receiver: %d complete (%d before the route returned), %d keyframes",
                      (unviableAt - removing) * 1000, (unviableAt - removedAfter) * 1000,
                      (viableAt - adding) * 1000, (viableAt - addedAfter) * 1000, resumeMs, unviableMs,
                      (adding - removedAfter) * 1000, (addedAfter - removing) * 1000, failed,
@@ -89,8 +92,8 @@ struct LabPathMonitorTests {
         #expect(intField(send, "path.changes") == 0)
         #expect(field(send, "path.viable") as? Bool == true)
         #expect(field(send, "path.interface") as? String == "sl-\(lab.name)-s")
-        #expect(field(send, "path.gateway") as? String == "10.77.1.1")
-        #expect(field(send, "path.source") as? String == "10.77.1.2")
+        #expect(field(send, "path.gateway") as? String == (ipv6 ? "fd77:1::1" : "10.77.1.1"))
+        #expect(field(send, "path.source") as? String == (ipv6 ? "fd77:1::2" : "10.77.1.2"))
         // No storm of send errors: nothing is sent while no route exists; at most what was
         // already submitted when the route went (one submission) fails.
         #expect(failed >= 0 && failed <= 64)
@@ -114,7 +117,7 @@ struct LabPathMonitorTests {
             #expect(probe.frames == intField(recv, "frames.complete"))
         }
         // One line when the path went, one when it came back.
-        #expect(lines.components(separatedBy: "no route to 10.77.2.2:5004").count - 1 == 1, "stderr: \(lines)")
+        #expect(lines.components(separatedBy: "no route to \(destination)").count - 1 == 1, "stderr: \(lines)")
         #expect(lines.components(separatedBy: "a route is back (").count - 1 == 1, "stderr: \(lines)")
     }
     /// A stream across `lab` (recv in rcv, send in snd, both --quiet, stats every 20 ms).
