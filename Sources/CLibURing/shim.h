@@ -158,6 +158,40 @@ static inline int cu_local_interface_mtu(int fd) {
     return mtu;
 }
 
+// MARK: - Route monitor (NETLINK_ROUTE)
+
+/// The rtnetlink multicast groups of path changes: links, IPv4/IPv6 addresses and routes
+/// (RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR | RTMGRP_IPV6_ROUTE,
+/// from <linux/rtnetlink.h>, written out: that header is not needed for five bits).
+static const unsigned cu_rtmgrp_path_changes = 0x1 | 0x10 | 0x40 | 0x100 | 0x400;
+
+/// `struct sockaddr_nl` of <linux/netlink.h>, mirrored: that header, included here, breaks the
+/// Glibc module's socket types in Swift (SOCK_STREAM unknown in a clean build).
+struct cu_sockaddr_nl {
+    sa_family_t nl_family;
+    unsigned short nl_pad;
+    uint32_t nl_pid;
+    uint32_t nl_groups;
+};
+_Static_assert(sizeof(struct cu_sockaddr_nl) == 12, "sockaddr_nl is 12 bytes");
+
+/// Opens a NETLINK_ROUTE (protocol 0) socket bound to the multicast `groups` (0: requests only).
+/// Returns the descriptor, or a negative errno.
+static inline int cu_netlink_route_socket(unsigned groups) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    struct cu_sockaddr_nl local;
+    memset(&local, 0, sizeof(local));
+    local.nl_family = AF_NETLINK;
+    local.nl_groups = groups;
+    if (bind(fd, (struct sockaddr *)&local, sizeof(local)) != 0) {
+        int code = errno;
+        close(fd);
+        return -code;
+    }
+    return fd;
+}
+
 // MARK: - Multi-message calls (declared under _GNU_SOURCE, which the Swift importer lacks)
 
 struct mmsghdr;

@@ -18,6 +18,8 @@ public struct CompletionTag: Sendable, Equatable {
     public static let timerKind: UInt8 = 3
     /// Wake-up (eventfd read) completions.
     public static let wakeKind: UInt8 = 4
+    /// Route monitor (netlink receive) completions.
+    public static let routeKind: UInt8 = 5
 
     /// Makes a tag; `payload` must fit 56 bits.
     @inline(__always)

@@ -1,3 +1,4 @@
+internal import CLibURing
 import Glibc
 
 /// A listening TCP socket (IPv4 or IPv6), blocking, with waits bounded by `poll(2)`.

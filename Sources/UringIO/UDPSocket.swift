@@ -57,6 +57,18 @@ public final class UDPSocket {
         connectedPeer = address
     }
 
+    /// Connects again to the same peer, so the kernel picks the source address anew (a connected
+    /// socket keeps the one it picked at `connect`, even after that address is gone): dissolves
+    /// the association (`connect(2)` with AF_UNSPEC), then connects. The local port stays only
+    /// when it was bound explicitly (a port-0 bind is released by the dissolve).
+    public func reconnect() throws(SystemError) {
+        guard let peer = connectedPeer else { return }
+        var unspecified = sockaddr()
+        unspecified.sa_family = sa_family_t(AF_UNSPEC)
+        _ = Glibc.connect(fd, &unspecified, socklen_t(MemoryLayout<sockaddr>.size))
+        try connect(peer)
+    }
+
     /// The address this socket is bound to. `getsockname(2)`.
     public func localAddress() throws(SystemError) -> SocketAddress { try socketAddress(of: fd, peer: false) }
 

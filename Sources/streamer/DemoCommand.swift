@@ -5,9 +5,10 @@ import StreamEngine
 import UringIO
 
 let demoHelp = """
-usage: streamer demo [--seconds N] [--size WxH] [--bitrate RATE]
+usage: streamer demo [--seconds N] [--size WxH] [--bitrate RATE] [--stats PATH | -]
   Encodes N seconds (default 3) of the synthetic test pattern with x265, sends it over
   loopback through the io_uring engine, receives it, and prints what went out and came in.
+  --stats PATH|-   both ends' final stats as JSON ({"role": "demo", "version", "send", "recv"})
 """
 
 func runDemo(_ arguments: [String]) throws -> Int32 {
@@ -15,6 +16,7 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     var seconds = 3.0
     var width = 1280, height = 720
     var bitrate = 4_000_000.0
+    var statsPath: String?
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
         switch argument {
@@ -26,6 +28,7 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
             }
             (width, height) = (parts[0], parts[1])
         case "--bitrate": bitrate = try parseRate(try reader.value(for: argument), option: argument)
+        case "--stats": statsPath = try reader.value(for: argument)
         default: throw UsageError("demo: unknown option '\(argument)' (see streamer demo --help)")
         }
     }
@@ -47,7 +50,12 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     let source = LiveSource { printError(sourceStallLine($0)) }
     let stopFlag = MutexBox<Bool>(false)
     let intact = MutexBox<Bool>(false)
-    let report = FinalReport { intact.set(printDemoSummary(sender: sender.stats, receiver: receiver.stats)) }
+    let statsFile = statsPath
+    let report = FinalReport {
+        let (s, r) = (sender.stats, receiver.stats)
+        intact.set(printDemoSummary(sender: s, receiver: r))
+        if let statsFile { try writeJSON(demoStatsObject(sender: s, receiver: r), to: statsFile) }
+    }
     let trap = SignalTrap(finalReport: report) { stopFlag.set(true); sender.finish() }
     print("demo: encoding \(frameCount) frames of \(width)x\(height) at \(fps) fps (x265 ultrafast, \(Int(bitrate / 1000)) kbit/s), sending to \(receiver.localAddress) through io_uring")
     source.start(.synthetic(width: width, height: height), frameRate: fps, bitrateKbps: Int(bitrate / 1000),

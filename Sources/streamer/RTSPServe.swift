@@ -29,7 +29,7 @@ func serveRTSP(_ options: SendOptions, _ configuration: SendConfiguration, serve
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) { progressLine(gate.senderStats) }
     let eventPrinter = MutexBox<SenderEventPrinter?>(nil)
     statsWriter.set(StatsWriter(path: options.statsPath, interval: options.statsEvery) { rtspStatsObject(gate) })
-    try server.run(parameterSets: source.parameterSets, onPlay: { eventPrinter.set(SenderEventPrinter(sender: $0)) },
+    try server.run(parameterSets: source.parameterSets, onPlay: { eventPrinter.set(SenderEventPrinter(sender: $0, quiet: options.quiet)) },
                    onEvent: { if !options.quiet { printError("streamer send: \($0)") } })
     stopFlag.set(true)
     progress.stop()

@@ -31,7 +31,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
         progressLine(sender.stats) + (sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : "")
     }
-    let eventPrinter = SenderEventPrinter(sender: sender)
+    let eventPrinter = SenderEventPrinter(sender: sender, quiet: options.quiet)
     statsWriter.set(StatsWriter(path: options.statsPath, interval: options.statsEvery) {
         sendStatsObject(sender.allStats, source: source.stalls.stats)
     })

@@ -6,13 +6,15 @@ import UringIO
 
 // Every key of the stats JSON that `streamer send` and `streamer recv` write (`--stats`,
 // `--stats-every`), in one place. Scripts read these names (the interface contract, and the
-// keys README.md documents since): rename none of them.
+// keys README.md documents since): rename none of them. Each top-level object carries
+// `version` (Sources/streamer/Version.swift).
 
 /// The sender's stats JSON, as in the interface contract: the first flow's keys at the top
 /// level (all there is with one `--to`), and every flow's under `flows`.
 func senderStatsObject(_ all: [SenderStats]) -> [String: Any] {
     var object = flowStatsObject(all[0])
     object["role"] = "send"
+    object["version"] = streamerVersion
     object["cpu"] = cpuObject()
     object["flows"] = all.map(flowStatsObject)
     return object
@@ -32,14 +34,22 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                   "peakUnconfirmed": stats.peakUnconfirmedBytes, "maxUnconfirmed": stats.maxUnconfirmedBytes],
         "frames": ["encoded": stats.framesEncoded, "sent": stats.framesSent,
                    "droppedUnconfirmed": stats.framesDroppedUnconfirmed,
-                   "droppedQueueFull": stats.framesDroppedQueueFull, "keyframes": stats.keyframes],
+                   "droppedQueueFull": stats.framesDroppedQueueFull, "droppedUnviable": stats.framesDroppedUnviable,
+                   "keyframes": stats.keyframes],
         "path": ["mtu": stats.pathMTU, "mtuSource": stats.mtuSource.rawValue, "datagramSize": stats.datagramSize,
                  "clamped": stats.clamped, "framesClamped": stats.framesClamped,
                  "probes": ["sent": stats.probesSent, "confirmed": stats.probesConfirmed, "lost": stats.probesLost],
                  "icmpReports": stats.icmpMTUReports, "blackHoles": stats.blackHoles, "searches": stats.mtuSearches,
-                 "foundAfterMs": number(stats.mtuFoundAfterMs)],
+                 "foundAfterMs": number(stats.mtuFoundAfterMs),
+                 "viable": stats.pathViable, "unviableMs": number(stats.pathUnviableMs),
+                 "unviableEpisodes": stats.pathUnviableEpisodes, "changes": stats.pathChanges, "rebinds": stats.pathRebinds,
+                 "interface": orNull(stats.pathInterface), "gateway": orNull(stats.pathGateway),
+                 "source": orNull(stats.pathSource), "unviableAtUnix": orNull(stats.pathUnviableAt),
+                 "viableAgainAtUnix": orNull(stats.pathViableAgainAt),
+                 "resumeMs": number(stats.pathResumeMs)],
         "rttMs": ["last": number(stats.rttLast), "min": number(stats.rttMin), "smoothed": number(stats.rttSmoothed),
-                  "lastAtUnix": stats.rttLastAt ?? NSNull()],
+                  "median": number(stats.rttMedian), "p95": number(stats.rtt95thPercentile),
+                  "samples": stats.rttSamplesWhileSending, "lastAtUnix": stats.rttLastAt ?? NSNull()],
         "ecn": ["codepoint": stats.ecn, "ceReported": stats.ceReported],
         "dscp": Int(stats.dscp),
         "pacing": ["rateBps": stats.pacingRate, "batches": stats.batches,
@@ -55,6 +65,9 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "errors": stats.errorsByText,
     ]
 }
+
+/// `value`, or JSON null.
+func orNull<T>(_ value: T?) -> Any { value.map { $0 as Any } ?? NSNull() }
 
 /// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's.
 func sendStatsObject(_ all: [SenderStats], source: SourceStallStats) -> [String: Any] {
@@ -84,12 +97,24 @@ func rtspStatsObject(_ gate: RTSPMediaGate) -> [String: Any] {
     return object
 }
 
+/// `streamer demo --stats`: both ends of the loopback run, each as its own command writes it.
+func demoStatsObject(sender: SenderStats, receiver: ReceiverStats) -> [String: Any] {
+    var send = senderStatsObject([sender])
+    var recv = receiverStatsObject(receiver)
+    for key in ["version", "cpu"] {
+        send[key] = nil
+        recv[key] = nil
+    }
+    return ["role": "demo", "version": streamerVersion, "send": send, "recv": recv, "cpu": cpuObject()]
+}
+
 /// The receiver's stats JSON, as in the interface contract.
 func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
     var dscp: [String: Int] = [:]
     for (value, count) in stats.dscp.enumerated() where count > 0 { dscp[String(value)] = count }
     return [
         "role": "recv",
+        "version": streamerVersion,
         "packets": ["received": stats.received, "lost": stats.lost, "late": stats.late,
                     "duplicate": stats.duplicate, "reordered": stats.reordered, "truncated": stats.truncated,
                     "timestampRestarts": stats.timestampRestarts],
@@ -104,6 +129,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "rejected": stats.rejected.byStatsKey,
         "kernelDrops": stats.kernelDrops,
         "source": stats.source ?? NSNull(),
+        "sourceMoves": stats.sourceMoves,
         "cpu": cpuObject(),
     ]
 }

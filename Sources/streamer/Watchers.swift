@@ -10,16 +10,19 @@ func progressLine(_ s: SenderStats) -> String {
 }
 
 /// Says on stderr, one line each, what the engine's event stream reports as it happens: sends
-/// failing (once per kind of error), no feedback at all, the receiver gone and back.
+/// failing (once per kind of error), no feedback at all, the receiver gone and back, the path
+/// lost, back or changed.
 final class SenderEventPrinter: Sendable {
     private let drained = DispatchSemaphore(value: 0)
 
-    /// Subscribes before `sender.run()` so that no event is missed.
-    init(sender: MediaSender) {
+    /// Subscribes before `sender.run()` so that no event is missed. `quiet`: no lines for path
+    /// changes (`--quiet`).
+    init(sender: MediaSender, quiet: Bool = false) {
         let events = sender.events()
         let drained = self.drained
         Task.detached {
             for await event in events {
+                if quiet, event.isPathChange { continue }
                 if let line = senderEventLine(event, sender: sender) { printError(line) }
             }
             drained.signal()
@@ -44,6 +47,16 @@ func senderEventLine(_ event: SenderEvent, sender: MediaSender) -> String? {
         return "\(prefix) the receiver stopped sending feedback; holding at \(unconfirmedBytes) unconfirmed bytes"
     case .receiverBack:
         return "\(prefix) the receiver is back; resuming with a keyframe"
+    case .pathUnviable:
+        return "\(prefix) no route to \(sender.stats(flow: event.flow).destination) (path not viable); holding the stream (frames dropped) until a route returns"
+    case .pathViable(_, let milliseconds):
+        return "\(prefix) a route is back (\(milliseconds) ms without one so far); resuming with a keyframe"
+    case .pathChanged(_, let interface, let gateway, let source):
+        let via = [interface.map { "dev \($0)" }, gateway.map { "via \($0)" }, source.map { "src \($0)" }]
+            .compactMap { $0 }.joined(separator: " ")
+        return "\(prefix) path changed (now \(via.isEmpty ? "another route" : via)); probing its MTU again"
+    case .sourceAddressChanged(_, let source):
+        return "\(prefix) sending from \(source ?? "another address") now (the source address on the path changed); same SSRC and ports"
     case .boundReached, .pathMTUChanged, .flowRedirected:
         return nil
     }
@@ -74,5 +87,15 @@ func sourceStallLine(_ event: SourceStallEvent) -> String {
     case let .stalled(silence): return "streamer send: source stalled (no frame for \(seconds(silence)))"
     case let .resumed(gap): return "streamer send: source resumed after \(seconds(gap))"
     case let .endedWhileStalled(silence): return "streamer send: source ended while stalled (no frame for \(seconds(silence)))"
+    }
+}
+
+extension SenderEvent {
+    /// The route monitor's events (`--quiet` silences their lines).
+    var isPathChange: Bool {
+        switch self {
+        case .pathUnviable, .pathViable, .pathChanged, .sourceAddressChanged: return true
+        default: return false
+        }
     }
 }

@@ -342,6 +342,53 @@ import UringIO
         #expect(harness.session.stats.rejected == [.foreignSource: Self.packetCount(frames)])
     }
 
+    /// The sender's address changes mid-stream (a new source address on its path): the same
+    /// SSRC continuing its sequence from the new address is followed, once, with nothing lost
+    /// or rejected, and the feedback goes there from then on. Packets of the stream's SSRC
+    /// from elsewhere that do not continue it (far ahead, another payload type), and any move
+    /// when the user pinned the sender (`--from`), stay foreign.
+    @Test func followsTheStreamToANewSourceAddress() {
+        let moved = SocketAddress(ip: "10.0.0.4", port: 40_000)!
+        let frames = Self.stream(frames: 20)
+        var harness = Harness()
+        harness.deliver(Array(frames.prefix(10)))
+        let transmitsBefore = harness.transmits.count
+        // Not a continuation: 600 packets ahead, or a probe/other payload type from there.
+        var farAhead = frames[10].datagrams[0]
+        farAhead[2] &+= 3
+        harness.deliver(farAhead, from: moved)
+        for datagram in frames.dropFirst(10).flatMap(\.datagrams) { harness.deliver(datagram, from: moved) }
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(Self.same(harness.units, frames))
+        #expect(stats.sourceMoves == 1)
+        #expect(stats.lost == 0 && stats.received == Self.packetCount(frames))
+        #expect(stats.rejected == [.foreignSource: 1])
+        #expect(stats.source == moved.description)
+        let after = harness.transmits.dropFirst(transmitsBefore)
+        #expect(!after.isEmpty && after.allSatisfy { $0.destination.host == moved.host && $0.destination.port == moved.port + 1 })
+        // The reports the old address may have missed go to the new one again: every packet of
+        // the last second before the move is confirmed there (the sender counts each once).
+        var confirmedThere = Set<UInt16>()
+        for transmit in after {
+            for case .congestionControlFeedback(let report) in transmit.bytes.withUnsafeBytes({ RTCPPacket.parseCompound($0).packets }) {
+                for stream in report.reports {
+                    for (offset, metric) in stream.metrics.enumerated() where metric.received {
+                        confirmedThere.insert(stream.beginSequence &+ UInt16(offset))
+                    }
+                }
+            }
+        }
+        let beforeMove = frames.prefix(10).flatMap(\.datagrams).map { UInt16($0[2]) << 8 | UInt16($0[3]) }
+        #expect(Set(beforeMove).isSubset(of: confirmedThere))
+
+        var pinned = Harness(from: Self.sender)
+        pinned.deliver(Array(frames.prefix(10)))
+        for datagram in frames.dropFirst(10).flatMap(\.datagrams) { pinned.deliver(datagram, from: moved) }
+        #expect(pinned.session.stats.sourceMoves == 0)
+        #expect(pinned.session.stats.rejected == [.foreignSource: Self.packetCount(Array(frames.dropFirst(10)))])
+    }
+
     /// Feedback goes to the sender's RTP port + 1 (the same port with rtcp-mux), every
     /// report interval while packets arrive, every 250 ms without them, and not before its
     /// deadline.

@@ -103,7 +103,8 @@ struct RTCPCompoundTests {
         #expect(RTCPSourceDescription.randomCNAME() != cname)
         let sender = SenderFeedback(ssrc: 77, cname: cname)
         let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
-        let report = sender.senderReport(flow: flow, realtime: 1_800_000_000_000_000_000, packets: 3, octets: 3000)
+        let report = sender.senderReport(flow: flow, realtime: 1_800_000_000_000_000_000, packets: 3, octets: 3000,
+                                         mediaFlowing: true)
         let sent = RTCPPacket.parseCompound(report)
         #expect(sent.errors.isEmpty)
         try #require(sent.packets.count == 2)

@@ -54,6 +54,12 @@ func probeDecodedFrames(_ path: String) throws -> (frames: Int, stderr: String)?
     return (Int(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0, probe.stderr)
 }
 
+/// The version in `streamer --version`'s line (`streamer X.Y.Z (git ...)`).
+func printedVersion(_ binary: String) throws -> String? {
+    let words = try run(binary, ["--version"]).stdout.split(separator: " ")
+    return words.count >= 2 ? String(words[1]) : nil
+}
+
 private let portCounter = Atomic<Int>(0)
 
 /// A free RTP/RTCP port pair on loopback (even port and the next), unique among the tests of
@@ -135,6 +141,46 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         #expect(outcome.stderr.contains(mentions), "stderr: \(outcome.stderr)")
     }
 
+    /// `streamer --version` and `streamer version`: one line, `streamer X.Y.Z (git SHA|unknown)`, exit 0.
+    @Test(arguments: [["--version"], ["version"]])
+    func versionIsOneLine(arguments: [String]) throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let outcome = try run(binary, arguments)
+        #expect(outcome.status == 0)
+        #expect(outcome.stderr.isEmpty)
+        let lines = outcome.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 2 && lines[1].isEmpty, "stdout: \(outcome.stdout)")
+        #expect(lines[0].wholeMatch(of: /streamer [0-9]+\.[0-9]+\.[0-9]+ \(git ([0-9a-f]{7,40}|unknown)\)/) != nil,
+                "stdout: \(outcome.stdout)")
+    }
+
+    /// `streamer demo --stats`: a `version` key (the one `--version` prints) at the top and both
+    /// ends' stats; every frame arrives.
+    @Test(.enabled(if: uringEnabled, "io_uring is disabled here"))
+    func demoStatsCarryTheVersion() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = try temporaryDirectory("demo-stats")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("demo.json").path
+        let outcome = try run(binary, ["demo", "--seconds", "1", "--size", "160x96", "--stats", path])
+        #expect(outcome.status == 0, "demo: \(outcome.stderr)")
+        let object = try readJSON(URL(fileURLWithPath: path))
+        #expect(object["role"] as? String == "demo")
+        #expect(object["version"] as? String == (try printedVersion(binary)))
+        #expect(intField(object, "send.frames.sent") == 30)
+        #expect(intField(object, "recv.frames.complete") == 30)
+    }
+
+    /// `tools/fuzz` takes exactly the options of its usage line: anything else is one line, exit 2
+    /// (before anything is built).
+    @Test(arguments: [["--jobs", "2"], ["--bogus"], ["--seconds"], ["--seconds", "soon"], ["--seconds=3"], ["no-such-target"]])
+    func fuzzRejectsWhatItsUsageDoesNotList(arguments: [String]) throws {
+        let outcome = try run(packageRoot.appendingPathComponent("tools/fuzz").path, arguments)
+        #expect(outcome.status == 2)
+        #expect(outcome.stderrLines.count == 1, "stderr: \(outcome.stderr)")
+        #expect(outcome.stdout.isEmpty)
+    }
+
     /// A busy port is a runtime failure: one line, exit 1.
     @Test func busyPortExitsOne() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
@@ -201,13 +247,13 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
 
         let send = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("send.json")))
         let recv = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("recv.json")))
-        let sendKeys = ["role", "packets.sent", "packets.confirmed", "packets.lost", "packets.unconfirmed", "bytes.sent",
+        let sendKeys = ["role", "version", "rttMs.median", "rttMs.p95", "rttMs.samples", "packets.sent", "packets.confirmed", "packets.lost", "packets.unconfirmed", "bytes.sent",
                         "bytes.unconfirmed", "frames.encoded", "frames.sent", "frames.droppedUnconfirmed",
                         "frames.keyframes", "path.mtu", "path.mtuSource", "path.datagramSize", "path.clamped",
                         "rttMs.last", "rttMs.min", "rttMs.smoothed", "ecn.codepoint", "ecn.ceReported", "dscp",
                         "pacing.rateBps", "pacing.batches", "pacing.datagramsPerSubmit", "pacing.gso",
                         "cpu.userSeconds", "cpu.systemSeconds"]
-        let recvKeys = ["role", "packets.received", "packets.lost", "packets.late", "packets.duplicate",
+        let recvKeys = ["role", "version", "packets.received", "packets.lost", "packets.late", "packets.duplicate",
                         "packets.reordered", "ecn.notEct", "ecn.ect0", "ecn.ect1", "ecn.ce", "dscp", "frames.complete",
                         "frames.incomplete", "frames.missing", "bytes.received", "cpu.userSeconds", "cpu.systemSeconds"]
         func value(_ object: Any, _ path: String) -> Any? {
@@ -215,6 +261,15 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         }
         for key in sendKeys { #expect(value(send, key) != nil, "send stats lack \(key)") }
         for key in recvKeys { #expect(value(recv, key) != nil, "recv stats lack \(key)") }
+        let version = try #require(try printedVersion(binary))
+        #expect(value(send, "version") as? String == version)
+        #expect(value(recv, "version") as? String == version)
+        // Feedback came while media flowed: the run's RTT is there, within what was seen.
+        if let samples = value(send, "rttMs.samples") as? Int, samples > 0,
+           let median = value(send, "rttMs.median") as? Double, let p95 = value(send, "rttMs.p95") as? Double,
+           let minimum = value(send, "rttMs.min") as? Double {
+            #expect(median >= minimum * 0.99 && p95 >= median)
+        }
         #expect(value(send, "frames.sent") as? Int == 45)
         #expect(value(recv, "frames.complete") as? Int == 45)
         #expect(value(recv, "packets.lost") as? Int == 0)

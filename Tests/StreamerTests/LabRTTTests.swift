@@ -66,6 +66,15 @@ struct LabRTTTests {
         let sendStats = try readJSON(stats), recvStats = try readJSON(receiverStats)
         print("SR sent \(field(sendStats, "feedback.senderReports") ?? "-"), received \(field(recvStats, "feedback.senderReports") ?? "-"); media lost \(field(recvStats, "packets.lost") ?? "-") of \(field(sendStats, "packets.sent") ?? "-")")
         print("RTT deciles: engine \(deciles(engineSamples)), ping \(deciles(pingSamples))")
+        // The run's RTT in the final stats: the median of the samples taken while media flowed
+        // (the whole run, not only the 8 s sampled here) against the samples seen; `smoothed`
+        // and `last` beside it end on the idle samples after the stream stopped.
+        let runMedian = try #require(field(sendStats, "rttMs.median") as? Double)
+        let run95 = try #require(field(sendStats, "rttMs.p95") as? Double)
+        print("final stats: rttMs.median \(runMedian), p95 \(run95), samples \(field(sendStats, "rttMs.samples") ?? "-"); smoothed \(field(sendStats, "rttMs.smoothed") ?? "-"), last \(field(sendStats, "rttMs.last") ?? "-")")
+        #expect(abs(runMedian - median(engineSamples)) <= max(1.0, 0.05 * median(engineSamples)),
+                "run median \(runMedian) ms, sampled \(median(engineSamples)) ms")
+        #expect(run95 >= runMedian)
         return (median(engineSamples), median(pingSamples))
     }
 

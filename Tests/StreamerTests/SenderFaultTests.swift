@@ -84,8 +84,9 @@ struct SenderFaultTests {
         #expect((intField(final, "frames.complete") ?? 0) > 100)
     }
 
-    /// The sender's route is removed for 5 s: errors are counted and reported once, nothing
-    /// crashes, and the stream resumes.
+    /// The sender's route is removed for 5 s: the path monitor sees it (issue 17), so sends stop
+    /// instead of failing (what was already submitted may fail, counted and reported at most
+    /// once), nothing crashes, and the stream resumes.
     @Test(.enabled(if: isRoot && hasNft, "needs root (lab)"))
     func routeRemovedForFiveSeconds() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
@@ -122,8 +123,11 @@ struct SenderFaultTests {
         let messages = String(decoding: senderErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let send = try readJSON(sendStats)
         let errors = field(send, "errors") as? [String: Int] ?? [:]
-        #expect((errors["Network is unreachable"] ?? 0) > 0, "errors: \(errors)")
-        #expect(messages.components(separatedBy: "sends failing: Network is unreachable").count - 1 == 1, "stderr: \(messages)")
+        #expect((errors["Network is unreachable"] ?? 0) <= 64, "errors: \(errors)")
+        #expect(messages.components(separatedBy: "sends failing: Network is unreachable").count - 1 <= 1, "stderr: \(messages)")
+        #expect(intField(send, "path.unviableEpisodes") == 1)
+        #expect(field(send, "path.viable") as? Bool == true)
+        #expect((field(send, "path.unviableMs") as? Double ?? 0) >= 4000)
         // Frames arrive again after the route is back.
         let atRestore = samples.last { $0.time <= 8.5 }?.recv.flatMap { intField($0, "frames.complete") } ?? 0
         let final = try readJSON(recvStats)

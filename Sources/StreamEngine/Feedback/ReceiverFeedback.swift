@@ -18,6 +18,11 @@ struct ReceiverFeedback: Sendable {
     /// Most packets remembered between two reports; past that a report is due at once.
     let maxPending: Int
     private var pending: [Arrival] = []
+    /// Arrivals already reported, the latest `maxRecent` of them: reported again after the
+    /// sender moved (`reportAgain`), since the reports that went to its old address are lost.
+    private var recent: [Arrival] = []
+    /// At most this many reported arrivals are kept for a report again.
+    static let maxRecent = 2048
     private var highest: Int64 = -1
     private var lastSRCompact: UInt32 = 0
     private var lastSRArrival: Int64 = 0
@@ -69,6 +74,16 @@ struct ReceiverFeedback: Sendable {
         }
         highest = max(highest, extended)
         if pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
+    }
+
+    /// The sender moved to another address: the arrivals reported since `time` (at most
+    /// `maxRecent`) go into the next report again. Its reports to the old address may never have
+    /// arrived, and a packet nobody confirms would count as lost at the sender; one confirmed
+    /// twice counts once.
+    mutating func reportAgain(since time: Int64) {
+        let again = recent.filter { $0.time >= time }
+        recent.removeAll(keepingCapacity: true)
+        pending = Array((again + pending).suffix(maxPending))
     }
 
     /// Notes a sender report (its NTP timestamp), for LSR/DLSR.
@@ -136,6 +151,8 @@ struct ReceiverFeedback: Sendable {
             }
             packets.append(.congestionControlFeedback(RTCPCongestionControlFeedback(
                 senderSSRC: ssrc, reports: reports, reportTimestamp: nowNTP.compact)))
+            recent += pending
+            if recent.count > 2 * Self.maxRecent { recent.removeFirst(recent.count - Self.maxRecent) }
             pending.removeAll(keepingCapacity: true)
         }
         if pictureLossPending {

@@ -17,6 +17,13 @@ final class SenderFeedback {
     private(set) var rttLastAt: Int64?
     /// The sender report (its LSR) behind `rttLast`: each one's round trip is one sample.
     private var rttLastSR: UInt32?
+    /// The samples that measured the path while media flowed (their sender report left
+    /// while the flow was sending media): the run's median and 95th percentile. Samples
+    /// after the stream stopped (the final feedback wait) see an empty queue and are left out.
+    private(set) var rttWhileSending = RTTDistribution()
+    /// The last sender reports sent (their LSR, as receivers echo it) and whether media
+    /// was flowing when each left; a few suffice, reports are answered within an RTT or two.
+    private var recentReports: [(lastSR: UInt32, mediaFlowing: Bool)] = []
     /// Monotonic time of the last accepted feedback.
     private(set) var lastFeedback: Int64 = 0
     private(set) var feedbackSeen = false
@@ -91,17 +98,35 @@ final class SenderFeedback {
         return max(Int64(rtt * 10e6), 1_000_000_000, reports)
     }
 
+    /// Silence is counted from here at the earliest: the path came back after an outage
+    /// during which nothing was sent, so nothing could be answered.
+    private var silenceCountedFrom: Int64 = 0
+
+    /// The path is viable again after an outage (`MediaFlow.pathViable`): the receiver's
+    /// silence meanwhile says nothing about it.
+    func pathResumed(now: Int64) { silenceCountedFrom = now }
+
+    /// The flow now takes another path: the RTT estimates (smoothed, minimum) start over from
+    /// its first sample. The run's distribution keeps every sample.
+    func restartPathEstimates() {
+        rttSmoothed = nil
+        rttMin = nil
+    }
+
     /// Marks the receiver gone when it has been silent too long. Returns true on the change.
     func checkLiveness(now: Int64, sending: Bool) -> Bool {
-        guard feedbackSeen, !receiverGone, sending, now - lastFeedback > silenceLimit else { return false }
+        guard feedbackSeen, !receiverGone, sending, now - max(lastFeedback, silenceCountedFrom) > silenceLimit else { return false }
         receiverGone = true
         receiverGoneEvents += 1
         return true
     }
 
-    /// A sender report for now.
-    func senderReport(flow: MediaFlow, realtime: Int64, packets: Int, octets: Int) -> [UInt8] {
+    /// A sender report for now; `mediaFlowing`: the flow is sending media (its RTT sample
+    /// then counts in `rttWhileSending`).
+    func senderReport(flow: MediaFlow, realtime: Int64, packets: Int, octets: Int, mediaFlowing: Bool) -> [UInt8] {
         let ntp = NTPTime(unixSeconds: realtime / 1_000_000_000, nanoseconds: UInt32(realtime % 1_000_000_000))
+        if recentReports.count >= 16 { recentReports.removeFirst() }
+        recentReports.append((ntp.compact, mediaFlowing))
         let report = RTCPSenderReport(ssrc: ssrc, ntpTimestamp: ntp.rawValue, rtpTimestamp: flow.lastRTPTimestamp,
                                       packetCount: UInt32(truncatingIfNeeded: packets),
                                       octetCount: UInt32(truncatingIfNeeded: octets))
@@ -200,6 +225,9 @@ final class SenderFeedback {
         rttLast = milliseconds
         rttLastAt = realtime
         rttMin = min(rttMin ?? milliseconds, milliseconds)
+        if recentReports.last(where: { $0.lastSR == block.lastSR })?.mediaFlowing == true {
+            rttWhileSending.record(milliseconds)
+        }
         rttSmoothed = rttSmoothed.map { $0 * 7 / 8 + milliseconds / 8 } ?? milliseconds
     }
 }

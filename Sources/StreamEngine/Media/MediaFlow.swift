@@ -38,6 +38,23 @@ final class MediaFlow: DatagramProducer {
     var probeFrames = 0
     /// The clock for send times in the log.
     var now: Int64 = 0
+    /// The kernel has a route for the flow (the route monitor says). While it has none, no
+    /// media goes out: what waits and what arrives is dropped and counted
+    /// (`framesDroppedUnviable`), never queued; when a route is back the flow starts again
+    /// at a keyframe.
+    var pathViable = true {
+        didSet {
+            if pathViable && !oldValue { resumedAt = now }
+        }
+    }
+    /// Frames dropped because the path was not viable (and after it, until a keyframe).
+    private(set) var framesDroppedUnviable = 0
+    private var awaitingKeyframeAfterOutage = false
+    /// When the path was viable again (monotonic), until the first keyframe after it is written.
+    private var resumedAt: Int64?
+    /// Nanoseconds from the path's return to the first packet of the keyframe that resumed the
+    /// flow (the last such outage's).
+    private(set) var lastResumeDelay: Int64?
 
     // Counters (engine thread only).
     private(set) var framesQueued = 0
@@ -50,6 +67,8 @@ final class MediaFlow: DatagramProducer {
     private(set) var framesClamped = 0
     private(set) var framesDroppedUnconfirmed = 0
     private(set) var peakUnconfirmedBytes = 0
+    /// When the last media datagram was written (`now` then; nil before the first).
+    private(set) var lastMediaWrite: Int64?
     /// RTP timestamp of the last access unit started (for sender reports).
     private(set) var lastRTPTimestamp: UInt32 = 0
 
@@ -93,8 +112,21 @@ final class MediaFlow: DatagramProducer {
         maxDatagramSize = size
     }
 
-    /// Whether `accessUnit` may start now under the unconfirmed bound; drops (and counts) it if not.
+    /// Whether `accessUnit` may start now (a viable path; after an outage, a keyframe; the
+    /// unconfirmed bound); drops (and counts) it if not.
     private func admit(_ accessUnit: AccessUnit) -> Bool {
+        guard pathViable else {
+            framesDroppedUnviable += 1
+            awaitingKeyframeAfterOutage = true
+            return false
+        }
+        if awaitingKeyframeAfterOutage {
+            guard accessUnit.isKeyframe else {
+                framesDroppedUnviable += 1
+                return false
+            }
+            awaitingKeyframeAfterOutage = false
+        }
         guard let bound = maxUnconfirmedBytes else { return true }
         if receiverGone {
             // Nothing confirms anything: just a keyframe now and then, to find the receiver again.
@@ -121,11 +153,27 @@ final class MediaFlow: DatagramProducer {
     }
 
     func peekDatagram() -> PendingDatagram? {
+        if !pathViable {
+            dropWhileUnviable()
+            return nil
+        }
         while true {
             guard let pending = peekPlanned() else { return nil }
             if pending.size <= maxDatagramSize { return pending }
             clampCurrentFrame()
         }
+    }
+
+    /// No route: the rest of a frame under way and every frame waiting are dropped (counted).
+    private func dropWhileUnviable() {
+        if current != nil {
+            framesDroppedUnviable += 1
+            plan = []
+            planIndex = 0
+            current = nil
+        }
+        awaitingKeyframeAfterOutage = true
+        while peekPlanned() != nil {}  // admit drops each one while not viable
     }
 
     /// The path MTU dropped under the next planned packet. A frame not started yet is planned
@@ -179,6 +227,11 @@ final class MediaFlow: DatagramProducer {
         if tracksPackets {
             log.recordSent(sequence: extendedSequence, bytes: size, at: now)
             peakUnconfirmedBytes = max(peakUnconfirmedBytes, log.unconfirmedBytes)
+        }
+        lastMediaWrite = now
+        if let resumedAt, planIndex == 0, accessUnit.isKeyframe {
+            lastResumeDelay = now - resumedAt
+            self.resumedAt = nil
         }
         extendedSequence += 1
         nextSequence &+= 1

@@ -60,6 +60,11 @@ public struct MediaSenderConfig: Sendable {
     /// (the shortest of all flows' applies). What `stats` returns is at most
     /// this old.
     public var statsInterval: Duration = .milliseconds(50)
+    /// Watch the path (a NETLINK_ROUTE monitor read through the engine's ring): no route stops
+    /// the flow's media until one is back, another interface or next hop searches the path MTU
+    /// again, a smaller interface MTU clamps the next packet. Off: the path is learned only from
+    /// sends and feedback. On for any flow, the engine watches every flow's path.
+    public var watchesPath = true
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -138,7 +143,7 @@ public final class MediaSender: Sendable {
     public func redirect(to destination: SocketAddress, flow: Int = 0) { flows[flow].redirect(to: destination) }
 
     /// A stream of what happens to the flows (receiver gone or back, bound reached, path MTU
-    /// changed, flow redirected, sends failing), as it happens. Each call makes a new
+    /// changed, flow redirected, sends failing, path unviable, viable or changed), as it happens. Each call makes a new
     /// subscription that sees the events from then on; it ends when `run` returns (at once
     /// if `run` has returned already). Subscribe before `run` to see everything.
     public func events() -> AsyncStream<SenderEvent> { eventHub.subscribe() }
@@ -188,6 +193,17 @@ public final class MediaSender: Sendable {
         for (index, handle) in flows.enumerated() {
             senderFlows.append(try SenderFlow(index: index, handle: handle, ring: ring, paced: paced))
         }
+        // The path monitor: nil where netlink is unavailable (the engine then learns the path
+        // from sends and feedback only, as without it).
+        let routeMonitor = flowConfigs.contains(where: \.watchesPath) ? try? RouteMonitor(ring: ring) : nil
+        let routeQuery = routeMonitor != nil ? try? RouteQuery() : nil
+        if let routeMonitor, let routeQuery {
+            try routeMonitor.arm()
+            for flow in senderFlows {
+                flow.pathQuery = routeQuery
+                flow.refreshPath(routeQuery)
+            }
+        }
         // A flow's turn is about one pacing quantum: with several flows busy, a submission
         // carries some of each instead of one flow's whole frame.
         let scheduler = FlowScheduler(senderFlows.map(\.pathMTU), paces: paces,
@@ -204,6 +220,7 @@ public final class MediaSender: Sendable {
             }
         }
         var lastPublish: Int64 = 0
+        var pathsMayHaveChanged = false
         let publishInterval = max(flowConfigs.map(\.statsInterval.nanoseconds).min() ?? 50_000_000, 1_000_000)
         func armSenderReportAlarm(now: Int64) throws(SystemError) {
             let due = senderFlows.compactMap { $0.senderReportDue(now: now) }.min()
@@ -214,6 +231,13 @@ public final class MediaSender: Sendable {
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
+            if pathsMayHaveChanged, let routeQuery {
+                // Every flow asks for its path now, and what changed is published (stats,
+                // events) at once, not at the next interval.
+                pathsMayHaveChanged = false
+                for flow in senderFlows { flow.refreshPath(routeQuery) }
+                lastPublish = 0
+            }
             let now = monotonicNanoseconds()
             for flow in senderFlows {
                 flow.takeInput()
@@ -233,6 +257,12 @@ public final class MediaSender: Sendable {
                 let now = monotonicNanoseconds()
                 for flow in senderFlows { flow.sendSenderReportIfDue(now: now) }
                 try? armSenderReportAlarm(now: now)
+                return
+            }
+            if completion.tag.kind == CompletionTag.routeKind, let routeMonitor {
+                // A link, address or route changed: the flows ask for their paths before the
+                // next fill (once however many notifications this wait brought).
+                if routeMonitor.handle(completion) { pathsMayHaveChanged = true }
                 return
             }
             guard completion.tag.kind == CompletionTag.receiveKind else { return }

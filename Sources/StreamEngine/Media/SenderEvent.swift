@@ -33,13 +33,27 @@ public enum SenderEvent: Sendable, Equatable {
     /// Datagrams of the flow started failing with a kind of error not seen before on it
     /// (once per kind; the running count is in `SenderStats.errors`).
     case sendsFailing(flow: Int, failure: SendFailure, datagrams: Int)
+    /// The kernel has no usable route to the receiver any more (or its interface went down):
+    /// the flow stops sending media (frames are dropped and counted), keeping its sockets,
+    /// state and counters.
+    case pathUnviable(flow: Int)
+    /// A route is back after `pathUnviable`, which lasted `unviableMilliseconds` (the flow's
+    /// total so far); the flow resumes with a keyframe.
+    case pathViable(flow: Int, unviableMilliseconds: Int)
+    /// The route now leaves by another interface or next hop: a new path, whose MTU is
+    /// searched for at once.
+    case pathChanged(flow: Int, interface: String?, gateway: String?, source: String?)
+    /// The kernel picks another source address toward the receiver (the old one removed, or a
+    /// new one preferred): the flow's sockets now send from `source`, on the same ports.
+    case sourceAddressChanged(flow: Int, source: String?)
 
     /// The flow the event concerns.
     public var flow: Int {
         switch self {
         case .receiverGone(let flow, _), .receiverBack(let flow), .feedbackAbsent(let flow),
              .boundReached(let flow, _, _), .pathMTUChanged(let flow, _, _), .flowRedirected(let flow, _),
-             .sendsFailing(let flow, _, _):
+             .sendsFailing(let flow, _, _), .pathUnviable(let flow), .pathViable(let flow, _),
+             .pathChanged(let flow, _, _, _), .sourceAddressChanged(let flow, _):
             return flow
         }
     }
@@ -64,6 +78,17 @@ struct SenderEventDetector {
         last = new
         let flow = new.flowIndex
         var events: [SenderEvent] = []
+        // Episodes, not only the state: an outage shorter than a publishing interval still shows.
+        let newOutages = new.pathUnviableEpisodes > old.pathUnviableEpisodes
+        if newOutages { events.append(.pathUnviable(flow: flow)) }
+        if new.pathViable && (newOutages || !old.pathViable) {
+            events.append(.pathViable(flow: flow, unviableMilliseconds: Int(new.pathUnviableMs)))
+        }
+        if new.pathChanges > old.pathChanges {
+            events.append(.pathChanged(flow: flow, interface: new.pathInterface, gateway: new.pathGateway,
+                                       source: new.pathSource))
+        }
+        if new.pathRebinds > old.pathRebinds { events.append(.sourceAddressChanged(flow: flow, source: new.pathSource)) }
         if new.redirects > old.redirects { events.append(.flowRedirected(flow: flow, destination: new.destination)) }
         if new.pathMTU != old.pathMTU || new.mtuSource != old.mtuSource {
             events.append(.pathMTUChanged(flow: flow, mtu: new.pathMTU, source: new.mtuSource))

@@ -58,6 +58,10 @@ final class FlowHandle: Sendable {
 /// bound and counters. Everything the flows share (the ring, the pacer, the send slots)
 /// belongs to the `MediaSender` running them.
 final class SenderFlow {
+    /// A sender report leaves "while media flows" when the flow wrote a media datagram this
+    /// recently (nanoseconds): several frame intervals, well under the time after the last
+    /// frame that the final feedback wait lasts.
+    static let mediaFlowingWindow: Int64 = 250_000_000
     /// Feedback receivers use buffer groups `firstFeedbackGroup + index`.
     static let firstFeedbackGroup: UInt16 = 2
 
@@ -65,18 +69,22 @@ final class SenderFlow {
     let handle: FlowHandle
     var config: MediaSenderConfig { handle.config }
     private let ring: Ring
-    private let socket: UDPSocket
-    private let rtcpSocket: UDPSocket?
+    let socket: UDPSocket
+    let rtcpSocket: UDPSocket?
     private let feedbackSocket: UDPSocket?
     private let feedbackReceiver: UDPMultishotReceiver?
     let flow: MediaFlow
     let pathMTU: PathMTUController
-    private let rtcp: SenderFeedback
-    private var local = SenderStats()
+    let rtcp: SenderFeedback
+    var local = SenderStats()
+    /// The flow's path as the route monitor last reported it.
+    var pathState = FlowPathState()
+    /// The engine's route query (nil when the path is not watched).
+    var pathQuery: RouteQuery?
     /// The events between one publication of `local` and the next.
     private var eventDetector: SenderEventDetector
     private let bound: Int?
-    private var destination: SocketAddress
+    private(set) var destination: SocketAddress
     private var lastForcedKeyframe: Int64 = -1 << 62
     private var firstSend: Int64?
     private var lingerDeadline: Int64?
@@ -158,12 +166,20 @@ final class SenderFlow {
     }
 
     /// Opens an RTP socket on an even local port and, unless muxed, its RTCP socket on the next.
+    /// Ports are always bound by number (a free pair picked at random when none is configured):
+    /// a socket bound to port 0 loses its port when it is connected again to take a new source
+    /// address (`UDPSocket.reconnect`), and the receiver knows the flow by its port.
     private static func openSockets(_ config: MediaSenderConfig) throws(SystemError) -> (rtp: UDPSocket, rtcp: UDPSocket?) {
         let family = config.destination.family
-        let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: config.localPort ?? 0)!
-        for _ in 0..<(config.localPort == nil ? 32 : 1) {
+        for _ in 0..<(config.localPort == nil ? 64 : 1) {
+            let port = config.localPort ?? UInt16.random(in: 20_000...30_000) * 2  // even, 40000-60000
+            let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: port)!
             let rtp = try UDPSocket(family: family)
-            try rtp.bind(any)
+            do throws(SystemError) {
+                try rtp.bind(any)
+            } catch where error.errno == EADDRINUSE && config.localPort == nil {
+                continue
+            }
             guard config.feedback && !config.rtcpMux else { return (rtp, nil) }
             var rtcpAddress = try rtp.localAddress()
             guard rtcpAddress.port < 65_535 else { continue }
@@ -204,6 +220,7 @@ final class SenderFlow {
             // longer accepted. Written off, not lost, and out of the bound.
             flow.log.abandonUnconfirmed()
             requestKeyframe()
+            if let pathQuery { refreshPath(pathQuery) }  // the new receiver's path
         } catch {
             local.errors[.redirect(error), default: 0] += 1
         }
@@ -212,7 +229,7 @@ final class SenderFlow {
     /// Keyframes are expensive: however many PLIs arrive, at most one is forced per
     /// `minKeyframeInterval` (feedback must not turn into an amplifier). The engine's own
     /// reasons (the bound, a receiver back or probed) are rare by construction and go through.
-    private func requestKeyframe(fromPLI: Bool = false) {
+    func requestKeyframe(fromPLI: Bool = false) {
         let now = monotonicNanoseconds()
         guard !fromPLI || now - lastForcedKeyframe >= config.minKeyframeInterval.nanoseconds else {
             local.keyframeRequestsIgnored += 1
@@ -241,9 +258,14 @@ final class SenderFlow {
     /// From the alarm: sends a sender report if one is due.
     func sendSenderReportIfDue(now: Int64) {
         guard let due = senderReportDue(now: now), now >= due, let feedbackSocket else { return }
+        guard pathState.viable else {
+            scheduleSenderReport(after: now)  // no route: it could not leave (ENETUNREACH)
+            return
+        }
         scheduleSenderReport(after: now)
         let report = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
-                                       packets: local.packetsSent, octets: local.bytesSent)
+                                       packets: local.packetsSent, octets: local.bytesSent,
+                                       mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
         let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
         if sent { local.senderReports += 1 }
     }
@@ -259,9 +281,13 @@ final class SenderFlow {
         // cannot confirm probes.
         let confirmsProbes: Bool? = rtcp.perPacketFeedback ? true
             : (rtcp.receiverReportsOnly || silentSinceStart) ? false : nil
-        pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
-                     receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000,
-                     receiverConfirmsProbes: confirmsProbes)
+        if !pathState.viable {
+            pathMTU.pause()
+        } else {
+            pathMTU.tick(now: now, roundTripMilliseconds: rtcp.rttSmoothed,
+                         receiverAlive: rtcp.feedbackSeen && !rtcp.receiverGone && now - rtcp.lastFeedback < 1_000_000_000,
+                         receiverConfirmsProbes: confirmsProbes)
+        }
         guard config.feedback, feedbackSocket != nil else { return }  // no feedback: packets are not tracked
         if silentSinceStart {
             // Nothing heard since the start (ffmpeg reading an SDP sends no RTCP): no receiver
@@ -337,6 +363,7 @@ final class SenderFlow {
     /// Copies the counters where other threads read them.
     func publish(paced: PacedSender, flows: Int, mixedSubmissions: Int) {
         pathMTU.publish(into: &local)
+        publishPath(now: monotonicNanoseconds())
         // A receiver that reports only its highest sequence and a loss count: the count is
         // among the packets confirmed through that highest.
         let reportedLost = min(rtcp.reportedLost, flow.log.confirmed)
@@ -350,6 +377,9 @@ final class SenderFlow {
         local.rttLast = rtcp.rttLast
         local.rttMin = rtcp.rttMin
         local.rttSmoothed = rtcp.rttSmoothed
+        local.rttMedian = rtcp.rttWhileSending.median
+        local.rtt95thPercentile = rtcp.rttWhileSending.percentile95
+        local.rttSamplesWhileSending = rtcp.rttWhileSending.count
         local.rttLastAt = rtcp.rttLastAt.map { Double($0) / 1e9 }
         local.ceReported = rtcp.ceReported
         local.receiverGone = rtcp.receiverGone

@@ -38,6 +38,31 @@ public struct SenderStats: Sendable, Equatable {
     public var mtuSearches = 0
     /// Milliseconds from the start until the last search found its size (nil while none has).
     public var mtuFoundAfterMs: Double?
+    /// A usable route to the receiver exists (the route monitor says; true when not watched).
+    public var pathViable = true
+    /// Milliseconds without a viable path so far (an outage under way included).
+    public var pathUnviableMs = 0.0
+    /// Times the path stopped being viable.
+    public var pathUnviableEpisodes = 0
+    /// Times the route moved to another interface or next hop (a new path).
+    public var pathChanges = 0
+    /// The outgoing interface's name, the next hop and the source address the kernel picks
+    /// (nil until known, or when the path is not watched).
+    public var pathInterface: String?
+    public var pathGateway: String?
+    public var pathSource: String?
+    /// Times the flow's sockets were connected again to take a new source address.
+    public var pathRebinds = 0
+    /// When the path last stopped being viable, and last became viable again (Unix time in
+    /// seconds, when the engine acted on the kernel's notice; nil: never): set beside the time
+    /// a route was removed or added, the reaction time.
+    public var pathUnviableAt: Double?
+    public var pathViableAgainAt: Double?
+    /// Milliseconds from the path's return to the first packet of the keyframe that resumed
+    /// the flow (the last outage's; nil before any).
+    public var pathResumeMs: Double?
+    /// Frames dropped because the path was not viable (and after it, until a keyframe).
+    public var framesDroppedUnviable = 0
     /// The TOS byte's DSCP.
     public var dscp: UInt8 = 0
     /// The ECN codepoint sent.
@@ -83,6 +108,13 @@ public struct SenderStats: Sendable, Equatable {
     public var rttMin: Double?
     /// The smoothed round-trip time in milliseconds (RFC 6298 weights; nil until measured).
     public var rttSmoothed: Double?
+    /// The median and 95th percentile of the RTT samples taken while media flowed
+    /// (milliseconds, to 1 %; nil until one was): the run's RTT, which `rttSmoothed` is not
+    /// once the stream has stopped (idle samples after it pull the average down).
+    public var rttMedian: Double?
+    public var rtt95thPercentile: Double?
+    /// RTT samples taken while media flowed (those behind `rttMedian`).
+    public var rttSamplesWhileSending = 0
     /// When the report that gave `rttLast` arrived: Unix time in seconds (its kernel timestamp),
     /// so an RTT sample can be set beside another tool's (ping -D) taken at the same moment.
     public var rttLastAt: Double?

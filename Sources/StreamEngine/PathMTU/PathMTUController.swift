@@ -70,8 +70,55 @@ final class PathMTUController: DatagramProducer {
         apply()
     }
 
+    /// Our interface's MTU toward the peer, when the route monitor said (caps a configured MTU too).
+    private var interfaceMTU: Int?
+
     /// The MTU the flow's datagrams are sized for.
-    var mtu: Int { configuredMTU ?? prober?.mtu ?? 1500 }
+    var mtu: Int { min(configuredMTU ?? prober?.mtu ?? 1500, interfaceMTU ?? .max) }
+
+    /// The route monitor found the flow on another path (interface or next hop): the MTU is
+    /// searched for again at once, from the base, as on a new path; the loss rate starts over.
+    func pathChanged(interfaceMTU newInterfaceMTU: Int?, now: Int64) {
+        interfaceMTU = newInterfaceMTU
+        lossRate = 0
+        lostSeen = flow.log.lost
+        _ = flow.log.takeLostSizes()
+        guard var prober else { return apply() }
+        let kernel = socket.kernelPathMTU() ?? 1500
+        prober.pathChanged(kernelMTU: kernel, interfaceMTU: newInterfaceMTU ?? max(kernel, prober.config.maxMTU), now: now)
+        pendingProbe = nil
+        self.prober = prober
+        apply()
+    }
+
+    /// The route monitor read our interface's MTU toward the peer: a smaller one than the MTU
+    /// in use clamps the flow's packets from the next one on; a larger one is searched for.
+    func interfaceMTUChanged(_ value: Int, now: Int64) {
+        interfaceMTU = value
+        if var prober {
+            prober.interfaceMTUChanged(value, now: now)
+            if let probe = pendingProbe, probe.size > value { pendingProbe = nil }
+            self.prober = prober
+        }
+        apply()
+    }
+
+    /// The path is viable again: a probe that was out when it went is forgotten.
+    func resumed() {
+        prober?.forgetOutstanding()
+        pendingProbe = nil
+    }
+
+    /// While the path is not viable nothing is sent and nothing can be learned from losses:
+    /// the error queue is drained and the losses of the outage are passed over (they are no
+    /// black-hole evidence), so the prober resumes where it was.
+    func pause() {
+        _ = socket.drainErrorQueue()
+        _ = flow.log.takeLostSizes()
+        largeConfirmedSeen = flow.log.largeConfirmed
+        confirmedSeen = flow.log.confirmed
+        lostSeen = flow.log.lost
+    }
 
     /// Where `mtu` comes from.
     var source: MTUSource { configuredMTU != nil ? .configured : prober?.source ?? .kernel }
@@ -143,7 +190,8 @@ final class PathMTUController: DatagramProducer {
     // MARK: - DatagramProducer
 
     func peekDatagram() -> PendingDatagram? {
-        if let probe = pendingProbe {
+        // Not viable: no probe either (the flow drops what waits, see MediaFlow).
+        if let probe = pendingProbe, flow.pathViable {
             return PendingDatagram(route: probeRoute, size: probe.size - overhead,
                                    tag: Self.probeTagBit | UInt64(probe.id))
         }

@@ -49,14 +49,14 @@ struct PathMTUProber: Sendable {
         var size: Int
     }
 
-    /// The configuration.
-    let config: PathMTUProberConfig
+    /// The configuration (`maxMTU` follows the interface: `interfaceMTUChanged`, `pathChanged`).
+    private(set) var config: PathMTUProberConfig
     /// The MTU to packetize for now.
     private(set) var mtu: Int
     /// Where `mtu` comes from.
     private(set) var source: MTUSource = .kernel
-    /// The kernel's path MTU when the prober started (the first candidate).
-    let kernelMTU: Int
+    /// The kernel's path MTU when the prober started or the path last changed (the first candidate).
+    private(set) var kernelMTU: Int
 
     private var confirmed: Int          // largest size known to work (the base until a probe says more)
     private var confirmedByProbe = false
@@ -207,6 +207,66 @@ struct PathMTUProber: Sendable {
         if !disabled {
             hint = size > confirmed ? size : nil
             if !searching { startSearch(keepBounds: true) }
+        }
+        return mtu != before
+    }
+
+    /// The flow's traffic now takes another path (interface or next hop): start over as on a
+    /// new path (RFC 8899: back to the base, search at once), with the kernel's path MTU and the
+    /// new interface's MTU. Confirmations of probes sent before are stale.
+    mutating func pathChanged(kernelMTU: Int, interfaceMTU: Int, now: Int64) {
+        config.maxMTU = min(max(interfaceMTU, config.baseMTU), max(config.ceilingMTU, config.baseMTU))
+        self.kernelMTU = min(kernelMTU, config.maxMTU)
+        let base = min(config.baseMTU, self.kernelMTU)
+        minimumValidID = nextID
+        outstanding = nil
+        largeLossStreak = 0
+        smallConfirmedDuringStreak = false
+        confirmed = base
+        confirmedByProbe = false
+        source = .kernel
+        hint = self.kernelMTU > base ? self.kernelMTU : nil
+        disabled = !config.probing
+        mtu = disabled ? min(self.kernelMTU, max(1500, base)) : base
+        if disabled {
+            searching = false
+        } else {
+            startSearch()
+        }
+    }
+
+    /// The path was not viable for a while (no route): a probe out when it went is no
+    /// evidence of its size, so it is forgotten (and its late confirmation ignored).
+    mutating func forgetOutstanding() {
+        guard outstanding != nil else { return }
+        outstanding = nil
+        minimumValidID = nextID
+    }
+
+    /// Our own interface's MTU changed (`ip link set ... mtu N`): a smaller one caps the MTU
+    /// in use at once (no probe needed: nothing larger can leave), a larger one is searched for.
+    /// Returns true when the MTU in use changed.
+    @discardableResult
+    mutating func interfaceMTUChanged(_ interfaceMTU: Int, now: Int64) -> Bool {
+        let ceiling = max(config.ceilingMTU, config.baseMTU)
+        let newMax = min(max(interfaceMTU, 68), ceiling)
+        guard newMax != config.maxMTU else { return false }
+        let grew = newMax > config.maxMTU
+        config.maxMTU = newMax
+        kernelMTU = min(kernelMTU, newMax)
+        tooBig = min(tooBig, newMax + 1)
+        if grew {
+            tooBig = newMax + 1
+            if !disabled && !searching { startSearch(keepBounds: true) }
+            triedMax = false
+            return false
+        }
+        let before = mtu
+        if let pending = outstanding, pending.probe.size > newMax { outstanding = nil }
+        confirmed = min(confirmed, newMax)
+        if mtu > newMax {
+            mtu = newMax
+            if source == .probe && !confirmedByProbe { source = .kernel }
         }
         return mtu != before
     }

@@ -67,6 +67,9 @@ public struct ReceiveSession: Sendable {
     private var lockedPayloadType: UInt8?
     private var lockedSource: SocketAddress?
     private var lastAcceptedTimestamp: UInt32?
+    /// Packets of the stream from another address, kept aside until they prove a move (at most
+    /// `moveEvidence - 1` of them).
+    private var moveCandidate: (source: SocketAddress, nextSequence: UInt16, held: [HeldPacket])?
     /// The last packet rejected for its timestamp (its bytes in `candidateBytes`): if the next
     /// one follows it in sequence and in time, the stream's clock moved on (wall-clock
     /// timestamps across a long pause) and both are taken.
@@ -126,8 +129,22 @@ public struct ReceiveSession: Sendable {
             return
         }
         if let locked = lockedSource, let source, source != locked {
+            // Counted foreign for now; taken back if the stream turns out to have moved there.
             reject(.foreignSource)
-            return
+            guard let held = considerMove(parsed.header, datagram, from: source, tos: tos, arrival: arrival) else { return }
+            // The sender's address changed (a new source address on its path): the stream
+            // goes on from there, and so does the feedback. The packets kept aside go first.
+            lockedSource = source
+            counts.sourceMoves += 1
+            // What was reported to the old address in the last second may be lost with it.
+            feedback.reportAgain(since: (arrival > 0 ? arrival : now) - 1_000_000_000)
+            counts.rejected[.foreignSource, default: 0] -= held.count + 1
+            if counts.rejected[.foreignSource] == 0 { counts.rejected[.foreignSource] = nil }
+            for packet in held {
+                handleDatagram(packet.bytes, from: source, tos: packet.tos, arrival: packet.arrival, port: port, now: now)
+            }
+        } else if lockedSource != nil {
+            moveCandidate = nil  // the stream's own source is alive: no move
         }
         if let ssrc = lockedSSRC, parsed.header.ssrc != ssrc {
             reject(.foreignSSRC)
@@ -184,6 +201,47 @@ public struct ReceiveSession: Sendable {
         accept(parsed.header, datagram: datagram, payload: UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange]),
                tos: tos, arrival: arrival, now: now)
     }
+
+    /// A packet of another address kept aside while it may be the stream moving there.
+    struct HeldPacket {
+        var bytes: [UInt8]
+        var tos: UInt8
+        var arrival: Int64
+    }
+
+    /// The stream's packets from another address: a move of the sender (RFC 3550 8.2 allows a
+    /// source to change its transport address; its SSRC stays) once `moveEvidence` packets in a
+    /// row came from there, with nothing from the stream's own source between them: media of
+    /// the locked SSRC and payload type, the first just ahead of the highest sequence number
+    /// (at most `maxMoveAhead`), each next one +1, timestamps near the stream's clock. Never
+    /// when the user pinned the sender's address (`from`). Returns the packets kept aside
+    /// before this one when the move is proven, nil otherwise (this one kept aside, or foreign).
+    private mutating func considerMove(_ header: RTPHeader, _ datagram: UnsafeRawBufferPointer, from source: SocketAddress,
+                                       tos: UInt8, arrival: Int64) -> [HeldPacket]? {
+        guard config.from == nil, let ssrc = lockedSSRC, header.ssrc == ssrc, header.payloadType == lockedPayloadType,
+              let highest = tracker.extendedHighestSequence, let last = lastAcceptedTimestamp,
+              Self.isNear(header.timestamp, last) else { return nil }
+        if var candidate = moveCandidate, candidate.source == source, header.sequenceNumber == candidate.nextSequence {
+            if candidate.held.count + 1 >= Self.moveEvidence {
+                moveCandidate = nil
+                return candidate.held
+            }
+            candidate.held.append(HeldPacket(bytes: Array(datagram), tos: tos, arrival: arrival))
+            candidate.nextSequence &+= 1
+            moveCandidate = candidate
+            return nil
+        }
+        let ahead = header.sequenceNumber &- UInt16(truncatingIfNeeded: highest)
+        guard ahead >= 1 && ahead <= Self.maxMoveAhead else { return nil }
+        moveCandidate = (source, header.sequenceNumber &+ 1, [HeldPacket(bytes: Array(datagram), tos: tos, arrival: arrival)])
+        return nil
+    }
+
+    /// Packets in a row from a new address that prove a move (see `considerMove`).
+    static let moveEvidence = 3
+    /// How far ahead of the highest sequence number the first packet from a moved sender may be
+    /// (what a short outage during the move can lose).
+    static let maxMoveAhead: UInt16 = 512
 
     /// A datagram arrived; see `handleDatagram(_:from:tos:arrival:port:now:)`.
     public mutating func handleDatagram(_ datagram: [UInt8], from source: SocketAddress?, tos: UInt8 = 0,

@@ -51,6 +51,9 @@ public struct ReceiverStats: Sendable, Equatable {
     /// Times the stream's RTP clock moved on by more than 10 s and two packets in sequence on
     /// the new clock made the receiver follow it (a sender that stamps by wall clock and paused).
     public var timestampRestarts = 0
+    /// Times the stream moved to another source address (the sender's address changed:
+    /// same SSRC, the sequence and timestamps continuing) and was followed there.
+    public var sourceMoves = 0
 
     /// Zeroed counters.
     public init() {}
