@@ -1,0 +1,86 @@
+import UringIO
+
+/// A congestion controller for one flow, sans I/O: it owns no clock and no socket. The flow
+/// tells it what it sent and what the feedback said, with the times it read from its own
+/// clock, and asks it how many bytes may be in flight, how fast to pace and what bitrate
+/// the media source should aim at. Conform to plug another controller into a flow.
+///
+/// Times are readings of one monotonic clock of the caller's choice (a `Duration` since
+/// any fixed origin), except `CongestionFeedback.PacketReport.arrival` and
+/// `CongestionFeedback.reportTime`, which come from the receiver's clock: only their
+/// differences count.
+public protocol CongestionController: Sendable {
+    /// Records a packet put on the wire.
+    mutating func packetSent(_ packet: SentPacketRecord)
+    /// Takes one feedback report (RFC 8888 or equivalent) that arrived at `feedback.receivedAt`.
+    mutating func feedbackReceived(_ feedback: CongestionFeedback)
+    /// Lets time pass without feedback: call it when sending and on a timer (every few
+    /// milliseconds to an RTT) so a path whose feedback stopped is noticed.
+    mutating func advance(to now: Duration)
+    /// The bytes that may be in flight (sent, neither confirmed nor lost).
+    var window: Int { get }
+    /// The bytes in flight as the controller counts them.
+    var bytesInFlight: Int { get }
+    /// The rate at which to pace packets onto the wire, bits per second.
+    var pacingRate: Int { get }
+    /// The bitrate the media source should produce, bits per second.
+    var targetBitrate: Int { get }
+}
+
+/// A packet handed to `CongestionController.packetSent`.
+public struct SentPacketRecord: Sendable, Equatable {
+    /// The flow's extended (never wrapping) sequence number of the packet.
+    public var sequence: Int64
+    /// The packet's size on the wire as the controller should count it (bytes).
+    public var bytes: Int
+    /// When it was sent (the caller's monotonic clock).
+    public var sentAt: Duration
+
+    /// A sent packet: its extended sequence number, size in bytes and send time.
+    public init(sequence: Int64, bytes: Int, sentAt: Duration) {
+        self.sequence = sequence
+        self.bytes = bytes
+        self.sentAt = sentAt
+    }
+}
+
+/// One feedback report: what the receiver says of each packet it covers.
+public struct CongestionFeedback: Sendable, Equatable {
+    /// What the report says of one packet.
+    public struct PacketReport: Sendable, Equatable {
+        /// The packet's extended sequence number.
+        public var sequence: Int64
+        /// When it arrived on the receiver's clock, or nil when reported not received.
+        public var arrival: Duration?
+        /// The ECN codepoint it arrived with.
+        public var ecn: ECNCodepoint
+
+        /// A packet received at `arrival` (receiver's clock) with `ecn`, or (`arrival`
+        /// nil) reported missing.
+        public init(sequence: Int64, arrival: Duration?, ecn: ECNCodepoint = .notECT) {
+            self.sequence = sequence
+            self.arrival = arrival
+            self.ecn = ecn
+        }
+    }
+
+    /// When the report reached the sender (the caller's monotonic clock).
+    public var receivedAt: Duration
+    /// When the receiver wrote the report, on its clock (RFC 8888's report timestamp), if known:
+    /// the time each packet waited at the receiver is then taken out of the RTT sample.
+    public var reportTime: Duration?
+    /// An RTT measured otherwise (RFC 3550 LSR/DLSR), if any; preferred over the estimate
+    /// from send and report times.
+    public var rttSample: Duration?
+    /// The packets the report covers, in any order.
+    public var packets: [PacketReport]
+
+    /// A report that arrived at `receivedAt`, covering `packets`.
+    public init(receivedAt: Duration, reportTime: Duration? = nil, rttSample: Duration? = nil,
+                packets: [PacketReport]) {
+        self.receivedAt = receivedAt
+        self.reportTime = reportTime
+        self.rttSample = rttSample
+        self.packets = packets
+    }
+}

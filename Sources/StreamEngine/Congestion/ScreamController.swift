@@ -1,0 +1,393 @@
+import UringIO
+
+/// The settings of a `ScreamController`.
+public struct ScreamConfiguration: Sendable, Equatable {
+    /// The lowest target bitrate, bits per second; the window never shrinks below what carries it.
+    public var minBitrate: Int
+    /// The highest target bitrate, bits per second; the window stops growing past what carries it.
+    public var maxBitrate: Int
+    /// The target bitrate before any feedback, bits per second.
+    public var startBitrate: Int
+    /// The flow sends ECT(1): CE marks come from an L4S queue and are answered in proportion
+    /// to their fraction (DCTCP / Prague). Otherwise a CE mark is a classic signal (×`ecnBeta`).
+    public var l4s: Bool
+    /// The queue delay the controller aims below: delay-based virtual marking starts at half
+    /// of it and marks every packet at it.
+    public var queueDelayTarget: Duration
+    /// The pacing rate over the target bitrate: room for a frame's burst to leave faster than
+    /// the mean rate.
+    public var pacingHeadroom: Double
+    /// The bytes allowed in flight over the reference window: room for a frame's burst.
+    public var windowHeadroom: Double
+    /// The largest packet, bytes: the unit of window growth and of the floor (two of them).
+    public var maxPacketSize: Int
+    /// How long a minimum one-way delay is remembered: the base delay can rise (a route
+    /// change) after at most this long.
+    public var baseDelayWindow: Duration
+    /// The RTT assumed until one is measured.
+    public var initialRTT: Duration
+    /// The window after a loss, as a fraction of the window before it (at most once per RTT).
+    public var lossBeta: Double
+    /// The window after a classic CE mark, as a fraction (at most once per RTT).
+    public var ecnBeta: Double
+
+    /// Defaults for a live video flow; the bitrates in bits per second.
+    public init(minBitrate: Int = 150_000, maxBitrate: Int = 50_000_000, startBitrate: Int = 1_000_000,
+                l4s: Bool = false, queueDelayTarget: Duration = .milliseconds(30),
+                pacingHeadroom: Double = 1.1, windowHeadroom: Double = 1.5, maxPacketSize: Int = 1200,
+                baseDelayWindow: Duration = .seconds(10), initialRTT: Duration = .milliseconds(100),
+                lossBeta: Double = 0.7, ecnBeta: Double = 0.8) {
+        self.minBitrate = minBitrate
+        self.maxBitrate = maxBitrate
+        self.startBitrate = startBitrate
+        self.l4s = l4s
+        self.queueDelayTarget = queueDelayTarget
+        self.pacingHeadroom = pacingHeadroom
+        self.windowHeadroom = windowHeadroom
+        self.maxPacketSize = maxPacketSize
+        self.baseDelayWindow = baseDelayWindow
+        self.initialRTT = initialRTT
+        self.lossBeta = lossBeta
+        self.ecnBeta = ecnBeta
+    }
+}
+
+/// A congestion controller after SCReAM v2 (draft-ietf-ccwg-rfc8298bis-screamv2): a reference
+/// window cut at most once per RTT (loss ×0.7, classic CE ×0.8, L4S CE by the EWMA of the
+/// marked fraction as in DCTCP / Prague), delay-based virtual marking from the queue delay
+/// (one-way delay over its minimum in `baseDelayWindow`), target bitrate = window / RTT,
+/// pacing at the target with headroom.
+///
+/// Where it departs from SCReAM v2, and why:
+/// - Pacing headroom 1.1, not 1.5. A frame sent at h × the bottleneck rate leaves
+///   (1 − 1/h) of it queued; at 1.5 a third of every frame queues, crosses a 1 ms L4S step
+///   threshold and draws marks the sender caused itself, which SCReAM's authors give as the
+///   cause of its ~75 % utilisation. The sender's pacer absorbs the frame burst instead.
+/// - The L4S reaction uses the marked *byte* fraction of an RTT's acknowledgements, real CE
+///   and virtual marks together (the larger per packet), so one EWMA drives both.
+/// - Growth speeds up with the rounds since the last reduction (1 + n/4 packets per RTT,
+///   like CUBIC's convex probe) instead of SCReAM's fixed multiplicative ramp: slow near
+///   the last congestion point, where the L4S sawtooth lives, fast after a capacity step up.
+/// - Loss is declared only for packets the receiver reports missing with three later
+///   packets received (RFC 9002's packet threshold); packets no report ever covers (their
+///   feedback was lost) leave the flight after a timeout without a reaction, so lost
+///   feedback does not read as congestion.
+public struct ScreamController: CongestionController {
+    /// Its settings.
+    public let configuration: ScreamConfiguration
+
+    // Durations and times in nanoseconds, bitrates in bits per second, windows in bytes.
+    private let queueDelayTarget: Int64
+    private let baseDelayWindow: Int64
+
+    /// The reference window (bytes).
+    private(set) var referenceWindow: Double
+    /// Still in slow start (no congestion signal yet, or recovering after feedback stopped).
+    private(set) var slowStart = true
+    /// Slow start ends here (after feedback stopped: the window before).
+    private var slowStartThreshold = Double.infinity
+    /// Smoothed RTT (nil until measured).
+    private(set) var smoothedRTT: Int64?
+    /// The last queue delay estimate (mean over the last report's packets).
+    private(set) var queueDelay: Int64 = 0
+    /// The EWMA of the marked fraction (real L4S CE and virtual marks), 0...1.
+    private(set) var markedFraction: Double = 1
+    /// Window reductions so far.
+    private(set) var reductions = 0
+    /// Losses declared.
+    private(set) var lossesDeclared = 0
+    /// Packets that left the flight without ever being reported.
+    private(set) var expired = 0
+    /// Feedback has stopped: the window is at its floor until it returns.
+    private(set) var feedbackStopped = false
+    public private(set) var bytesInFlight = 0
+
+    private var lastReductionAt = Int64.min / 2
+    private var roundsSinceReduction = 0
+    private var lastFeedbackAt: Int64?
+    private var latestTime: Int64 = .min
+    /// The RTT round counted for the marked-fraction EWMA and the growth rounds.
+    private var roundStart: Int64?
+    private var roundAckedBytes = 0.0
+    private var roundMarkedBytes = 0.0
+    private var roundHadMark = false
+    /// The most bytes in flight in this and the last round: growth needs the window in use.
+    private var inFlightPeakThisRound = 0
+    private var inFlightPeakLastRound = 0
+
+    private var baseDelay: MinimumOverWindow
+
+    private struct Entry {
+        var sequence: Int64 = -1
+        var sentAt: Int64 = 0
+        var bytes: Int32 = 0
+        var outstanding = false
+    }
+    private var entries: [Entry]
+    private let mask: Int64
+    private var oldest: Int64 = -1
+    private var newestSent: Int64 = -1
+    private var highestReceived: Int64 = -1
+
+    /// Packets reported missing with this many later packets received count as lost.
+    static let reorderingThreshold: Int64 = 3
+    /// The classic DCTCP gain of the marked-fraction EWMA.
+    static let markedFractionGain = 1.0 / 16
+
+    /// A controller with `configuration`.
+    public init(configuration: ScreamConfiguration = ScreamConfiguration()) {
+        precondition(configuration.minBitrate > 0 && configuration.minBitrate <= configuration.maxBitrate)
+        self.configuration = configuration
+        queueDelayTarget = configuration.queueDelayTarget.nanoseconds
+        baseDelayWindow = configuration.baseDelayWindow.nanoseconds
+        baseDelay = MinimumOverWindow(window: baseDelayWindow)
+        let start = Double(min(max(configuration.startBitrate, configuration.minBitrate), configuration.maxBitrate))
+        referenceWindow = start / 8 * Double(configuration.initialRTT.nanoseconds) / 1e9
+        entries = Array(repeating: Entry(), count: 1 << 14)
+        mask = (1 << 14) - 1
+        referenceWindow = max(referenceWindow, floorWindow)
+    }
+
+    private var rtt: Int64 { smoothedRTT ?? configuration.initialRTT.nanoseconds }
+    private var rttSeconds: Double { Double(max(rtt, 1_000_000)) / 1e9 }
+
+    /// The smallest reference window: two packets, and at least the minimum bitrate's worth.
+    private var floorWindow: Double {
+        max(2 * Double(configuration.maxPacketSize), Double(configuration.minBitrate) / 8 * rttSeconds)
+    }
+
+    /// The largest useful reference window: the maximum bitrate's worth (and a packet).
+    private var ceilingWindow: Double {
+        Double(configuration.maxBitrate) / 8 * rttSeconds + Double(configuration.maxPacketSize)
+    }
+
+    public var window: Int {
+        if feedbackStopped { return Int(2 * Double(configuration.maxPacketSize)) }
+        return Int(referenceWindow * configuration.windowHeadroom)
+    }
+
+    public var targetBitrate: Int {
+        if feedbackStopped { return configuration.minBitrate }
+        let rate = referenceWindow * 8 / rttSeconds
+        return Int(min(max(rate, Double(configuration.minBitrate)), Double(configuration.maxBitrate)))
+    }
+
+    public var pacingRate: Int { Int(Double(targetBitrate) * configuration.pacingHeadroom) }
+
+    /// How long without feedback, while packets are in flight, before the window collapses:
+    /// four RTTs, and never under 100 ms (a receiver reporting every 20-50 ms skips a few).
+    var feedbackTimeout: Int64 { max(4 * rtt, 100_000_000) }
+
+    public mutating func packetSent(_ packet: SentPacketRecord) {
+        let now = packet.sentAt.nanoseconds
+        advanceInternal(to: now)
+        let index = Int(packet.sequence & mask)
+        if entries[index].outstanding { bytesInFlight -= Int(entries[index].bytes); expired += 1 }
+        entries[index] = Entry(sequence: packet.sequence, sentAt: now, bytes: Int32(packet.bytes), outstanding: true)
+        if oldest < 0 { oldest = packet.sequence }
+        oldest = max(oldest, packet.sequence - Int64(entries.count) + 1)
+        newestSent = max(newestSent, packet.sequence)
+        bytesInFlight += packet.bytes
+        inFlightPeakThisRound = max(inFlightPeakThisRound, bytesInFlight)
+        // Silence counts from the first packet that could be answered.
+        if lastFeedbackAt == nil { lastFeedbackAt = now }
+    }
+
+    public mutating func advance(to now: Duration) { advanceInternal(to: now.nanoseconds) }
+
+    private mutating func advanceInternal(to now: Int64) {
+        latestTime = max(latestTime, now)
+        guard !feedbackStopped, let last = lastFeedbackAt, bytesInFlight > 0, now - last > feedbackTimeout else { return }
+        // The path or its feedback is gone: send no more than a probe's worth until it answers,
+        // and come back in slow start towards the window we had.
+        feedbackStopped = true
+        slowStartThreshold = referenceWindow
+        referenceWindow = floorWindow
+        reductions += 1
+    }
+
+    private func lookup(_ sequence: Int64) -> Int? {
+        let index = Int(sequence & mask)
+        return entries[index].sequence == sequence ? index : nil
+    }
+
+    public mutating func feedbackReceived(_ feedback: CongestionFeedback) {
+        let now = feedback.receivedAt.nanoseconds
+        latestTime = max(latestTime, now)
+        lastFeedbackAt = now
+        if feedbackStopped {
+            feedbackStopped = false
+            slowStart = true
+        }
+        var ackedBytes = 0.0
+        var markedBytes = 0.0
+        var ceSeen = false
+        var queueDelaySum = 0.0
+        var queueDelayCount = 0
+        var newestAcked: (sequence: Int64, sentAt: Int64, arrival: Int64)?
+        var missing: [Int64] = []
+        let inFlightBefore = bytesInFlight
+        for report in feedback.packets {
+            guard let index = lookup(report.sequence) else { continue }
+            guard let arrivalDuration = report.arrival else {
+                if entries[index].outstanding { missing.append(report.sequence) }
+                continue
+            }
+            let wasOutstanding = entries[index].outstanding
+            highestReceived = max(highestReceived, report.sequence)
+            let arrival = arrivalDuration.nanoseconds
+            let entry = entries[index]
+            let oneWay = arrival - entry.sentAt
+            baseDelay.record(oneWay, at: now)
+            guard wasOutstanding else { continue }
+            entries[index].outstanding = false
+            bytesInFlight -= Int(entry.bytes)
+            let bytes = Double(entry.bytes)
+            ackedBytes += bytes
+            let delay = max(0, oneWay - (baseDelay.minimum ?? oneWay))
+            queueDelaySum += Double(delay)
+            queueDelayCount += 1
+            // Virtual marking: none under half the target, every packet at the target.
+            let half = Double(queueDelayTarget) / 2
+            let virtual = min(max((Double(delay) - half) / half, 0), 1)
+            let ce = report.ecn == .ce
+            if ce { ceSeen = true }
+            markedBytes += bytes * max(ce && configuration.l4s ? 1 : 0, virtual)
+            if virtual > 0 { roundHadMark = true }
+            if newestAcked == nil || report.sequence > newestAcked!.sequence {
+                newestAcked = (report.sequence, entry.sentAt, arrival)
+            }
+        }
+        if queueDelayCount > 0 { queueDelay = Int64(queueDelaySum / Double(queueDelayCount)) }
+
+        // RTT: the caller's sample, else the newest packet's round trip less its wait at the receiver.
+        if let sample = feedback.rttSample?.nanoseconds ?? newestAcked.map({ acked in
+            let held = feedback.reportTime.map { max(0, $0.nanoseconds - acked.arrival) } ?? 0
+            return now - acked.sentAt - held
+        }), sample > 0 {
+            let first = smoothedRTT == nil
+            smoothedRTT = smoothedRTT.map { ($0 * 7 + sample) / 8 } ?? sample
+            if first && slowStart && reductions == 0 {
+                // The start window assumed `initialRTT`: carry the start bitrate over the real one.
+                let start = Double(min(max(configuration.startBitrate, configuration.minBitrate), configuration.maxBitrate))
+                referenceWindow = max(start / 8 * rttSeconds, floorWindow)
+            }
+        }
+
+        // Losses: reported missing with enough later packets received.
+        var lost = 0
+        for sequence in missing where sequence + Self.reorderingThreshold <= highestReceived {
+            guard let index = lookup(sequence), entries[index].outstanding else { continue }
+            entries[index].outstanding = false
+            bytesInFlight -= Int(entries[index].bytes)
+            lost += 1
+        }
+        lossesDeclared += lost
+        expireUnreported(now: now)
+
+        roundAckedBytes += ackedBytes
+        roundMarkedBytes += markedBytes
+        if ceSeen && configuration.l4s { roundHadMark = true }
+        let roundEnded = endRoundIfDue(now: now)
+
+        let mayReduce = now - lastReductionAt >= rtt
+        if lost > 0 && mayReduce {
+            reduce(by: configuration.lossBeta, now: now)
+        } else if ceSeen && !configuration.l4s && mayReduce {
+            reduce(by: configuration.ecnBeta, now: now)
+        } else if roundEnded && roundHadMarkAtEnd && mayReduce {
+            // L4S and virtual marks: once per round, by half the smoothed marked fraction.
+            reduce(by: 1 - markedFraction / 2, now: now)
+        } else if ackedBytes > 0 && now - lastReductionAt >= rtt {
+            grow(ackedBytes: ackedBytes, inFlightBefore: inFlightBefore)
+        }
+        referenceWindow = min(max(referenceWindow, floorWindow), ceilingWindow)
+    }
+
+    private var roundHadMarkAtEnd = false
+
+    /// Closes the RTT round when one has passed: folds its marked fraction into the EWMA.
+    private mutating func endRoundIfDue(now: Int64) -> Bool {
+        guard let start = roundStart else { roundStart = now; return false }
+        guard now - start >= rtt else { return false }
+        if roundAckedBytes > 0 {
+            let fraction = roundMarkedBytes / roundAckedBytes
+            markedFraction += Self.markedFractionGain * (fraction - markedFraction)
+        }
+        roundHadMarkAtEnd = roundHadMark
+        roundStart = now
+        roundAckedBytes = 0
+        roundMarkedBytes = 0
+        roundHadMark = false
+        inFlightPeakLastRound = inFlightPeakThisRound
+        inFlightPeakThisRound = bytesInFlight
+        roundsSinceReduction += 1
+        return true
+    }
+
+    private mutating func reduce(by factor: Double, now: Int64) {
+        referenceWindow *= factor
+        lastReductionAt = now
+        roundsSinceReduction = 0
+        slowStart = false
+        reductions += 1
+    }
+
+    private mutating func grow(ackedBytes: Double, inFlightBefore: Int) {
+        // Application-limited: a window the source does not fill says nothing of the path.
+        let used = Double(max(inFlightPeakThisRound, inFlightPeakLastRound, inFlightBefore))
+        guard used * configuration.windowHeadroom >= referenceWindow else { return }
+        if slowStart {
+            // Leave slow start at the first queue build-up: a quarter of the delay target.
+            if queueDelay * 4 > queueDelayTarget || referenceWindow >= slowStartThreshold {
+                slowStart = false
+                roundsSinceReduction = 0
+            } else {
+                referenceWindow += ackedBytes
+                return
+            }
+        }
+        let packet = Double(configuration.maxPacketSize)
+        let perRound = min(packet * (1 + Double(roundsSinceReduction) / 4), referenceWindow / 2)
+        referenceWindow += perRound * ackedBytes / referenceWindow
+    }
+
+    /// Packets sent long before anything reported and never covered by a report leave the flight.
+    private mutating func expireUnreported(now: Int64) {
+        guard oldest >= 0 else { return }
+        let cutoff = now - max(3 * rtt, 300_000_000)
+        while oldest <= newestSent {
+            guard let index = lookup(oldest) else { oldest += 1; continue }
+            let entry = entries[index]
+            if entry.outstanding {
+                guard entry.sentAt < cutoff else { break }
+                entries[index].outstanding = false
+                bytesInFlight -= Int(entry.bytes)
+                expired += 1
+            }
+            oldest += 1
+        }
+    }
+}
+
+/// The minimum of samples over a sliding window, kept as the minima of ten sub-windows so it
+/// can rise once the low samples are older than the window (LEDBAT's base delay history).
+struct MinimumOverWindow: Sendable {
+    private let slot: Int64
+    private var minima: [Int64] = []
+    private var currentStart: Int64?
+
+    init(window: Int64) { slot = max(window / 10, 1) }
+
+    var minimum: Int64? { minima.min() }
+
+    mutating func record(_ value: Int64, at now: Int64) {
+        if let start = currentStart, now - start < slot, !minima.isEmpty {
+            minima[minima.count - 1] = min(minima[minima.count - 1], value)
+            return
+        }
+        currentStart = now
+        minima.append(value)
+        if minima.count > 10 { minima.removeFirst() }
+    }
+}
