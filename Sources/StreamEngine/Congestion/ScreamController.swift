@@ -33,8 +33,8 @@ public struct ScreamConfiguration: Sendable, Equatable {
 
     /// Defaults for a live video flow; the bitrates in bits per second.
     public init(minBitrate: Int = 150_000, maxBitrate: Int = 50_000_000, startBitrate: Int = 1_000_000,
-                l4s: Bool = false, queueDelayTarget: Duration = .milliseconds(30),
-                pacingHeadroom: Double = 1.1, windowHeadroom: Double = 1.5, maxPacketSize: Int = 1200,
+                l4s: Bool = false, queueDelayTarget: Duration = .milliseconds(20),
+                pacingHeadroom: Double = 1.05, windowHeadroom: Double = 1.5, maxPacketSize: Int = 1200,
                 baseDelayWindow: Duration = .seconds(10), initialRTT: Duration = .milliseconds(100),
                 lossBeta: Double = 0.7, ecnBeta: Double = 0.8) {
         self.minBitrate = minBitrate
@@ -65,7 +65,7 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   cause of its ~75 % utilisation. The sender's pacer absorbs the frame burst instead.
 /// - The L4S reaction uses the marked *byte* fraction of an RTT's acknowledgements, real CE
 ///   and virtual marks together (the larger per packet), so one EWMA drives both.
-/// - Growth speeds up with the rounds since the last reduction (1 + n/4 packets per RTT,
+/// - Growth speeds up with the rounds since the last reduction (1 + n/16 packets per RTT,
 ///   like CUBIC's convex probe) instead of SCReAM's fixed multiplicative ramp: slow near
 ///   the last congestion point, where the L4S sawtooth lives, fast after a capacity step up.
 /// - Loss is declared only for packets the receiver reports missing with three later
@@ -88,6 +88,10 @@ public struct ScreamController: CongestionController {
     private var slowStartThreshold = Double.infinity
     /// Smoothed RTT (nil until measured).
     private(set) var smoothedRTT: Int64?
+    /// Smoothed time from sending a packet to the feedback that confirms it (nil until measured):
+    /// the RTT plus the receiver's wait before reporting. Bytes stay in flight this long, so
+    /// window and rate convert through it, and a cut shows in feedback after it.
+    private(set) var smoothedFeedbackDelay: Int64?
     /// The last queue delay estimate (mean over the last report's packets).
     private(set) var queueDelay: Int64 = 0
     /// The EWMA of the marked fraction (real L4S CE and virtual marks), 0...1.
@@ -103,9 +107,13 @@ public struct ScreamController: CongestionController {
     public private(set) var bytesInFlight = 0
 
     private var lastReductionAt = Int64.min / 2
+    /// Growth waits an RTT after a loss or classic CE cut (the cut's effect is not yet in the
+    /// feedback); an L4S cut does not stop growth, which is what balances it (Prague).
+    private var growthHeldUntil = Int64.min
+    /// Packets reported missing and not yet declared lost (too few later packets received).
+    private var pendingMissing: [Int64] = []
     private var roundsSinceReduction = 0
     private var lastFeedbackAt: Int64?
-    private var latestTime: Int64 = .min
     /// The RTT round counted for the marked-fraction EWMA and the growth rounds.
     private var roundStart: Int64?
     private var roundAckedBytes = 0.0
@@ -148,7 +156,11 @@ public struct ScreamController: CongestionController {
         referenceWindow = max(referenceWindow, floorWindow)
     }
 
-    private var rtt: Int64 { smoothedRTT ?? configuration.initialRTT.nanoseconds }
+    /// The time a window's bytes take to be confirmed: the feedback delay (RTT plus the
+    /// receiver's report interval), before any the assumed initial RTT. SCReAM divides the
+    /// window by the RTT alone; with feedback every 20 ms on a 25 ms path the bytes in flight
+    /// are then nearly twice the window and the window, not the path, caps the rate.
+    private var rtt: Int64 { smoothedFeedbackDelay ?? smoothedRTT ?? configuration.initialRTT.nanoseconds }
     private var rttSeconds: Double { Double(max(rtt, 1_000_000)) / 1e9 }
 
     /// The smallest reference window: two packets, and at least the minimum bitrate's worth.
@@ -196,7 +208,8 @@ public struct ScreamController: CongestionController {
     public mutating func advance(to now: Duration) { advanceInternal(to: now.nanoseconds) }
 
     private mutating func advanceInternal(to now: Int64) {
-        latestTime = max(latestTime, now)
+        // Without feedback nothing else would let a probe out once the window collapsed.
+        expireUnreported(now: now)
         guard !feedbackStopped, let last = lastFeedbackAt, bytesInFlight > 0, now - last > feedbackTimeout else { return }
         // The path or its feedback is gone: send no more than a probe's worth until it answers,
         // and come back in slow start towards the window we had.
@@ -213,24 +226,25 @@ public struct ScreamController: CongestionController {
 
     public mutating func feedbackReceived(_ feedback: CongestionFeedback) {
         let now = feedback.receivedAt.nanoseconds
-        latestTime = max(latestTime, now)
         lastFeedbackAt = now
         if feedbackStopped {
             feedbackStopped = false
             slowStart = true
         }
         var ackedBytes = 0.0
+        var ackedByteTime = 0.0
         var markedBytes = 0.0
         var ceSeen = false
         var queueDelaySum = 0.0
         var queueDelayCount = 0
         var newestAcked: (sequence: Int64, sentAt: Int64, arrival: Int64)?
-        var missing: [Int64] = []
         let inFlightBefore = bytesInFlight
         for report in feedback.packets {
             guard let index = lookup(report.sequence) else { continue }
             guard let arrivalDuration = report.arrival else {
-                if entries[index].outstanding { missing.append(report.sequence) }
+                if entries[index].outstanding, !pendingMissing.contains(report.sequence), pendingMissing.count < 4096 {
+                    pendingMissing.append(report.sequence)
+                }
                 continue
             }
             let wasOutstanding = entries[index].outstanding
@@ -244,6 +258,7 @@ public struct ScreamController: CongestionController {
             bytesInFlight -= Int(entry.bytes)
             let bytes = Double(entry.bytes)
             ackedBytes += bytes
+            ackedByteTime += bytes * Double(now - entry.sentAt)
             let delay = max(0, oneWay - (baseDelay.minimum ?? oneWay))
             queueDelaySum += Double(delay)
             queueDelayCount += 1
@@ -265,8 +280,13 @@ public struct ScreamController: CongestionController {
             let held = feedback.reportTime.map { max(0, $0.nanoseconds - acked.arrival) } ?? 0
             return now - acked.sentAt - held
         }), sample > 0 {
-            let first = smoothedRTT == nil
             smoothedRTT = smoothedRTT.map { ($0 * 7 + sample) / 8 } ?? sample
+        }
+        if ackedBytes > 0 {
+            // The byte-weighted mean time in flight of what this report confirms.
+            let sample = Int64(ackedByteTime / ackedBytes)
+            let first = smoothedFeedbackDelay == nil
+            smoothedFeedbackDelay = smoothedFeedbackDelay.map { ($0 * 7 + sample) / 8 } ?? sample
             if first && slowStart && reductions == 0 {
                 // The start window assumed `initialRTT`: carry the start bitrate over the real one.
                 let start = Double(min(max(configuration.startBitrate, configuration.minBitrate), configuration.maxBitrate))
@@ -276,12 +296,15 @@ public struct ScreamController: CongestionController {
 
         // Losses: reported missing with enough later packets received.
         var lost = 0
-        for sequence in missing where sequence + Self.reorderingThreshold <= highestReceived {
+        var stillMissing: [Int64] = []
+        for sequence in pendingMissing {
             guard let index = lookup(sequence), entries[index].outstanding else { continue }
+            guard sequence + Self.reorderingThreshold <= highestReceived else { stillMissing.append(sequence); continue }
             entries[index].outstanding = false
             bytesInFlight -= Int(entries[index].bytes)
             lost += 1
         }
+        pendingMissing = stillMissing
         lossesDeclared += lost
         expireUnreported(now: now)
 
@@ -293,13 +316,18 @@ public struct ScreamController: CongestionController {
         let mayReduce = now - lastReductionAt >= rtt
         if lost > 0 && mayReduce {
             reduce(by: configuration.lossBeta, now: now)
+            growthHeldUntil = now + rtt
         } else if ceSeen && !configuration.l4s && mayReduce {
             reduce(by: configuration.ecnBeta, now: now)
-        } else if roundEnded && roundHadMarkAtEnd && mayReduce {
-            // L4S and virtual marks: once per round, by half the smoothed marked fraction.
-            reduce(by: 1 - markedFraction / 2, now: now)
-        } else if ackedBytes > 0 && now - lastReductionAt >= rtt {
-            grow(ackedBytes: ackedBytes, inFlightBefore: inFlightBefore)
+            growthHeldUntil = now + rtt
+        } else {
+            if ackedBytes > 0 && now >= growthHeldUntil {
+                grow(ackedBytes: ackedBytes, inFlightBefore: inFlightBefore)
+            }
+            if roundEnded && roundHadMarkAtEnd && mayReduce {
+                // L4S and virtual marks: once per round, by half the smoothed marked fraction.
+                reduce(by: 1 - markedFraction / 2, now: now)
+            }
         }
         referenceWindow = min(max(referenceWindow, floorWindow), ceilingWindow)
     }
@@ -348,7 +376,7 @@ public struct ScreamController: CongestionController {
             }
         }
         let packet = Double(configuration.maxPacketSize)
-        let perRound = min(packet * (1 + Double(roundsSinceReduction) / 4), referenceWindow / 2)
+        let perRound = min(packet * (1 + Double(roundsSinceReduction) / 16), referenceWindow / 2)
         referenceWindow += perRound * ackedBytes / referenceWindow
     }
 

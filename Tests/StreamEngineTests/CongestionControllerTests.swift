@@ -1,0 +1,491 @@
+import Testing
+import TestSupport
+import UringIO
+@testable import StreamEngine
+
+/// A bottleneck in virtual time for `ScreamController`: a sender whose source produces the
+/// controller's target bitrate in frames, paced at its pacing rate and held to its window;
+/// a FIFO queue served at a capacity that can follow a schedule, bounded in bytes (drop-tail),
+/// marking CE by sojourn (L4S step on ECT(1), or classic on ECT(0)); fixed one-way delays;
+/// a receiver whose clock is offset from the sender's that reports every packet (RFC 8888
+/// style) every 20 ms. One tick is 100 µs.
+struct BottleneckSimulation {
+    enum Marking { case none, l4sStep(thresholdMs: Double), classic(thresholdMs: Double) }
+    enum Source { case adaptive, fixed(bitrate: Double) }
+
+    static let tick: Int64 = 100_000
+    static let packetSize = 1200
+    static let framesPerSecond: Int64 = 30
+    static let reportInterval: Int64 = 20_000_000
+    /// The receiver's clock runs this far ahead of the sender's: only differences may count.
+    static let receiverClockOffset: Int64 = 7_777_123_456_789
+
+    var controller: ScreamController
+    /// (from, bits per second), in time order.
+    var capacitySchedule: [(from: Int64, bitrate: Double)]
+    /// (from, one-way delay each way in ns), in time order.
+    var delaySchedule: [(from: Int64, oneWay: Int64)]
+    var bufferBytes: Int
+    var marking: Marking
+    var source: Source
+    /// Feedback sent in this span never arrives.
+    var feedbackBlackout: Range<Int64>?
+    var ecn: ECNCodepoint
+    /// Extra forward delay per packet, uniform in 0..<jitter (seeded), FIFO kept.
+    var jitter: Int64 = 0
+    var generator = SplitMix64(seed: 12)
+
+    var now: Int64 = 0
+    private var sequence: Int64 = 0
+    private var sendQueue: [Int] = []
+    private var sendQueueHead = 0
+    private var pacerCredit = 0.0
+    private var nextFrameAt: Int64 = 0
+    private var queue: [(sequence: Int64, bytes: Int, enqueuedAt: Int64, ecn: ECNCodepoint)] = []
+    private var queueHead = 0
+    private var queueBytes = 0
+    private var serviceCredit = 0.0
+    private var toReceiver: [(at: Int64, sequence: Int64, ecn: ECNCodepoint)] = []
+    private var toReceiverHead = 0
+    private var highestReported: Int64 = -1
+    private var received: [Int64: (arrival: Int64, ecn: ECNCodepoint)] = [:]
+    private var highestArrived: Int64 = -1
+    private var nextReportAt: Int64 = reportInterval
+    private var toSender: [(at: Int64, feedback: CongestionFeedback)] = []
+
+    // Measurements over the current window (`resetMeasurements`).
+    private(set) var deliveredBytes = 0
+    private(set) var capacityBytes = 0.0
+    private(set) var sojourns: [Int64] = []
+    private(set) var dropped = 0
+    private(set) var marked = 0
+    private(set) var maxInFlight = 0
+    private(set) var targets: [Int] = []
+    private(set) var windowBlocked = 0
+    var sentBytes = 0
+
+    init(controller: ScreamController, capacity: Double, oneWayDelayMs: Double, bufferBytes: Int = 1_000_000,
+         marking: Marking = .none, ecn: ECNCodepoint = .notECT, source: Source = .adaptive) {
+        self.controller = controller
+        capacitySchedule = [(0, capacity)]
+        delaySchedule = [(0, Int64(oneWayDelayMs * 1e6))]
+        self.bufferBytes = bufferBytes
+        self.marking = marking
+        self.ecn = ecn
+        self.source = source
+    }
+
+    static func seconds(_ value: Double) -> Int64 { Int64(value * 1e9) }
+
+    private func current<T>(_ schedule: [(from: Int64, T)]) -> T {
+        schedule.last(where: { $0.from <= now })!.1
+    }
+
+    var capacity: Double { current(capacitySchedule.map { ($0.from, $0.bitrate) }) }
+
+    mutating func resetMeasurements() {
+        deliveredBytes = 0
+        capacityBytes = 0
+        sojourns = []
+        dropped = 0
+        marked = 0
+        maxInFlight = 0
+        targets = []
+        windowBlocked = 0
+        sentBytes = 0
+    }
+
+    /// The time the queue's bytes take to drain at the current capacity, milliseconds.
+    var queueDelayNow: Double { Double(queueBytes) * 8 / capacity * 1e3 }
+
+    var utilisation: Double { Double(deliveredBytes) / capacityBytes }
+
+    /// The 95th percentile of the queue's sojourn times in the window, milliseconds.
+    var sojournP95: Double {
+        guard !sojourns.isEmpty else { return 0 }
+        let sorted = sojourns.sorted()
+        return Double(sorted[min(sorted.count - 1, sorted.count * 95 / 100)]) / 1e6
+    }
+
+    mutating func run(until end: Int64) {
+        while now < end { step() }
+    }
+
+    private mutating func step() {
+        now += Self.tick
+        let dt = Double(Self.tick) / 1e9
+        let capacity = self.capacity
+        let oneWay = current(delaySchedule.map { ($0.from, $0.oneWay) })
+        controller.advance(to: .nanoseconds(now))
+
+        // Feedback reaching the sender.
+        while let first = toSender.first, first.at <= now {
+            toSender.removeFirst()
+            controller.feedbackReceived(first.feedback)
+        }
+
+        // The source: one frame per 1/30 s at the target (or a fixed) bitrate.
+        if now >= nextFrameAt {
+            nextFrameAt += 1_000_000_000 / Self.framesPerSecond
+            let bitrate: Double
+            switch source {
+            case .adaptive: bitrate = Double(controller.targetBitrate)
+            case .fixed(let fixed): bitrate = fixed
+            }
+            var frame = Int(bitrate / 8 / Double(Self.framesPerSecond))
+            while frame > 0 {
+                sendQueue.append(min(frame, Self.packetSize))
+                frame -= Self.packetSize
+            }
+        }
+
+        // The pacer: credit at the pacing rate, a burst of at most two packets after idling.
+        pacerCredit = min(pacerCredit + Double(controller.pacingRate) / 8 * dt, Double(2 * Self.packetSize))
+        while sendQueueHead < sendQueue.count {
+            let bytes = sendQueue[sendQueueHead]
+            guard pacerCredit >= Double(bytes) else { break }
+            guard controller.bytesInFlight + bytes <= controller.window else { windowBlocked += 1; break }
+            pacerCredit -= Double(bytes)
+            sendQueueHead += 1
+            controller.packetSent(SentPacketRecord(sequence: sequence, bytes: bytes, sentAt: .nanoseconds(now)))
+            sentBytes += bytes
+            maxInFlight = max(maxInFlight, controller.bytesInFlight)
+            if queueBytes + bytes > bufferBytes {
+                dropped += 1
+            } else {
+                queue.append((sequence, bytes, now, ecn))
+                queueBytes += bytes
+            }
+            sequence += 1
+        }
+        if sendQueueHead > 4096 { sendQueue.removeFirst(sendQueueHead); sendQueueHead = 0 }
+
+        // The bottleneck.
+        capacityBytes += capacity / 8 * dt
+        serviceCredit += capacity / 8 * dt
+        while queueHead < queue.count, serviceCredit >= Double(queue[queueHead].bytes) {
+            var packet = queue[queueHead]
+            queueHead += 1
+            serviceCredit -= Double(packet.bytes)
+            queueBytes -= packet.bytes
+            let sojourn = now - packet.enqueuedAt
+            sojourns.append(sojourn)
+            deliveredBytes += packet.bytes
+            switch marking {
+            case .none: break
+            case .l4sStep(let threshold):
+                if packet.ecn == .ect1, Double(sojourn) > threshold * 1e6 { packet.ecn = .ce }
+            case .classic(let threshold):
+                if packet.ecn == .ect0, Double(sojourn) > threshold * 1e6 { packet.ecn = .ce }
+            }
+            if packet.ecn == .ce { marked += 1 }
+            // FIFO on the wire too: a shorter delay does not overtake.
+            let extra = jitter > 0 ? Int64(generator.nextUnit() * Double(jitter)) : 0
+            let arrival = max(now + oneWay + extra, toReceiver.last?.at ?? 0)
+            toReceiver.append((arrival, packet.sequence, packet.ecn))
+        }
+        if queueHead == queue.count { serviceCredit = min(serviceCredit, Double(Self.packetSize)) }
+        if queueHead > 4096 { queue.removeFirst(queueHead); queueHead = 0 }
+
+        // The receiver.
+        while toReceiverHead < toReceiver.count, toReceiver[toReceiverHead].at <= now {
+            let packet = toReceiver[toReceiverHead]
+            toReceiverHead += 1
+            received[packet.sequence] = (packet.at + Self.receiverClockOffset, packet.ecn)
+            highestArrived = max(highestArrived, packet.sequence)
+        }
+        if toReceiverHead > 4096 { toReceiver.removeFirst(toReceiverHead); toReceiverHead = 0 }
+        if now >= nextReportAt {
+            nextReportAt += Self.reportInterval
+            if highestArrived > highestReported {
+                var reports: [CongestionFeedback.PacketReport] = []
+                for reported in (highestReported + 1)...highestArrived {
+                    let packet = received.removeValue(forKey: reported)
+                    reports.append(.init(sequence: reported, arrival: packet.map { .nanoseconds($0.arrival) },
+                                         ecn: packet?.ecn ?? .notECT))
+                }
+                highestReported = highestArrived
+                let feedback = CongestionFeedback(receivedAt: .nanoseconds(now + oneWay),
+                                                  reportTime: .nanoseconds(now + Self.receiverClockOffset),
+                                                  packets: reports)
+                if feedbackBlackout?.contains(now) != true { toSender.append((now + oneWay, feedback)) }
+            }
+        }
+        if now % 10_000_000 == 0 { targets.append(controller.targetBitrate) }
+    }
+}
+
+/// `ScreamController` against the simulated bottleneck and against hand-made feedback.
+struct CongestionControllerTests {
+    static let mss = Double(BottleneckSimulation.packetSize)
+
+    /// Case (a) of issue 12 in miniature: 20 Mbit/s, 25 ms RTT, L4S step marking at 1 ms.
+    /// Over 10-30 s the link is at least 90 % used with the 95th percentile of sojourn under
+    /// 5 ms and nothing lost.
+    @Test func l4sSteadyStateFillsTheLinkWithAShortQueue() {
+        let configuration = ScreamConfiguration(startBitrate: 2_000_000, l4s: true)
+        var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),
+                                              capacity: 20e6, oneWayDelayMs: 12.5, bufferBytes: 200_000,
+                                              marking: .l4sStep(thresholdMs: 1), ecn: .ect1)
+        simulation.run(until: BottleneckSimulation.seconds(10))
+        simulation.resetMeasurements()
+        simulation.run(until: BottleneckSimulation.seconds(30))
+        print("L4S 20 Mbit/s, 25 ms: utilisation \(simulation.utilisation), p95 sojourn \(simulation.sojournP95) ms, marked \(simulation.marked), marked fraction \(simulation.controller.markedFraction)")
+        #expect(simulation.utilisation >= 0.9)
+        #expect(simulation.sojournP95 <= 5)
+        #expect(simulation.dropped == 0)
+    }
+
+    /// Issue 12's case (b) in miniature, drop-tail without ECN, 100 ms RTT, 300 ms of buffer at
+    /// 1 Mbit/s: 1 → 2.5 → 0.6 → 1 Mbit/s. Each phase from 5 s after its start: utilisation
+    /// and the queue's 95th percentile; after the step down the target falls under the new
+    /// capacity within ten RTTs and the queue drains under 100 ms within 2 s.
+    @Test func dropTailFollowsCapacitySteps() {
+        let configuration = ScreamConfiguration(minBitrate: 150_000, startBitrate: 500_000)
+        var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),
+                                              capacity: 1e6, oneWayDelayMs: 50, bufferBytes: 37_500)
+        let s = BottleneckSimulation.seconds
+        simulation.capacitySchedule = [(0, 1e6), (s(25), 2.5e6), (s(45), 0.6e6), (s(65), 1e6)]
+        var phases: [(utilisation: Double, p95: Double, dropped: Int)] = []
+        var drained = 0.0
+        var belowCapacity: Double?
+        for (start, end) in [(0.0, 25.0), (25, 45), (45, 65), (65, 85)] {
+            if start == 45 {
+                // Step down: when is the queue last over 100 ms?
+                while simulation.now < s(50) {
+                    simulation.run(until: simulation.now + BottleneckSimulation.tick)
+                    if simulation.queueDelayNow >= 100 { drained = Double(simulation.now - s(45)) / 1e9 }
+                    if belowCapacity == nil, simulation.now > s(45), simulation.controller.targetBitrate <= 600_000 {
+                        belowCapacity = Double(simulation.now - s(45)) / 1e9
+                    }
+                }
+            } else {
+                simulation.run(until: s(start + 5))
+            }
+            simulation.resetMeasurements()
+            simulation.run(until: s(end))
+            phases.append((simulation.utilisation, simulation.sojournP95, simulation.dropped))
+        }
+        print("drop-tail steps: phases \(phases), queue under 100 ms for good \(drained) s after the step down, target under 0.6 Mbit/s after \(belowCapacity ?? -1) s")
+        for phase in phases {
+            #expect(phase.utilisation >= 0.85)
+            #expect(phase.p95 <= 60)
+            #expect(phase.dropped == 0)
+        }
+        #expect(drained <= 2)
+        // Ten RTTs of 100 ms (plus the queue's delay).
+        #expect(try! #require(belowCapacity) <= 1)
+    }
+
+    /// Capacity up 5 → 20 Mbit/s with L4S: the target follows to 90 % of the new capacity.
+    @Test func l4sCapacityStepUpIsFollowed() {
+        let configuration = ScreamConfiguration(startBitrate: 2_000_000, l4s: true)
+        var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),
+                                              capacity: 5e6, oneWayDelayMs: 12.5, bufferBytes: 200_000,
+                                              marking: .l4sStep(thresholdMs: 1), ecn: .ect1)
+        let s = BottleneckSimulation.seconds
+        simulation.capacitySchedule = [(0, 5e6), (s(10), 20e6)]
+        simulation.run(until: s(10))
+        var reached: Double?
+        while simulation.now < s(20), reached == nil {
+            simulation.run(until: simulation.now + 10_000_000)
+            if simulation.controller.targetBitrate >= 18_000_000 { reached = Double(simulation.now - s(10)) / 1e9 }
+        }
+        simulation.run(until: s(20))
+        simulation.resetMeasurements()
+        simulation.run(until: s(30))
+        print("L4S 5 → 20 Mbit/s: 90 % of capacity after \(reached ?? -1) s; then utilisation \(simulation.utilisation), p95 \(simulation.sojournP95) ms")
+        #expect(try! #require(reached) <= 5)
+        #expect(simulation.utilisation >= 0.9)
+    }
+
+    /// A feedback path that answers after a fixed delay, for exact checks of the reactions:
+    /// every `interval` the sender sends the target bitrate's worth and the feedback for what
+    /// it sent `rtt` ago arrives, each packet's fate decided by `fate`.
+    struct IdealPath {
+        var controller: ScreamController
+        var rtt: Int64 = 40_000_000
+        var interval: Int64 = 10_000_000
+        var now: Int64 = 0
+        var sequence: Int64 = 0
+        private var credit = 0.0
+        private var sent: [(sequence: Int64, at: Int64)] = []
+
+        init(controller: ScreamController) { self.controller = controller }
+
+        /// Runs one interval: the feedback first, then the sending.
+        mutating func step(fate: (Int64) -> (lost: Bool, ce: Bool) = { _ in (false, false) }) {
+            now += interval
+            let due = sent.prefix(while: { $0.at + rtt <= now })
+            if !due.isEmpty {
+                let reports = due.map { packet -> CongestionFeedback.PacketReport in
+                    let (lost, ce) = fate(packet.sequence)
+                    return .init(sequence: packet.sequence, arrival: lost ? nil : .nanoseconds(packet.at + rtt / 2 + 1_000_000_000),
+                                 ecn: ce ? .ce : .ect1)
+                }
+                sent.removeFirst(due.count)
+                controller.feedbackReceived(CongestionFeedback(receivedAt: .nanoseconds(now),
+                                                               reportTime: .nanoseconds(now - rtt / 2 + 1_000_000_000),
+                                                               packets: reports))
+            }
+            credit += Double(controller.targetBitrate) / 8 * Double(interval) / 1e9
+            while credit >= 1200 {
+                credit -= 1200
+                controller.packetSent(SentPacketRecord(sequence: sequence, bytes: 1200, sentAt: .nanoseconds(now)))
+                sent.append((sequence, now))
+                sequence += 1
+            }
+        }
+    }
+
+    /// L4S CE on every tenth packet, one report per RTT: the marked-fraction EWMA settles at
+    /// 0.1 and the window where a round's growth (1 + 1/16 packets) equals its cut (F/2):
+    /// W = 1.0625 · 1200 · (1 − 0.05) / 0.05 = 24,225 bytes.
+    @Test func l4sMarkedFractionHoldsTheWindow() {
+        var path = IdealPath(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 4_000_000, l4s: true)))
+        path.interval = path.rtt
+        for _ in 0..<600 { path.step { (false, $0 % 10 == 0) } }
+        let window = path.controller.referenceWindow
+        print("L4S CE at 10 %: window \(window) bytes, marked fraction \(path.controller.markedFraction)")
+        #expect(abs(path.controller.markedFraction - 0.1) <= 0.01)
+        #expect(abs(window - 24_225) / 24_225 <= 0.1)
+    }
+
+    /// Classic CE in three reports within one RTT cuts the window once, to exactly 0.8 of
+    /// it; CE again after an RTT cuts again.
+    @Test func classicECNCutsOncePerRTT() {
+        var path = IdealPath(controller: ScreamController(configuration: ScreamConfiguration(maxBitrate: 20_000_000, startBitrate: 10_000_000)))
+        for _ in 0..<300 { path.step() }
+        let before = path.controller.referenceWindow
+        let reductions = path.controller.reductions
+        for _ in 0..<3 { path.step { _ in (false, true) } }
+        #expect(path.controller.reductions == reductions + 1)
+        #expect(abs(path.controller.referenceWindow / before - 0.8) < 1e-9)
+        path.step()
+        path.step()
+        let second = path.controller.referenceWindow
+        path.step { _ in (false, true) }
+        #expect(path.controller.reductions == reductions + 2)
+        #expect(abs(path.controller.referenceWindow / second - 0.8) < 1e-9)
+    }
+
+    /// A burst of losses over three reports within one RTT cuts the window once, to exactly
+    /// 0.7; losses an RTT later cut again. A loss needs three later packets received.
+    @Test func lossBurstsCutOncePerRTT() {
+        var path = IdealPath(controller: ScreamController(configuration: ScreamConfiguration(maxBitrate: 20_000_000, startBitrate: 10_000_000)))
+        for _ in 0..<300 { path.step() }
+        let before = path.controller.referenceWindow
+        let reductions = path.controller.reductions
+        for _ in 0..<3 { path.step { ($0 % 4 == 0, false) } }
+        #expect(path.controller.reductions == reductions + 1)
+        #expect(path.controller.lossesDeclared > 10)
+        #expect(abs(path.controller.referenceWindow / before - 0.7) < 1e-9)
+        path.step()
+        path.step()
+        let second = path.controller.referenceWindow
+        path.step { ($0 % 4 == 0, false) }
+        #expect(path.controller.reductions == reductions + 2)
+        #expect(abs(path.controller.referenceWindow / second - 0.7) < 1e-9)
+    }
+
+    /// The route changes: RTT 20 → 80 ms (the base delay may rise only once the old minimum
+    /// is older than `baseDelayWindow`, 5 s here), then 80 → 20 ms (at once).
+    @Test func rttChangesAreFollowed() {
+        let configuration = ScreamConfiguration(startBitrate: 2_000_000, baseDelayWindow: .seconds(5))
+        var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),
+                                              capacity: 5e6, oneWayDelayMs: 10, bufferBytes: 100_000)
+        let s = BottleneckSimulation.seconds
+        simulation.delaySchedule = [(0, 10_000_000), (s(15), 40_000_000), (s(35), 10_000_000)]
+        simulation.run(until: s(10))
+        simulation.resetMeasurements()
+        simulation.run(until: s(15))
+        let short = simulation.utilisation
+        simulation.run(until: s(15 + 5 + 5))
+        simulation.resetMeasurements()
+        simulation.run(until: s(35))
+        let long = simulation.utilisation
+        let longRTT = Double(simulation.controller.smoothedRTT!) / 1e6
+        simulation.run(until: s(37))
+        simulation.resetMeasurements()
+        simulation.run(until: s(45))
+        let back = simulation.utilisation
+        let backRTT = Double(simulation.controller.smoothedRTT!) / 1e6
+        print("RTT 20 → 80 → 20 ms: utilisation \(short), \(long) (RTT \(longRTT) ms), \(back) (RTT \(backRTT) ms)")
+        #expect(short >= 0.85 && long >= 0.85 && back >= 0.85)
+        #expect(longRTT >= 80 && longRTT <= 80 + 30)
+        #expect(backRTT >= 20 && backRTT <= 20 + 30)
+    }
+
+    /// Feedback stops for 2 s: within its timeout (four feedback delays, at least 100 ms) plus
+    /// a report interval the window is two packets and the target the minimum; when feedback
+    /// returns the target climbs back to 80 % of the capacity within 2 s.
+    @Test func stoppedFeedbackCollapsesTheWindow() {
+        let configuration = ScreamConfiguration(minBitrate: 200_000, startBitrate: 2_000_000)
+        var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),
+                                              capacity: 5e6, oneWayDelayMs: 25, bufferBytes: 100_000)
+        let s = BottleneckSimulation.seconds
+        simulation.feedbackBlackout = s(10)..<s(12)
+        simulation.run(until: s(10))
+        let timeout = Double(simulation.controller.feedbackTimeout) / 1e9
+        simulation.run(until: s(10) + s(timeout) + 25_000_000 + 20_000_000)
+        #expect(simulation.controller.feedbackStopped)
+        #expect(simulation.controller.window == 2 * 1200)
+        #expect(simulation.controller.targetBitrate == 200_000)
+        simulation.resetMeasurements()
+        simulation.run(until: s(12))
+        let sentDuringSilence = simulation.sentBytes
+        var recovered: Double?
+        while simulation.now < s(16), recovered == nil {
+            simulation.run(until: simulation.now + 10_000_000)
+            if simulation.controller.targetBitrate >= 4_000_000 { recovered = Double(simulation.now - s(12)) / 1e9 }
+        }
+        print("feedback stopped: timeout \(timeout) s, sent \(sentDuringSilence) bytes while silent, 80 % again after \(recovered ?? -1) s")
+        #expect(sentDuringSilence <= 40 * 1200)
+        #expect(try! #require(recovered) <= 2)
+    }
+
+    /// A source fixed at 1 Mbit/s on a 10 Mbit/s path does not inflate the window: it stays
+    /// within 1.5 × the peak in flight, so the target stays under 3 Mbit/s
+    /// (1.5 × (1 Mbit/s × 70 ms + a 4.2 kB frame) over a 60 ms feedback delay ≈ 2.6 Mbit/s);
+    /// a source that follows the target reaches 8.5 Mbit/s on the same path.
+    @Test func applicationLimitedSenderDoesNotInflateItsWindow() {
+        func run(_ source: BottleneckSimulation.Source) -> Int {
+            var simulation = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 1_000_000)),
+                                                  capacity: 10e6, oneWayDelayMs: 25, bufferBytes: 200_000, source: source)
+            simulation.run(until: BottleneckSimulation.seconds(20))
+            return simulation.controller.targetBitrate
+        }
+        let limited = run(.fixed(bitrate: 1e6))
+        let following = run(.adaptive)
+        print("application-limited: target \(limited) bit/s; following the target: \(following) bit/s")
+        #expect(limited >= 1_000_000 && limited <= 3_000_000)
+        #expect(following >= 8_500_000)
+    }
+
+    /// The target stays within its bounds: a 100 Mbit/s path with a 5 Mbit/s maximum, and a
+    /// 100 kbit/s path with a 300 kbit/s minimum; the window never under two packets.
+    @Test func boundsAreRespected() {
+        var fast = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(maxBitrate: 5_000_000, startBitrate: 1_000_000, l4s: true)),
+                                        capacity: 100e6, oneWayDelayMs: 10, marking: .l4sStep(thresholdMs: 1), ecn: .ect1)
+        fast.run(until: BottleneckSimulation.seconds(10))
+        #expect(fast.targets.max()! == 5_000_000)
+        #expect(fast.controller.pacingRate == Int(5_000_000 * fast.controller.configuration.pacingHeadroom))
+        var slow = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(minBitrate: 300_000, startBitrate: 1_000_000)),
+                                        capacity: 100e3, oneWayDelayMs: 10, bufferBytes: 20_000)
+        slow.run(until: BottleneckSimulation.seconds(10))
+        #expect(slow.targets.min()! == 300_000)
+        #expect(slow.controller.window >= 2 * 1200)
+    }
+
+    /// The same path with seeded jitter twice gives the same run to the bit rate.
+    @Test func runsAreDeterministic() {
+        func run() -> [Int] {
+            var simulation = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 1_000_000)),
+                                                  capacity: 4e6, oneWayDelayMs: 20, bufferBytes: 50_000)
+            simulation.jitter = 2_000_000
+            simulation.run(until: BottleneckSimulation.seconds(5))
+            return simulation.targets
+        }
+        #expect(run() == run())
+    }
+}
