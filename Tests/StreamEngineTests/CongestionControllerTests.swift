@@ -30,6 +30,8 @@ struct BottleneckSimulation {
     var source: Source
     /// Feedback sent in this span never arrives.
     var feedbackBlackout: Range<Int64>?
+    /// This fraction of feedback reports is lost (seeded).
+    var feedbackLoss = 0.0
     var ecn: ECNCodepoint
     /// Extra forward delay per packet, uniform in 0..<jitter (seeded), FIFO kept.
     var jitter: Int64 = 0
@@ -208,7 +210,8 @@ struct BottleneckSimulation {
                 let feedback = CongestionFeedback(receivedAt: .nanoseconds(now + oneWay),
                                                   reportTime: .nanoseconds(now + Self.receiverClockOffset),
                                                   packets: reports)
-                if feedbackBlackout?.contains(now) != true { toSender.append((now + oneWay, feedback)) }
+                let lost = feedbackLoss > 0 && generator.nextUnit() < feedbackLoss
+                if feedbackBlackout?.contains(now) != true, !lost { toSender.append((now + oneWay, feedback)) }
             }
         }
         if now % 10_000_000 == 0 { targets.append(controller.targetBitrate) }
@@ -487,5 +490,53 @@ struct CongestionControllerTests {
             return simulation.targets
         }
         #expect(run() == run())
+    }
+
+    /// Issue 12's case (c) in miniature: 2.5 Mbit/s, 100 ms RTT, classic CE on ECT(0) past
+    /// 5 ms of sojourn (a step AQM), 300 ms of buffer: nothing dropped, the queue short, the
+    /// link 80 % used. Physics: 5 ms is 1.3 packet times at 2.5 Mbit/s, so marks come as the
+    /// rate nears the capacity and each ×0.8 cut leaves the window at 0.8 × (BDP + 5 ms of
+    /// queue) ≈ 0.84 BDP, from where it climbs by about a packet (1/32 BDP) per round: the
+    /// mean lies between 0.84 and 1 (measured 0.84).
+    @Test func classicECNHoldsAShortQueue() {
+        var simulation = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 500_000)),
+                                              capacity: 2.5e6, oneWayDelayMs: 50, bufferBytes: 93_750,
+                                              marking: .classic(thresholdMs: 5), ecn: .ect0)
+        simulation.run(until: BottleneckSimulation.seconds(10))
+        simulation.resetMeasurements()
+        simulation.run(until: BottleneckSimulation.seconds(30))
+        print("classic ECN 2.5 Mbit/s, 100 ms: utilisation \(simulation.utilisation), p95 sojourn \(simulation.sojournP95) ms, marked \(simulation.marked), reductions \(simulation.controller.reductions)")
+        #expect(simulation.utilisation >= 0.8)
+        #expect(simulation.sojournP95 <= 30)
+        #expect(simulation.dropped == 0)
+        #expect(simulation.controller.lossesDeclared == 0)
+    }
+
+    /// Issue 12's case (f) in miniature: the 1 Mbit/s drop-tail path with a tenth of the
+    /// feedback reports lost. Packets whose report was lost leave the flight unanswered: no
+    /// loss is declared (none happened), and the link stays 85 % used.
+    @Test func lostFeedbackIsNotCongestion() {
+        var simulation = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 500_000)),
+                                              capacity: 1e6, oneWayDelayMs: 50, bufferBytes: 37_500)
+        simulation.feedbackLoss = 0.1
+        simulation.run(until: BottleneckSimulation.seconds(10))
+        simulation.resetMeasurements()
+        simulation.run(until: BottleneckSimulation.seconds(30))
+        print("10 % feedback loss: utilisation \(simulation.utilisation), p95 sojourn \(simulation.sojournP95) ms, expired \(simulation.controller.expired)")
+        #expect(simulation.controller.lossesDeclared == 0)
+        #expect(simulation.controller.expired > 0)
+        #expect(simulation.utilisation >= 0.85)
+        #expect(simulation.sojournP95 <= 60)
+    }
+
+    /// The base delay: the minimum of the last ten tenths of the window; a lower sample
+    /// counts at once, a higher base only once the lower samples are a window old.
+    @Test func baseDelayCanRiseAfterItsWindow() {
+        var base = MinimumOverWindow(window: 1_000_000_000)
+        base.record(50, at: 0)
+        base.record(20, at: 50_000_000)
+        #expect(base.minimum == 20)
+        for step in 1...10 { base.record(80, at: Int64(step) * 100_000_000 + 50_000_000) }
+        #expect(base.minimum == 80)
     }
 }

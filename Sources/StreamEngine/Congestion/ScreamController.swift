@@ -55,19 +55,36 @@ public struct ScreamConfiguration: Sendable, Equatable {
 /// A congestion controller after SCReAM v2 (draft-ietf-ccwg-rfc8298bis-screamv2): a reference
 /// window cut at most once per RTT (loss ×0.7, classic CE ×0.8, L4S CE by the EWMA of the
 /// marked fraction as in DCTCP / Prague), delay-based virtual marking from the queue delay
-/// (one-way delay over its minimum in `baseDelayWindow`), target bitrate = window / RTT,
-/// pacing at the target with headroom.
+/// (one-way delay over its minimum in `baseDelayWindow`), target bitrate = window / feedback
+/// delay, pacing at the target with headroom.
+///
+/// When feedback stops for `feedbackTimeout` while packets are in flight, the window drops
+/// to two packets and the target to the minimum; packets no report covered are written off
+/// after a few feedback delays, so a probe's worth goes out. When feedback returns, slow
+/// start climbs back to the window held before.
 ///
 /// Where it departs from SCReAM v2, and why:
-/// - Pacing headroom 1.1, not 1.5. A frame sent at h × the bottleneck rate leaves
+/// - Pacing headroom 1.05, not 1.5. A frame sent at h × the bottleneck rate leaves
 ///   (1 − 1/h) of it queued; at 1.5 a third of every frame queues, crosses a 1 ms L4S step
 ///   threshold and draws marks the sender caused itself, which SCReAM's authors give as the
 ///   cause of its ~75 % utilisation. The sender's pacer absorbs the frame burst instead.
 /// - The L4S reaction uses the marked *byte* fraction of an RTT's acknowledgements, real CE
 ///   and virtual marks together (the larger per packet), so one EWMA drives both.
-/// - Growth speeds up with the rounds since the last reduction (1 + n/16 packets per RTT,
-///   like CUBIC's convex probe) instead of SCReAM's fixed multiplicative ramp: slow near
-///   the last congestion point, where the L4S sawtooth lives, fast after a capacity step up.
+/// - Growth is additive and speeds up with the rounds n since the last cut (1 + n/16 packets
+///   per round, CUBIC's convex probe), where SCReAM v2 grows by a fraction of the window
+///   (2 %) slowed near the window of the last congestion event: a per-round increase that
+///   does not scale with the window keeps the DCTCP sawtooth small at high rates (an L4S
+///   cut must only undo one round's growth), so the rate stays close to the capacity;
+///   in the simulated L4S link of `Tests/StreamEngineTests/CongestionControllerTests.swift`
+///   a ramp four times as fast (n/4) gave 3-4 points less utilisation.
+/// - Window and rate convert through the feedback delay (the mean time from sending a
+///   packet to the report that confirms it), not the RTT alone: bytes stay in flight that
+///   long, and with reports every 20 ms on a 25 ms path the RTT alone made the window, not
+///   the path, cap the rate.
+/// - A loss or classic CE cuts only when the packet was sent after the last cut (RFC 9002's
+///   congestion period), not merely an RTT after it: marks on packets already queued when
+///   the window was cut repeat the signal the cut answered, however late they are reported
+///   (a queue grown past an RTT delays them more than that).
 /// - Loss is declared only for packets the receiver reports missing with three later
 ///   packets received (RFC 9002's packet threshold); packets no report ever covers (their
 ///   feedback was lost) leave the flight after a timeout without a reaction, so lost
@@ -104,6 +121,7 @@ public struct ScreamController: CongestionController {
     private(set) var expired = 0
     /// Feedback has stopped: the window is at its floor until it returns.
     private(set) var feedbackStopped = false
+    /// The bytes sent and neither confirmed, declared lost, nor expired.
     public private(set) var bytesInFlight = 0
 
     private var lastReductionAt = Int64.min / 2
@@ -111,7 +129,7 @@ public struct ScreamController: CongestionController {
     /// feedback); an L4S cut does not stop growth, which is what balances it (Prague).
     private var growthHeldUntil = Int64.min
     /// Packets reported missing and not yet declared lost (too few later packets received).
-    private var pendingMissing: [Int64] = []
+    private var pendingMissing: Set<Int64> = []
     private var roundsSinceReduction = 0
     private var lastFeedbackAt: Int64?
     /// The RTT round counted for the marked-fraction EWMA and the growth rounds.
@@ -173,38 +191,46 @@ public struct ScreamController: CongestionController {
         Double(configuration.maxBitrate) / 8 * rttSeconds + Double(configuration.maxPacketSize)
     }
 
+    /// The bytes that may be in flight: the reference window with `windowHeadroom`, two
+    /// packets while feedback has stopped.
     public var window: Int {
         if feedbackStopped { return Int(2 * Double(configuration.maxPacketSize)) }
         return Int(referenceWindow * configuration.windowHeadroom)
     }
 
+    /// The reference window over the feedback delay, within the configured bounds; the
+    /// minimum while feedback has stopped.
     public var targetBitrate: Int {
         if feedbackStopped { return configuration.minBitrate }
         let rate = referenceWindow * 8 / rttSeconds
         return Int(min(max(rate, Double(configuration.minBitrate)), Double(configuration.maxBitrate)))
     }
 
+    /// The target bitrate with `pacingHeadroom`.
     public var pacingRate: Int { Int(Double(targetBitrate) * configuration.pacingHeadroom) }
 
     /// How long without feedback, while packets are in flight, before the window collapses:
     /// four RTTs, and never under 100 ms (a receiver reporting every 20-50 ms skips a few).
     var feedbackTimeout: Int64 { max(4 * rtt, 100_000_000) }
 
+    /// Records a packet put on the wire (and lets time pass to its send time).
     public mutating func packetSent(_ packet: SentPacketRecord) {
         let now = packet.sentAt.nanoseconds
         advanceInternal(to: now)
         let index = Int(packet.sequence & mask)
         if entries[index].outstanding { bytesInFlight -= Int(entries[index].bytes); expired += 1 }
-        entries[index] = Entry(sequence: packet.sequence, sentAt: now, bytes: Int32(packet.bytes), outstanding: true)
+        let bytes = min(max(packet.bytes, 0), 1 << 20)
+        entries[index] = Entry(sequence: packet.sequence, sentAt: now, bytes: Int32(bytes), outstanding: true)
         if oldest < 0 { oldest = packet.sequence }
         oldest = max(oldest, packet.sequence - Int64(entries.count) + 1)
         newestSent = max(newestSent, packet.sequence)
-        bytesInFlight += packet.bytes
+        bytesInFlight += bytes
         inFlightPeakThisRound = max(inFlightPeakThisRound, bytesInFlight)
         // Silence counts from the first packet that could be answered.
         if lastFeedbackAt == nil { lastFeedbackAt = now }
     }
 
+    /// Lets time pass: notices feedback that stopped and writes off packets no report covered.
     public mutating func advance(to now: Duration) { advanceInternal(to: now.nanoseconds) }
 
     private mutating func advanceInternal(to now: Int64) {
@@ -224,6 +250,8 @@ public struct ScreamController: CongestionController {
         return entries[index].sequence == sequence ? index : nil
     }
 
+    /// Takes a feedback report: confirms, marks and loses packets, measures the feedback
+    /// delay and the queue delay, and cuts or grows the reference window.
     public mutating func feedbackReceived(_ feedback: CongestionFeedback) {
         let now = feedback.receivedAt.nanoseconds
         lastFeedbackAt = now
@@ -235,6 +263,9 @@ public struct ScreamController: CongestionController {
         var ackedByteTime = 0.0
         var markedBytes = 0.0
         var ceSeen = false
+        // The newest send time of a packet marked CE or lost in this report: a signal about a
+        // packet sent before the last cut is the congestion that cut answered (RFC 9002 7.3.2).
+        var newestSignalSentAt = Int64.min
         var queueDelaySum = 0.0
         var queueDelayCount = 0
         var newestAcked: (sequence: Int64, sentAt: Int64, arrival: Int64)?
@@ -242,16 +273,16 @@ public struct ScreamController: CongestionController {
         for report in feedback.packets {
             guard let index = lookup(report.sequence) else { continue }
             guard let arrivalDuration = report.arrival else {
-                if entries[index].outstanding, !pendingMissing.contains(report.sequence), pendingMissing.count < 4096 {
-                    pendingMissing.append(report.sequence)
-                }
+                if entries[index].outstanding, pendingMissing.count < 4096 { pendingMissing.insert(report.sequence) }
                 continue
             }
             let wasOutstanding = entries[index].outstanding
             highestReceived = max(highestReceived, report.sequence)
             let arrival = arrivalDuration.nanoseconds
             let entry = entries[index]
-            let oneWay = arrival - entry.sentAt
+            // Arrival times are the receiver's word: absurd ones must not trap.
+            let (oneWay, overflow) = arrival.subtractingReportingOverflow(entry.sentAt)
+            guard !overflow else { continue }
             baseDelay.record(oneWay, at: now)
             guard wasOutstanding else { continue }
             entries[index].outstanding = false
@@ -266,7 +297,10 @@ public struct ScreamController: CongestionController {
             let half = Double(queueDelayTarget) / 2
             let virtual = min(max((Double(delay) - half) / half, 0), 1)
             let ce = report.ecn == .ce
-            if ce { ceSeen = true }
+            if ce {
+                ceSeen = true
+                newestSignalSentAt = max(newestSignalSentAt, entry.sentAt)
+            }
             markedBytes += bytes * max(ce && configuration.l4s ? 1 : 0, virtual)
             if virtual > 0 { roundHadMark = true }
             if newestAcked == nil || report.sequence > newestAcked!.sequence {
@@ -277,12 +311,12 @@ public struct ScreamController: CongestionController {
 
         // RTT: the caller's sample, else the newest packet's round trip less its wait at the receiver.
         if let sample = feedback.rttSample?.nanoseconds ?? newestAcked.map({ acked in
-            let held = feedback.reportTime.map { max(0, $0.nanoseconds - acked.arrival) } ?? 0
-            return now - acked.sentAt - held
+            let held = feedback.reportTime.map { max(0, $0.nanoseconds &- acked.arrival) } ?? 0
+            return now &- acked.sentAt &- held
         }), sample > 0 {
             smoothedRTT = smoothedRTT.map { ($0 * 7 + sample) / 8 } ?? sample
         }
-        if ackedBytes > 0 {
+        if ackedBytes > 0, ackedByteTime > 0 {
             // The byte-weighted mean time in flight of what this report confirms.
             let sample = Int64(ackedByteTime / ackedBytes)
             let first = smoothedFeedbackDelay == nil
@@ -296,13 +330,14 @@ public struct ScreamController: CongestionController {
 
         // Losses: reported missing with enough later packets received.
         var lost = 0
-        var stillMissing: [Int64] = []
+        var stillMissing: Set<Int64> = []
         for sequence in pendingMissing {
             guard let index = lookup(sequence), entries[index].outstanding else { continue }
-            guard sequence + Self.reorderingThreshold <= highestReceived else { stillMissing.append(sequence); continue }
+            guard sequence + Self.reorderingThreshold <= highestReceived else { stillMissing.insert(sequence); continue }
             entries[index].outstanding = false
             bytesInFlight -= Int(entries[index].bytes)
             lost += 1
+            newestSignalSentAt = max(newestSignalSentAt, entries[index].sentAt)
         }
         pendingMissing = stillMissing
         lossesDeclared += lost
@@ -314,10 +349,11 @@ public struct ScreamController: CongestionController {
         let roundEnded = endRoundIfDue(now: now)
 
         let mayReduce = now - lastReductionAt >= rtt
-        if lost > 0 && mayReduce {
+        let newCongestion = newestSignalSentAt > lastReductionAt
+        if lost > 0 && newCongestion {
             reduce(by: configuration.lossBeta, now: now)
             growthHeldUntil = now + rtt
-        } else if ceSeen && !configuration.l4s && mayReduce {
+        } else if ceSeen && !configuration.l4s && newCongestion {
             reduce(by: configuration.ecnBeta, now: now)
             growthHeldUntil = now + rtt
         } else {
