@@ -109,6 +109,13 @@ struct BottleneckSimulation {
         return Double(sorted[min(sorted.count - 1, sorted.count * 95 / 100)]) / 1e6
     }
 
+    /// Runs to `start` seconds, then measures to `end` seconds.
+    mutating func measure(from start: Double, to end: Double) {
+        run(until: Self.seconds(start))
+        resetMeasurements()
+        run(until: Self.seconds(end))
+    }
+
     mutating func run(until end: Int64) {
         while now < end { step() }
     }
@@ -230,9 +237,7 @@ struct CongestionControllerTests {
         var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),
                                               capacity: 20e6, oneWayDelayMs: 12.5, bufferBytes: 200_000,
                                               marking: .l4sStep(thresholdMs: 1), ecn: .ect1)
-        simulation.run(until: BottleneckSimulation.seconds(10))
-        simulation.resetMeasurements()
-        simulation.run(until: BottleneckSimulation.seconds(30))
+        simulation.measure(from: 10, to: 30)
         print("L4S 20 Mbit/s, 25 ms: utilisation \(simulation.utilisation), p95 sojourn \(simulation.sojournP95) ms, marked \(simulation.marked), marked fraction \(simulation.controller.markedFraction)")
         #expect(simulation.utilisation >= 0.9)
         #expect(simulation.sojournP95 <= 5)
@@ -502,9 +507,7 @@ struct CongestionControllerTests {
         var simulation = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 500_000)),
                                               capacity: 2.5e6, oneWayDelayMs: 50, bufferBytes: 93_750,
                                               marking: .classic(thresholdMs: 5), ecn: .ect0)
-        simulation.run(until: BottleneckSimulation.seconds(10))
-        simulation.resetMeasurements()
-        simulation.run(until: BottleneckSimulation.seconds(30))
+        simulation.measure(from: 10, to: 30)
         print("classic ECN 2.5 Mbit/s, 100 ms: utilisation \(simulation.utilisation), p95 sojourn \(simulation.sojournP95) ms, marked \(simulation.marked), reductions \(simulation.controller.reductions)")
         #expect(simulation.utilisation >= 0.8)
         #expect(simulation.sojournP95 <= 30)
@@ -519,9 +522,7 @@ struct CongestionControllerTests {
         var simulation = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 500_000)),
                                               capacity: 1e6, oneWayDelayMs: 50, bufferBytes: 37_500)
         simulation.feedbackLoss = 0.1
-        simulation.run(until: BottleneckSimulation.seconds(10))
-        simulation.resetMeasurements()
-        simulation.run(until: BottleneckSimulation.seconds(30))
+        simulation.measure(from: 10, to: 30)
         print("10 % feedback loss: utilisation \(simulation.utilisation), p95 sojourn \(simulation.sojournP95) ms, expired \(simulation.controller.expired)")
         #expect(simulation.controller.lossesDeclared == 0)
         #expect(simulation.controller.expired > 0)

@@ -95,7 +95,6 @@ public struct ScreamController: CongestionController {
 
     // Durations and times in nanoseconds, bitrates in bits per second, windows in bytes.
     private let queueDelayTarget: Int64
-    private let baseDelayWindow: Int64
 
     /// The reference window (bytes).
     private(set) var referenceWindow: Double
@@ -165,8 +164,7 @@ public struct ScreamController: CongestionController {
         precondition(configuration.minBitrate > 0 && configuration.minBitrate <= configuration.maxBitrate)
         self.configuration = configuration
         queueDelayTarget = configuration.queueDelayTarget.nanoseconds
-        baseDelayWindow = configuration.baseDelayWindow.nanoseconds
-        baseDelay = MinimumOverWindow(window: baseDelayWindow)
+        baseDelay = MinimumOverWindow(window: configuration.baseDelayWindow.nanoseconds)
         let start = Double(min(max(configuration.startBitrate, configuration.minBitrate), configuration.maxBitrate))
         referenceWindow = start / 8 * Double(configuration.initialRTT.nanoseconds) / 1e9
         entries = Array(repeating: Entry(), count: 1 << 14)
