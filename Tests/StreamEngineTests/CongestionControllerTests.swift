@@ -316,6 +316,8 @@ struct CongestionControllerTests {
         var interval: Int64 = 10_000_000
         var now: Int64 = 0
         var sequence: Int64 = 0
+        /// The source has media to send.
+        var sending = true
         private var credit = 0.0
         private var sent: [(sequence: Int64, at: Int64)] = []
 
@@ -336,6 +338,7 @@ struct CongestionControllerTests {
                                                                reportTime: .nanoseconds(now - rtt / 2 + 1_000_000_000),
                                                                packets: reports))
             }
+            guard sending else { return }
             credit += Double(controller.targetBitrate) / 8 * Double(interval) / 1e9
             while credit >= 1200 {
                 credit -= 1200
@@ -539,5 +542,21 @@ struct CongestionControllerTests {
         #expect(base.minimum == 20)
         for step in 1...10 { base.record(80, at: Int64(step) * 100_000_000 + 50_000_000) }
         #expect(base.minimum == 80)
+    }
+
+    /// A sender idle for 2 s (nothing in flight, so no feedback due) that starts again keeps
+    /// its window: silence counts only while something awaits an answer.
+    @Test func idleSenderIsNotSilenced() {
+        var path = IdealPath(controller: ScreamController(configuration: ScreamConfiguration(maxBitrate: 20_000_000, startBitrate: 10_000_000)))
+        for _ in 0..<100 { path.step() }
+        path.sending = false
+        for _ in 0..<200 { path.step() }
+        let window = path.controller.window
+        #expect(path.controller.bytesInFlight == 0)
+        path.sending = true
+        path.step()
+        path.controller.advance(to: .nanoseconds(path.now + 1_000_000))
+        #expect(!path.controller.feedbackStopped)
+        #expect(path.controller.window == window)
     }
 }

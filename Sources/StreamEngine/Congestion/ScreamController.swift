@@ -130,7 +130,9 @@ public struct ScreamController: CongestionController {
     /// Packets reported missing and not yet declared lost (too few later packets received).
     private var pendingMissing: Set<Int64> = []
     private var roundsSinceReduction = 0
-    private var lastFeedbackAt: Int64?
+    /// Silence is counted from here: the last feedback, or the first packet sent into an
+    /// empty flight after it (an idle sender hears nothing and is owed nothing).
+    private var silenceSince: Int64?
     /// The RTT round counted for the marked-fraction EWMA and the growth rounds.
     private var roundStart: Int64?
     private var roundAckedBytes = 0.0
@@ -218,14 +220,13 @@ public struct ScreamController: CongestionController {
         let index = Int(packet.sequence & mask)
         if entries[index].outstanding { bytesInFlight -= Int(entries[index].bytes); expired += 1 }
         let bytes = min(max(packet.bytes, 0), 1 << 20)
+        if bytesInFlight == 0 { silenceSince = max(silenceSince ?? now, now) }
         entries[index] = Entry(sequence: packet.sequence, sentAt: now, bytes: Int32(bytes), outstanding: true)
         if oldest < 0 { oldest = packet.sequence }
         oldest = max(oldest, packet.sequence - Int64(entries.count) + 1)
         newestSent = max(newestSent, packet.sequence)
         bytesInFlight += bytes
         inFlightPeakThisRound = max(inFlightPeakThisRound, bytesInFlight)
-        // Silence counts from the first packet that could be answered.
-        if lastFeedbackAt == nil { lastFeedbackAt = now }
     }
 
     /// Lets time pass: notices feedback that stopped and writes off packets no report covered.
@@ -234,7 +235,7 @@ public struct ScreamController: CongestionController {
     private mutating func advanceInternal(to now: Int64) {
         // Without feedback nothing else would let a probe out once the window collapsed.
         expireUnreported(now: now)
-        guard !feedbackStopped, let last = lastFeedbackAt, bytesInFlight > 0, now - last > feedbackTimeout else { return }
+        guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0, now - since > feedbackTimeout else { return }
         // The path or its feedback is gone: send no more than a probe's worth until it answers,
         // and come back in slow start towards the window we had.
         feedbackStopped = true
@@ -252,7 +253,7 @@ public struct ScreamController: CongestionController {
     /// delay and the queue delay, and cuts or grows the reference window.
     public mutating func feedbackReceived(_ feedback: CongestionFeedback) {
         let now = feedback.receivedAt.nanoseconds
-        lastFeedbackAt = now
+        silenceSince = now
         if feedbackStopped {
             feedbackStopped = false
             slowStart = true
