@@ -400,7 +400,9 @@ struct CongestionControllerTests {
     }
 
     /// The route changes: RTT 20 → 80 ms (the base delay may rise only once the old minimum
-    /// is older than `baseDelayWindow`, 5 s here), then 80 → 20 ms (at once).
+    /// is older than `baseDelayWindow`, 5 s here; until then the extra 60 ms reads as queue
+    /// and the rate stays low, as for any minimum-filter delay controller), then 80 → 20 ms
+    /// (the new minimum counts at once). Measured from 5 s after the base may have risen.
     @Test func rttChangesAreFollowed() {
         let configuration = ScreamConfiguration(startBitrate: 2_000_000, baseDelayWindow: .seconds(5))
         var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),

@@ -68,6 +68,10 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   (1 − 1/h) of it queued; at 1.5 a third of every frame queues, crosses a 1 ms L4S step
 ///   threshold and draws marks the sender caused itself, which SCReAM's authors give as the
 ///   cause of its ~75 % utilisation. The sender's pacer absorbs the frame burst instead.
+///   In the simulated 20 Mbit/s, 25 ms, 1 ms-step L4S link of
+///   `Tests/StreamEngineTests/CongestionControllerTests.swift` (30 fps frames) the link was
+///   67 % used at 1.5, 81 % at 1.25, 91 % at 1.1, 94 % at 1.05 and 89 % at 1.0 (frames then
+///   wait in the sender and the sawtooth's troughs go unused).
 /// - The L4S reaction uses the marked *byte* fraction of an RTT's acknowledgements, real CE
 ///   and virtual marks together (the larger per packet), so one EWMA drives both.
 /// - Growth is additive and speeds up with the rounds n since the last cut (1 + n/16 packets
