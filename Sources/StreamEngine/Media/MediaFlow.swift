@@ -113,8 +113,9 @@ final class MediaFlow: DatagramProducer {
     }
 
     /// Whether `accessUnit` may start now (a viable path; after an outage, a keyframe; the
-    /// unconfirmed bound); drops (and counts) it if not.
-    private func admit(_ accessUnit: AccessUnit) -> Bool {
+    /// unconfirmed bound, against `wireBytes`: its datagrams as planned, RTP headers and FU
+    /// headers included, the bytes the log will count); drops (and counts) it if not.
+    private func admit(_ accessUnit: AccessUnit, wireBytes: Int) -> Bool {
         guard pathViable else {
             framesDroppedUnviable += 1
             awaitingKeyframeAfterOutage = true
@@ -141,7 +142,7 @@ final class MediaFlow: DatagramProducer {
             framesDroppedUnconfirmed += 1
             return false
         }
-        if log.unconfirmedBytes > 0 && log.unconfirmedBytes + accessUnit.byteCount > bound {
+        if log.unconfirmedBytes > 0 && log.unconfirmedBytes + wireBytes > bound {
             // Not queued: dropped, and the decoder can only start again at a keyframe.
             framesDroppedUnconfirmed += 1
             if !awaitingKeyframe { keyframeWanted = true }
@@ -203,10 +204,12 @@ final class MediaFlow: DatagramProducer {
                 queue.removeFirst(queueHead)
                 queueHead = 0
             }
-            guard admit(next) else { continue }
+            let planned = packetizer.plan(next)
+            let wireBytes = planned.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
+            guard admit(next, wireBytes: wireBytes) else { continue }
             current = next
             lastRTPTimestamp = next.timestamp &+ timestampOffset
-            plan = packetizer.plan(next)
+            plan = planned
             planIndex = 0
         }
         return PendingDatagram(route: route, size: RTPHeader.fixedSize + plan[planIndex].size,
