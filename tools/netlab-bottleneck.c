@@ -72,7 +72,7 @@ static struct {
   uint64_t codel_target_ns, codel_interval_ns;
   uint32_t back_loss_ppm;
   uint64_t spin_ns; /* the timing thread wakes this early and spins to the release time */
-} cfg = {.spin_ns = 200 * NS_PER_US, .l4s_ns = NS_PER_MS, .codel = 1, .codel_target_ns = 5 * NS_PER_MS,
+} cfg = {.spin_ns = 100 * NS_PER_US, .l4s_ns = NS_PER_MS, .codel = 1, .codel_target_ns = 5 * NS_PER_MS,
          .codel_interval_ns = 100 * NS_PER_MS};
 
 static char spec_error[256];
