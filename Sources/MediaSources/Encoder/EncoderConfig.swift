@@ -10,6 +10,8 @@ public struct EncoderConfig: Sendable, Equatable {
     public static let maxFrameRate = 1000
     /// Largest accepted bitrate, in kbit/s (HEVC level 6.2, high tier).
     public static let maxBitrateKbps = 800_000
+    /// Bitrates the encoder accepts, in kbit/s: 1...``maxBitrateKbps``.
+    public static let bitrateRangeKbps = 1...maxBitrateKbps
     /// Largest accepted keyframe interval, in frames (10 s at 60 fps): a receiver
     /// joining late must be able to start decoding within bounded time.
     public static let maxKeyframeInterval = 600
@@ -94,4 +96,9 @@ public struct EncoderConfig: Sendable, Equatable {
                                     requirement: "in 0...\(Self.maxWorkerThreads)")
         }
     }
+}
+
+extension ClosedRange {
+    /// `value`, moved into the range when it lies outside.
+    func clamped(_ value: Bound) -> Bound { Swift.min(Swift.max(value, lowerBound), upperBound) }
 }

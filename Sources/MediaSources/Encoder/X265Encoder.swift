@@ -20,6 +20,18 @@ public final class X265Encoder {
     public private(set) var headers: [[UInt8]]
     /// The current target bitrate in kbit/s (changed by ``setBitrate(kbps:)``).
     public private(set) var bitrateKbps: Int
+    /// How the bitrate changes went (``setBitrate(kbps:)``).
+    public private(set) var rateChanges = RateChangeCounts()
+
+    /// Counters of ``X265Encoder/setBitrate(kbps:)``.
+    public struct RateChangeCounts: Sendable, Equatable {
+        /// Calls that asked for a bitrate other than the current one.
+        public var requested = 0
+        /// Changes made live, with no keyframe.
+        public var applied = 0
+        /// Changes made by reopening the encoder (one IDR each), when the live path failed.
+        public var fallbacks = 0
+    }
 
     /// The parameters the encoder was opened with (x265 keeps its own copy).
     private var param: UnsafeMutablePointer<x265_param>
@@ -142,6 +154,7 @@ public final class X265Encoder {
                                     requirement: "in 1...\(EncoderConfig.maxBitrateKbps)")
         }
         guard kbps != bitrateKbps else { return }
+        rateChanges.requested += 1
         var newConfig = config
         newConfig.bitrateKbps = kbps
         let (newParam, newEncoder, newHeaders) = try Self.open(newConfig)
@@ -151,6 +164,7 @@ public final class X265Encoder {
         cx265_picture_init(param, inputPicture)
         cx265_picture_init(param, outputPicture)
         forceNextKeyframe = true
+        rateChanges.fallbacks += 1
     }
 
     /// Runs one `x265_encoder_encode` (nil input: flush) and copies out the
