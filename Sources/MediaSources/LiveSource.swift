@@ -34,6 +34,8 @@ public final class LiveSource: Sendable {
     private let bitrate = Mutex(BitrateState())
 
     private struct BitrateState {
+        /// False for a `.hevc` file source, which has no encoder to ask.
+        var followsRequests = true
         var pending: Int?
         var stats = SourceBitrateStats()
     }
@@ -69,6 +71,7 @@ public final class LiveSource: Sendable {
     public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, frameLimit: Int? = nil,
                       sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
         stalls.start(frameRate: frameRate)
+        if case .hevcFile = source { bitrate.withLock { $0 = BitrateState(followsRequests: false) } }
         Thread { [self] in
             defer { stalls.sourceEnded(); sink.finish() }
             do throws(MediaSourceError) {
@@ -108,7 +111,7 @@ public final class LiveSource: Sendable {
     public func requestBitrate(kbps: Int) {
         let clamped = EncoderConfig.bitrateRangeKbps.clamped(kbps)
         bitrate.withLock { state in
-            guard clamped != (state.pending ?? state.stats.targetKbps) else { return }
+            guard state.followsRequests, clamped != (state.pending ?? state.stats.targetKbps) else { return }
             state.pending = clamped
             state.stats.requested += 1
         }
@@ -197,7 +200,7 @@ private struct SourceRun {
     /// at the latest bitrate requested.
     func encode(_ frame: YUV420Frame, with encoder: X265Encoder) throws(MediaSourceError) {
         if let kbps = source.takeBitrateRequest() {
-            // Clamped already, so only a failed reopen throws; the old rate then stays.
+            // In range already, so only a failed reopen (above the peak) throws: the old rate stays.
             try? encoder.setBitrate(kbps: kbps)
             source.publish(encoder: encoder)
         }
