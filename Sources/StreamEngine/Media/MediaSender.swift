@@ -65,6 +65,19 @@ public struct MediaSenderConfig: Sendable {
     /// again, a smaller interface MTU clamps the next packet. Off: the path is learned only from
     /// sends and feedback. On for any flow, the engine watches every flow's path.
     public var watchesPath = true
+    /// The congestion controller the flow obeys (nil: none; the flow paces at
+    /// `paceBitsPerSecond`, as it always has). Needs `feedback`. Its window limits the bytes in
+    /// flight (the unconfirmed bound stays the ceiling), its pacing rate paces the flow, and its
+    /// target bitrate goes to the application (`SenderEvent.targetBitrate`, `SenderStats.congestion`).
+    /// While the receiver sends no per-packet (RFC 8888) feedback the flow runs as without one.
+    public var congestionControl: CongestionControlSetting?
+    /// With `congestionControl`: a frame that has waited this long in the flow's queue (the path
+    /// carries less than the source gives, e.g. a file) is dropped whole, and so is every frame
+    /// after it until a keyframe, which is requested (counted in `CongestionStats.framesDropped`).
+    public var maxFrameWait: Duration = .milliseconds(500)
+    /// With `congestionControl`: the target bitrate is announced again once it has moved by this
+    /// fraction of the last one announced (an encoder need not be told of every small step).
+    public var targetBitrateStep = 0.05
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -103,6 +116,9 @@ public final class MediaSender: Sendable {
     public init(flows configs: [MediaSenderConfig]) throws {
         guard (1...FlowScheduler.maxFlows).contains(configs.count) else {
             throw ConfigurationError("flows", "\(configs.count) flows (1 to \(FlowScheduler.maxFlows))")
+        }
+        if configs.contains(where: { $0.congestionControl != nil && !$0.feedback }) {
+            throw ConfigurationError("congestionControl", "a congestion controller needs feedback")
         }
         let wakeEvent = try WakeEvent()
         self.wakeEvent = wakeEvent
@@ -184,14 +200,19 @@ public final class MediaSender: Sendable {
     public func run() throws {
         defer { eventHub.finish() }
         let ring = try Ring(entries: 256)
-        let paces = flowConfigs.map(\.paceBitsPerSecond)
-        let rate: Double? = paces.contains(nil) ? nil : paces.reduce(0) { $0 + ($1 ?? 0) }
-        var senderConfig = PacedSenderConfig(rateBitsPerSecond: rate, burstQuantum: flowConfigs[0].burstQuantum)
+        // Each flow's pace: its congestion controller's pacing rate when it has one, else the configured pace.
+        var paces = flows.map { $0.config.congestionControl != nil ? 0 : $0.config.paceBitsPerSecond }
+        func sharedRate() -> Double? { paces.contains(nil) ? nil : paces.reduce(0) { $0 + ($1 ?? 0) } }
+        var senderConfig = PacedSenderConfig(rateBitsPerSecond: sharedRate(), burstQuantum: flowConfigs[0].burstQuantum)
         senderConfig.completionWindow = 2
         let paced = PacedSender(ring: ring, config: senderConfig)
         var senderFlows: [SenderFlow] = []
         for (index, handle) in flows.enumerated() {
             senderFlows.append(try SenderFlow(index: index, handle: handle, ring: ring, paced: paced))
+        }
+        paces = senderFlows.map(\.pace)
+        if sharedRate() != senderConfig.rateBitsPerSecond {
+            paced.setRate(sharedRate(), burstQuantum: flowConfigs[0].burstQuantum)
         }
         // The path monitor: nil where netlink is unavailable (the engine then learns the path
         // from sends and feedback only, as without it).
@@ -213,6 +234,17 @@ public final class MediaSender: Sendable {
             let index = FlowScheduler.flowIndex(ofTag: report.tag)
             report.tag = FlowScheduler.flowTag(report.tag)
             senderFlows[index].handleSendReport(report)
+        }
+        // A controller's pacing rate moves with every report: the flow's own cap and the
+        // shared pacer (at the sum of the paces) follow it before each fill.
+        func applyPaces() {
+            var changed = false
+            for (index, flow) in senderFlows.enumerated() where flow.pace != paces[index] {
+                paces[index] = flow.pace
+                scheduler.setPace(flow.pace, burstQuantum: flowConfigs[index].burstQuantum, flow: index)
+                changed = true
+            }
+            if changed { paced.setRate(sharedRate(), burstQuantum: flowConfigs[0].burstQuantum) }
         }
         func publish() {
             for flow in senderFlows {
@@ -243,6 +275,7 @@ public final class MediaSender: Sendable {
                 flow.takeInput()
                 flow.tick(now: now)
             }
+            applyPaces()
             try armSenderReportAlarm(now: now)  // no-op while one is armed
             if now - lastPublish >= publishInterval {
                 lastPublish = now
