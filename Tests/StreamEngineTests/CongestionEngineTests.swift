@@ -70,7 +70,9 @@ struct CongestionEngineTests {
                        targetAfterFeedback: Int = 1_000_000, log: ControllerLog) -> MediaSenderConfig {
         var config = MediaSenderConfig(destination: receiver.receiver.localAddress)
         config.mtu = .fixed(1500)
-        config.paceBitsPerSecond = nil  // the controller paces, nothing else
+        // The pace until the first per-packet report (then the controller's): 20 ms of it is far below
+        // any window here.
+        config.paceBitsPerSecond = 1_000_000
         config.maxQueuedFrames = 1000
         config.maxFrameWait = .seconds(60)  // these tests count bytes, not dropped frames
         config.congestionControl = .custom {

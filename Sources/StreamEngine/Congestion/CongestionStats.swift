@@ -2,9 +2,10 @@
 public struct CongestionStats: Sendable, Equatable {
     /// The controller: `scream`, or `custom` for one the application plugged in.
     public var controller = ""
-    /// The flow obeys the controller now. False while the receiver sends no per-packet
-    /// (RFC 8888) feedback (a third-party receiver, none at all) or has gone silent: the flow then
-    /// paces at `MediaSenderConfig.paceBitsPerSecond` under its unconfirmed bound, as without a controller.
+    /// The flow obeys the controller now. False until the receiver's first per-packet (RFC 8888)
+    /// report (a third-party receiver sends none, or only receiver reports) and while it is gone:
+    /// the flow then paces at `MediaSenderConfig.paceBitsPerSecond` under its unconfirmed bound, as
+    /// without a controller, and the target announced is the controller's first.
     public var active = false
     /// The bitrate the source should produce, bits per second: the controller's target as last
     /// announced (`SenderEvent.targetBitrate`), which happens when it moved by

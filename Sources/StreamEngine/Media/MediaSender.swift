@@ -69,7 +69,9 @@ public struct MediaSenderConfig: Sendable {
     /// `paceBitsPerSecond`, as it always has). Needs `feedback`. Its window limits the bytes in
     /// flight (the unconfirmed bound stays the ceiling), its pacing rate paces the flow, and its
     /// target bitrate goes to the application (`SenderEvent.targetBitrate`, `SenderStats.congestion`).
-    /// While the receiver sends no per-packet (RFC 8888) feedback the flow runs as without one.
+    /// Until the receiver's first per-packet (RFC 8888) report, and while it is gone, the flow
+    /// runs as without one (`CongestionStats.active`): a receiver that sends no such feedback
+    /// (ffmpeg, GStreamer) is served as before.
     public var congestionControl: CongestionControlSetting?
     /// With `congestionControl`: a frame that has waited this long in the flow's queue (the path
     /// carries less than the source gives, e.g. a file) is dropped whole, and so is every frame
@@ -200,8 +202,8 @@ public final class MediaSender: Sendable {
     public func run() throws {
         defer { eventHub.finish() }
         let ring = try Ring(entries: 256)
-        // Each flow's pace: its congestion controller's pacing rate when it has one, else the configured pace.
-        var paces = flows.map { $0.config.congestionControl != nil ? 0 : $0.config.paceBitsPerSecond }
+        // Each flow's pace: the configured one, and its congestion controller's pacing rate once it obeys one.
+        var paces = flowConfigs.map(\.paceBitsPerSecond)
         func sharedRate() -> Double? { paces.contains(nil) ? nil : paces.reduce(0) { $0 + ($1 ?? 0) } }
         var senderConfig = PacedSenderConfig(rateBitsPerSecond: sharedRate(), burstQuantum: flowConfigs[0].burstQuantum)
         senderConfig.completionWindow = 2
@@ -209,10 +211,6 @@ public final class MediaSender: Sendable {
         var senderFlows: [SenderFlow] = []
         for (index, handle) in flows.enumerated() {
             senderFlows.append(try SenderFlow(index: index, handle: handle, ring: ring, paced: paced))
-        }
-        paces = senderFlows.map(\.pace)
-        if sharedRate() != senderConfig.rateBitsPerSecond {
-            paced.setRate(sharedRate(), burstQuantum: flowConfigs[0].burstQuantum)
         }
         // The path monitor: nil where netlink is unavailable (the engine then learns the path
         // from sends and feedback only, as without it).

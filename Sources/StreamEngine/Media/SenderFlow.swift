@@ -165,15 +165,12 @@ final class SenderFlow {
         if let setting = config.congestionControl {
             let controller = setting.makeController(ecn: config.ecn, maxPacketSize: mtu - socket.headerOverhead)
             flow.congestion = controller
-            flow.congestionActive = true
             flow.maxFrameWait = config.maxFrameWait.nanoseconds
             startTarget = controller.targetBitrate
             var congestion = CongestionStats()
             congestion.controller = setting.name
-            congestion.active = true
             congestion.targetBitrate = startTarget
             local.congestion = congestion
-            local.pacingRate = Double(controller.pacingRate)
         }
         eventDetector = SenderEventDetector(initial: local)
     }
@@ -340,9 +337,11 @@ final class SenderFlow {
         flow.receiverGone = rtcp.receiverGone
         if flow.congestion != nil {
             flow.congestion?.advance(to: .nanoseconds(now))
-            // Only per-packet feedback from a receiver that is there can drive the controller:
-            // otherwise the flow runs as without one (paced as configured, under its bound).
-            flow.congestionActive = !silentSinceStart && !rtcp.receiverReportsOnly && !rtcp.receiverGone
+            // Only per-packet feedback from a receiver that is there can drive the controller: until
+            // the first such report (a third-party receiver sends none, or only receiver reports)
+            // and while the receiver is gone, the flow runs as without one (paced as configured,
+            // under its bound), so a receiver that cannot answer never stalls it.
+            flow.congestionActive = rtcp.perPacketFeedback && !silentSinceStart && !rtcp.receiverGone
             flow.dropFramesWaitingTooLong()
         }
         if rtcp.receiverGone && now - lastGoneProbe >= config.goneProbeInterval.nanoseconds {
