@@ -411,7 +411,10 @@ static int codel_signal(Direction *d, uint64_t now, uint64_t sojourn) {
   if (ok_to_signal) {
     d->dropping = 1;
     uint32_t delta = d->count - d->last_count;
-    d->count = (delta > 1 && now - d->drop_next_ns < 16 * cfg.codel_interval_ns) ? delta : 1;
+    /* RFC 8289: resume near the last drop rate when the last dropping state ended recently
+       (signed: drop_next may still lie ahead) */
+    int64_t since_next = (int64_t)(now - d->drop_next_ns);
+    d->count = (delta > 1 && since_next < (int64_t)(16 * cfg.codel_interval_ns)) ? delta : 1;
     d->drop_next_ns = now + (uint64_t)((double)cfg.codel_interval_ns / sqrt((double)d->count));
     d->last_count = d->count;
     return 1;
@@ -562,8 +565,9 @@ static void *timer(void *arg) {
       while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
       }
     }
-    while ((now = mono_ns()) < pk->release_ns) {
-    }
+    /* Yield while spinning: another lab's timing thread of the same priority on this
+       core runs instead of waiting for this one to block. */
+    while ((now = mono_ns()) < pk->release_ns) sched_yield();
     hist_record(&d->st.lateness, now > pk->release_ns ? now - pk->release_ns : 0);
     pthread_mutex_lock(&d->lock);
     d->head = pk->next;
