@@ -66,9 +66,13 @@ public final class LiveSource: Sendable {
 
     /// Starts the source thread. `frameRate` paces the frames (a y4m source without a
     /// `frameRate` of its own takes the header's); `bitrateKbps` is x265's target (default
-    /// 4000, as `streamer send`'s; a `.hevc` file is sent as it is); `frameLimit` (nil: no
-    /// limit) counts the frames handed over. The thread ends the sink (`finish`) when it stops.
-    public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, frameLimit: Int? = nil,
+    /// 4000, as `streamer send`'s; a `.hevc` file is sent as it is) and `peakBitrateKbps` the
+    /// highest rate ``requestBitrate(kbps:)`` will ask for (x265's VBV is fixed at open, so a
+    /// request above it reopens the encoder with a keyframe; nil: ``EncoderConfig``'s default);
+    /// `frameLimit` (nil: no limit) counts the frames handed over. The thread ends the sink
+    /// (`finish`) when it stops.
+    public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, peakBitrateKbps: Int? = nil,
+                      frameLimit: Int? = nil,
                       sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
         stalls.start(frameRate: frameRate)
         if case .hevcFile = source { bitrate.withLock { $0 = BitrateState(followsRequests: false) } }
@@ -77,6 +81,7 @@ public final class LiveSource: Sendable {
             do throws(MediaSourceError) {
                 var run = SourceRun(source: self, frameRate: frameRate, frameLimit: frameLimit, sink: sink,
                                     shouldStop: shouldStop)
+                run.peakBitrateKbps = peakBitrateKbps
                 switch source {
                 case let .synthetic(width, height):
                     try run.encodeSynthetic(width: width, height: height, bitrateKbps: bitrateKbps)
@@ -172,6 +177,8 @@ private struct SourceRun {
     /// Frames handed over so far.
     var index = 0
     var frameRate: Int
+    /// x265's VBV peak (``EncoderConfig/peakBitrateKbps``); nil: its default.
+    var peakBitrateKbps: Int?
 
     init(source: LiveSource, frameRate: Int, frameLimit: Int?, sink: any AccessUnitSink,
          shouldStop: @escaping @Sendable () -> Bool) {
@@ -209,10 +216,14 @@ private struct SourceRun {
         if let unit { sink.send(unit) }
     }
 
+    /// The VBV peak to open x265 with: the configured one, never below the opening rate.
+    func peak(atLeast kbps: Int) -> Int? { peakBitrateKbps.map { max($0, kbps) } }
+
     /// The synthetic test pattern, encoded.
     mutating func encodeSynthetic(width: Int, height: Int, bitrateKbps: Int) throws(MediaSourceError) {
+        let kbps = source.takeBitrateRequest() ?? bitrateKbps
         let encoder = try Self.openEncoder(EncoderConfig(width: width, height: height, fpsNumerator: frameRate,
-                                                         bitrateKbps: source.takeBitrateRequest() ?? bitrateKbps))
+                                                         bitrateKbps: kbps, peakBitrateKbps: peak(atLeast: kbps)))
         source.publish(encoder: encoder)
         source.publish(parameterSets: encoder.headers)
         let pattern = SyntheticSource(width: width, height: height)
@@ -272,9 +283,10 @@ private struct SourceRun {
                         frameRate = max(1, header.frameRateNumerator / header.frameRateDenominator)
                     }
                     source.stalls.setFrameRate(frameRate)
+                    let kbps = source.takeBitrateRequest() ?? bitrateKbps
                     encoder = try Self.openEncoder(EncoderConfig(
                         width: frame.width, height: frame.height, fpsNumerator: frameRate,
-                        bitrateKbps: source.takeBitrateRequest() ?? bitrateKbps))
+                        bitrateKbps: kbps, peakBitrateKbps: peak(atLeast: kbps)))
                     source.publish(encoder: encoder!)
                     source.publish(parameterSets: encoder!.headers)
                 }

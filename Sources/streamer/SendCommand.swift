@@ -21,6 +21,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     let trap = SignalTrap(finalReport: report) { stopFlag.set(true); sender.finish() }
     let hangup = HangupTrap { reresolve(options.targets, sender: sender) }
     source.start(configuration.source, frameRate: configuration.frameRate, bitrateKbps: configuration.bitrateKbps,
+                 peakBitrateKbps: configuration.peakBitrateKbps,
                  frameLimit: configuration.frameLimit, sink: sender, shouldStop: { stopFlag.get() })
     source.waitUntilReady()
     if let failure = source.failure { printError("streamer send: \(failure)"); return 1 }

@@ -13,6 +13,8 @@ struct SendConfiguration {
     var frameRate: Int
     /// The encoder's target (`--bitrate`), at least 1 kbit/s.
     var bitrateKbps: Int
+    /// x265's VBV peak with congestion control (its highest target); nil: the encoder's default.
+    var peakBitrateKbps: Int?
     /// Frames to send (`--frames`, or `--duration` at the frame rate); nil: until stopped.
     var frameLimit: Int?
     /// One per `--to`, in order (empty with `--rtsp`).
@@ -50,6 +52,9 @@ struct SendConfiguration {
         // The encoder opens at the controller's start bitrate.
         let bitrate = congestionControl ? options.congestionBitrates.start : options.bitrate
         bitrateKbps = max(1, Int(bitrate / 1000))
+        // x265's VBV is fixed at open: at the controller's highest rate, so every change up to it
+        // is made live (above it the encoder would reopen with a keyframe).
+        peakBitrateKbps = congestionControl ? max(bitrateKbps, Int(options.congestionBitrates.maximum / 1000)) : nil
         frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(frameRate)).rounded(.up)) }
         flows = options.targets.enumerated().map { index, target in
             var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass,
