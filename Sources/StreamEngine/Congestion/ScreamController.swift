@@ -147,6 +147,14 @@ public struct ScreamController: CongestionController {
     private var inFlightPeakLastRound = 0
 
     private var baseDelay: MinimumOverWindow
+    /// The base delay of each packet-size class (`sizeClass(of:)`). A packet's one-way delay
+    /// includes its own transmission at the bottleneck: 16 ms for 1200 bytes at 600 kbit/s, 1.3 ms
+    /// for 100. Against one minimum (set by the smallest packets) every full-size packet would read
+    /// as that difference of queue, which at low rates is most of the delay target and holds the
+    /// rate at half the link (measured in the lab, tools/cc-eval case b at 0.6 Mbit/s). Each
+    /// packet is compared with packets of its own size, so what is left is queue.
+    private var baseDelayBySize: [MinimumOverWindow]
+    static let sizeClasses = 8
 
     private struct Entry {
         var sequence: Int64 = -1
@@ -171,6 +179,8 @@ public struct ScreamController: CongestionController {
         self.configuration = configuration
         queueDelayTarget = configuration.queueDelayTarget.nanoseconds
         baseDelay = MinimumOverWindow(window: configuration.baseDelayWindow.nanoseconds)
+        baseDelayBySize = Array(repeating: MinimumOverWindow(window: configuration.baseDelayWindow.nanoseconds),
+                                count: Self.sizeClasses)
         let start = Double(min(max(configuration.startBitrate, configuration.minBitrate), configuration.maxBitrate))
         referenceWindow = start / 8 * Double(configuration.initialRTT.nanoseconds) / 1e9
         entries = Array(repeating: Entry(), count: 1 << 14)
@@ -291,15 +301,18 @@ public struct ScreamController: CongestionController {
             let (oneWay, overflow) = arrival.subtractingReportingOverflow(entry.sentAt)
             guard !overflow else { continue }
             baseDelay.record(oneWay, at: now)
+            let sizeClass = sizeClass(of: Int(entries[index].bytes))
+            baseDelayBySize[sizeClass].record(oneWay, at: now)
             guard wasOutstanding else { continue }
             entries[index].outstanding = false
             bytesInFlight -= Int(entry.bytes)
             let bytes = Double(entry.bytes)
             ackedBytes += bytes
             ackedByteTime += bytes * Double(now - entry.sentAt)
-            let delay = max(0, oneWay - (baseDelay.minimum ?? oneWay))
+            let delay = max(0, oneWay - (baseDelayBySize[sizeClass].minimum ?? baseDelay.minimum ?? oneWay))
             queueDelaySum += Double(delay)
             queueDelayCount += 1
+            roundLeastQueueDelay = min(roundLeastQueueDelay, delay)
             // Virtual marking: none under half the target, every packet at the target.
             let half = Double(queueDelayTarget) / 2
             let virtual = min(max((Double(delay) - half) / half, 0), 1)
@@ -367,7 +380,16 @@ public struct ScreamController: CongestionController {
             if ackedBytes > 0 && now >= growthHeldUntil {
                 grow(ackedBytes: ackedBytes, inFlightBefore: inFlightBefore)
             }
-            if roundEnded && roundHadMarkAtEnd && mayReduce {
+            let standing = min(standingQueueDelay, lastStandingQueueDelay)
+            if roundEnded && mayReduce && standing > 2 * queueDelayTarget {
+                // A standing queue far over the target for two rounds (the capacity fell under
+                // the rate): the marked fraction's EWMA (gain 1/16 a round) would take many
+                // rounds to cut deep enough while every round adds queue. Cut at once toward the
+                // rate that drains it, target over queue delay, at most by half. The least delay
+                // of each round is what stands: a keyframe's burst raises the mean, not the
+                // least, of a round that also holds the packets before it.
+                reduce(by: max(0.5, Double(queueDelayTarget) / Double(standing)), now: now)
+            } else if roundEnded && roundHadMarkAtEnd && mayReduce {
                 // L4S and virtual marks: once per round, by half the smoothed marked fraction.
                 reduce(by: 1 - markedFraction / 2, now: now)
             }
@@ -376,6 +398,11 @@ public struct ScreamController: CongestionController {
     }
 
     private var roundHadMarkAtEnd = false
+    /// The least queue delay of the packets confirmed in this round (`.max`: none yet), and of
+    /// the last two rounds ended: the queue that stands.
+    private var roundLeastQueueDelay = Int64.max
+    private var standingQueueDelay: Int64 = 0
+    private var lastStandingQueueDelay: Int64 = 0
 
     /// Closes the RTT round when one has passed: folds its marked fraction into the EWMA.
     private mutating func endRoundIfDue(now: Int64) -> Bool {
@@ -386,6 +413,9 @@ public struct ScreamController: CongestionController {
             markedFraction += Self.markedFractionGain * (fraction - markedFraction)
         }
         roundHadMarkAtEnd = roundHadMark
+        lastStandingQueueDelay = standingQueueDelay
+        standingQueueDelay = roundLeastQueueDelay == .max ? 0 : roundLeastQueueDelay
+        roundLeastQueueDelay = .max
         roundStart = now
         roundAckedBytes = 0
         roundMarkedBytes = 0
@@ -421,6 +451,11 @@ public struct ScreamController: CongestionController {
         let packet = Double(configuration.maxPacketSize)
         let perRound = min(packet * (1 + Double(roundsSinceReduction) / 16), referenceWindow / 2)
         referenceWindow += perRound * ackedBytes / referenceWindow
+    }
+
+    /// The size class of a packet of `bytes` (`baseDelayBySize`): eighths of the largest packet.
+    private func sizeClass(of bytes: Int) -> Int {
+        min(Self.sizeClasses - 1, max(0, (bytes - 1) * Self.sizeClasses / max(1, configuration.maxPacketSize)))
     }
 
     /// Packets sent long before anything reported and never covered by a report leave the flight.
