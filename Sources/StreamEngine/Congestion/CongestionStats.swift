@@ -9,7 +9,8 @@ public struct CongestionStats: Sendable, Equatable {
     public var active = false
     /// The bitrate the source should produce, bits per second: the controller's target as last
     /// announced (`SenderEvent.targetBitrate`), which happens when it moved by
-    /// `MediaSender.targetBitrateStep` or more.
+    /// `MediaSenderConfig.targetBitrateStep` or more (at most every `targetBitrateInterval`, but
+    /// for a large cut).
     public var targetBitrate = 0
     /// The bytes the controller lets be in flight.
     public var window = 0
