@@ -35,7 +35,8 @@ struct SendOptions {
     var mtuReprobe: Double?
     var reportInterval: Double?
     var quiet = false
-    /// `--cc on|off`; nil: on for x265 sources (synthetic, y4m), off for `.hevc` files and `--rtsp`.
+    /// `--cc on|off`; nil: on for x265 sources (synthetic, y4m), off for `.hevc` files, a pinned
+    /// pace and `--rtsp`.
     var congestionControl: Bool?
     var minBitrate: Double?
     var maxBitrate: Double?
@@ -73,8 +74,9 @@ struct SendOptions {
       --stats PATH|-             final stats as JSON
       --stats-every SECONDS      also rewrite the --stats file while running
       --cc on|off                congestion control (SCReAM): the path sets the pace and the encoder's
-                                 bitrate (default on for synthetic and y4m sources, off for .hevc files,
-                                 which it can only pace and drop whole frames of, and for --rtsp)
+                                 bitrate (default on for synthetic and y4m sources; off for .hevc files,
+                                 which it can only pace and drop whole frames of, with --pace or pace=,
+                                 and for --rtsp)
       --min-bitrate RATE         with --cc: the lowest target (default 150k, at most the others)
       --max-bitrate RATE         with --cc: the highest target (default --bitrate)
       --start-bitrate RATE       with --cc: the target before any feedback (default --bitrate, within min..max)

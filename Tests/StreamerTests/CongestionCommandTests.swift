@@ -26,7 +26,7 @@ import TestSupport
     }
 
     /// Not with RTSP (its clients send no per-packet feedback), and the bitrates of a `.hevc`
-    /// file need `--cc on` (off by default there).
+    /// file or with a pinned `--pace` need `--cc on` (off by default there).
     @Test func congestionOptionsRefusedWhereTheyCannotWork() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
         // A file that passes `--source`'s readability check (the options are refused before it is read).
@@ -38,6 +38,7 @@ import TestSupport
             (["send", "--rtsp", "8554", "--cc", "on"], "--cc on: not with --rtsp"),
             (["send", "--rtsp", "8554", "--max-bitrate", "2M"], "--max-bitrate: only with congestion control"),
             (["send", "--to", "127.0.0.1:5004", "--source", dummyHEVC, "--max-bitrate", "2M"], "add --cc on"),
+            (["send", "--to", "127.0.0.1:5004", "--pace", "3M", "--max-bitrate", "2M"], "add --cc on"),
         ] {
             let outcome = try run(binary, arguments)
             #expect(outcome.status == 2, "\(arguments)")
