@@ -122,6 +122,18 @@ struct BitrateChangeTests {
     /// LiveSource opens x265 at the frame rate it paces: two seconds of frames at 250 fps.
     static let keyframeIntervalAt250fps = 500
 
+    @Test func aRequestBeforeTheEncoderOpensSetsItsStartingRate() throws {
+        let live = LiveSource()
+        let sink = CollectingSink()
+        live.requestBitrate(kbps: 250)
+        live.start(.synthetic(width: Self.width, height: Self.height), frameRate: 250, bitrateKbps: 800,
+                   frameLimit: 3, sink: sink)
+        let deadline = Date().addingTimeInterval(30)
+        while !sink.finished && Date() < deadline { usleep(2000) }
+        #expect(sink.units.count == 3)
+        #expect(live.bitrateStats == SourceBitrateStats(targetKbps: 250, requested: 1, applied: 0, fallbacks: 0))
+    }
+
     @Test func aFileSourceIgnoresRequests() throws {
         let (_, encoded) = runToEnd(.synthetic(width: Self.width, height: Self.height), frameLimit: 3)
         let path = try temporaryFile(encoded.units.flatMap(\.annexB), suffix: ".hevc")
