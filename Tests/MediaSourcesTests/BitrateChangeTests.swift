@@ -188,6 +188,23 @@ struct FrameRateControllerTests {
         }
     }
 
+    @Test func aSteepCostCurveIsLearnedAndTheQPStopsSwinging() {
+        // Each QP step divides the bits by 2 (x265 ultrafast on a zooming fractal comes close):
+        // with the default 6 QP per halving the QP would swing 4 steps at a time.
+        var controller = FrameRateController(targetBitsPerSecond: 1_000_000, frameRate: 30, keyframeInterval: 600)
+        var qps: [Int] = []
+        for index in 0..<120 {
+            let keyframe = index == 0
+            let qp = controller.nextQP(keyframe: keyframe) ?? 30
+            let bits = pow(2, 50 + (keyframe ? 3 : 0) - Double(qp))
+            controller.record(bits: Int(bits), qp: qp, keyframe: keyframe)
+            if !keyframe { qps.append(qp) }
+        }
+        #expect(controller.slope > 0.8, "learned slope \(controller.slope)")
+        let late = qps.suffix(30)
+        #expect(zip(late, late.dropFirst()).allSatisfy { abs($0 - $1) <= 1 }, "QPs \(Array(late))")
+    }
+
     @Test func anUnreachableTargetDoesNotWindUpADebt() {
         var controller = FrameRateController(targetBitsPerSecond: 300_000, frameRate: 30, keyframeInterval: 60)
         // Content so busy that even QP 51 gives 70 times the target: the QP stays at the top.
