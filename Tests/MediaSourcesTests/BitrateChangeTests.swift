@@ -122,6 +122,31 @@ struct BitrateChangeTests {
     /// LiveSource opens x265 at the frame rate it paces: two seconds of frames at 250 fps.
     static let keyframeIntervalAt250fps = 500
 
+    @Test func aRaiseUpToTheGivenPeakStaysLiveAndAboveItReopens() throws {
+        let live = LiveSource()
+        let sink = CollectingSink()
+        let lastRequest = Mark()
+        live.start(.synthetic(width: Self.width, height: Self.height), frameRate: 250, bitrateKbps: 300,
+                   peakBitrateKbps: 2_000, sink: sink,
+                   shouldStop: {
+                       guard let mark = lastRequest.units.withLock({ $0 }) else { return sink.units.count > 5_000 }
+                       return sink.units.count >= mark + 5
+                   })
+        live.waitUntilReady()
+        let unitsAtRequest = sink.units.count
+        live.requestBitrate(kbps: 1_900)  // 6 x the opening rate, under the peak: live
+        // Applied before the frame after the one under way: two more units.
+        while sink.units.count < unitsAtRequest + 2 && !sink.finished { usleep(1000) }
+        #expect(live.bitrateStats == SourceBitrateStats(targetKbps: 1_900, requested: 1, applied: 1, fallbacks: 0))
+        live.requestBitrate(kbps: 2_500)  // over the peak: reopened with one IDR
+        lastRequest.units.withLock { $0 = sink.units.count }
+        let deadline = Date().addingTimeInterval(60)
+        while !sink.finished && Date() < deadline { usleep(2000) }
+        try #require(sink.finished)
+        #expect(live.bitrateStats == SourceBitrateStats(targetKbps: 2_500, requested: 2, applied: 1, fallbacks: 1))
+        #expect(Self.irapIndices(sink.units).count == 2, "the first frame and the reopen")
+    }
+
     @Test func aRequestBeforeTheEncoderOpensSetsItsStartingRate() throws {
         let live = LiveSource()
         let sink = CollectingSink()
