@@ -34,6 +34,8 @@ public final class LiveSource: Sendable {
     private let bitrate = Mutex(BitrateState())
 
     private struct BitrateState {
+        /// False for a `.hevc` file source, which has no encoder to ask.
+        var followsRequests = true
         var pending: Int?
         var stats = SourceBitrateStats()
     }
@@ -66,21 +68,28 @@ public final class LiveSource: Sendable {
     /// `frameRate` of its own takes the header's); `bitrateKbps` is x265's target (default
     /// 4000, as `streamer send`'s; a `.hevc` file is sent as it is); `frameLimit` (nil: no
     /// limit) counts the frames handed over. The thread ends the sink (`finish`) when it stops.
-    public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, frameLimit: Int? = nil,
+    ///
+    /// `peakBitrateKbps` is the highest rate ``requestBitrate(kbps:)`` reaches without a keyframe
+    /// (x265's VBV, fixed at open; default four times the opening rate); give it the congestion
+    /// controller's maximum. A request above it reopens the encoder (one IDR, a fallback).
+    public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, peakBitrateKbps: Int? = nil,
+                      frameLimit: Int? = nil,
                       sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
         stalls.start(frameRate: frameRate)
+        if case .hevcFile = source { bitrate.withLock { $0 = BitrateState(followsRequests: false) } }
         Thread { [self] in
             defer { stalls.sourceEnded(); sink.finish() }
             do throws(MediaSourceError) {
                 var run = SourceRun(source: self, frameRate: frameRate, frameLimit: frameLimit, sink: sink,
-                                    shouldStop: shouldStop)
+                                    shouldStop: shouldStop, bitrateKbps: bitrateKbps,
+                                    peakBitrateKbps: peakBitrateKbps)
                 switch source {
                 case let .synthetic(width, height):
-                    try run.encodeSynthetic(width: width, height: height, bitrateKbps: bitrateKbps)
+                    try run.encodeSynthetic(width: width, height: height)
                 case let .hevcFile(path):
                     try run.readAnnexB(path: path)
                 case let .y4m(handle, frameRateOverride):
-                    try run.encodeY4M(handle, frameRate: frameRateOverride, bitrateKbps: bitrateKbps)
+                    try run.encodeY4M(handle, frameRate: frameRateOverride)
                 }
             } catch {
                 outcome.withLock { $0.failure = error }
@@ -108,7 +117,7 @@ public final class LiveSource: Sendable {
     public func requestBitrate(kbps: Int) {
         let clamped = EncoderConfig.bitrateRangeKbps.clamped(kbps)
         bitrate.withLock { state in
-            guard clamped != (state.pending ?? state.stats.targetKbps) else { return }
+            guard state.followsRequests, clamped != (state.pending ?? state.stats.targetKbps) else { return }
             state.pending = clamped
             state.stats.requested += 1
         }
@@ -164,6 +173,9 @@ private struct SourceRun {
     let frameLimit: Int?
     let sink: any AccessUnitSink
     let shouldStop: @Sendable () -> Bool
+    /// x265's opening rate (unless a request came first) and its peak (nil: the default).
+    let bitrateKbps: Int
+    let peakBitrateKbps: Int?
     /// When frame 0 was (or would have been) due; moves on after a stall.
     var start = ContinuousClock.now
     /// Frames handed over so far.
@@ -171,8 +183,10 @@ private struct SourceRun {
     var frameRate: Int
 
     init(source: LiveSource, frameRate: Int, frameLimit: Int?, sink: any AccessUnitSink,
-         shouldStop: @escaping @Sendable () -> Bool) {
+         shouldStop: @escaping @Sendable () -> Bool, bitrateKbps: Int, peakBitrateKbps: Int?) {
         self.source = source
+        self.bitrateKbps = bitrateKbps
+        self.peakBitrateKbps = peakBitrateKbps
         self.frameRate = frameRate
         self.frameLimit = frameLimit
         self.sink = sink
@@ -197,7 +211,7 @@ private struct SourceRun {
     /// at the latest bitrate requested.
     func encode(_ frame: YUV420Frame, with encoder: X265Encoder) throws(MediaSourceError) {
         if let kbps = source.takeBitrateRequest() {
-            // Clamped already, so only a failed reopen throws; the old rate then stays.
+            // In range already, so only a failed reopen (above the peak) throws: the old rate stays.
             try? encoder.setBitrate(kbps: kbps)
             source.publish(encoder: encoder)
         }
@@ -207,9 +221,8 @@ private struct SourceRun {
     }
 
     /// The synthetic test pattern, encoded.
-    mutating func encodeSynthetic(width: Int, height: Int, bitrateKbps: Int) throws(MediaSourceError) {
-        let encoder = try Self.openEncoder(EncoderConfig(width: width, height: height, fpsNumerator: frameRate,
-                                                         bitrateKbps: source.takeBitrateRequest() ?? bitrateKbps))
+    mutating func encodeSynthetic(width: Int, height: Int) throws(MediaSourceError) {
+        let encoder = try openEncoder(width: width, height: height)
         source.publish(encoder: encoder)
         source.publish(parameterSets: encoder.headers)
         let pattern = SyntheticSource(width: width, height: height)
@@ -252,7 +265,7 @@ private struct SourceRun {
     /// y4m frames, encoded; x265 opens at the first frame, at the header's size and rate
     /// (or `frameRateOverride`).
     mutating func encodeY4M(_ handle: FileHandle, frameRate frameRateOverride: Int?,
-                            bitrateKbps: Int) throws(MediaSourceError) {
+) throws(MediaSourceError) {
         var reader = Y4MReader()
         var encoder: X265Encoder?
         while !done {
@@ -269,9 +282,7 @@ private struct SourceRun {
                         frameRate = max(1, header.frameRateNumerator / header.frameRateDenominator)
                     }
                     source.stalls.setFrameRate(frameRate)
-                    encoder = try Self.openEncoder(EncoderConfig(
-                        width: frame.width, height: frame.height, fpsNumerator: frameRate,
-                        bitrateKbps: source.takeBitrateRequest() ?? bitrateKbps))
+                    encoder = try openEncoder(width: frame.width, height: frame.height)
                     source.publish(encoder: encoder!)
                     source.publish(parameterSets: encoder!.headers)
                 }
@@ -287,7 +298,12 @@ private struct SourceRun {
         for unit in encoder.flush() { sink.send(unit) }
     }
 
-    private static func openEncoder(_ config: EncoderConfig) throws(MediaSourceError) -> X265Encoder {
+    /// Opens x265 at the latest bitrate requested (or the start's), with its peak.
+    private func openEncoder(width: Int, height: Int) throws(MediaSourceError) -> X265Encoder {
+        let kbps = source.takeBitrateRequest() ?? bitrateKbps
+        let peak = peakBitrateKbps.map { max($0, kbps) }
+        let config = EncoderConfig(width: width, height: height, fpsNumerator: frameRate, bitrateKbps: kbps,
+                                   peakBitrateKbps: peak.map { min($0, EncoderConfig.maxBitrateKbps) })
         do { return try X265Encoder(config) } catch { throw .encoder(error) }
     }
 }
