@@ -459,7 +459,9 @@ final class SenderFlow {
     private func publishCongestion() {
         guard let congestion = flow.congestion, var stats = local.congestion else { return }
         stats.active = flow.congestionActive
-        let target = flow.congestionActive ? congestion.targetBitrate : startTarget
+        // Not obeyed: the first target until the controller was ever obeyed (a receiver without
+        // per-packet feedback); after that (the receiver gone) the last one announced stays.
+        let target = flow.congestionActive ? congestion.targetBitrate : (rtcp.perPacketFeedback ? stats.targetBitrate : startTarget)
         let step = config.targetBitrateStep * Double(stats.targetBitrate)
         let now = monotonicNanoseconds()
         if abs(Double(target - stats.targetBitrate)) >= step
