@@ -15,14 +15,20 @@ struct EncoderRateOptions {
     var schedule = [4000, 1000, 2500, 600, 3000]
     /// Segment length in seconds of media time.
     var segmentSeconds = 4
+    /// Frames from one keyframe to the next (nil: two seconds' worth, the encoder's default).
+    var keyframeInterval: Int?
     /// Markdown report (nil: stdout only).
     var output: String?
+    /// A y4m file (`-`: stdin) to encode instead of the synthetic pattern; its size wins over
+    /// `--size`, and it must hold enough frames for the schedule.
+    var y4m: String?
 
     static let usage = """
-        usage: bench encoder-rate [--size WxH] [--fps N] [--schedule K1,K2,...] [--segment S] [--out FILE]
-          encodes the synthetic pattern (ultrafast + zerolatency) through the schedule of target
-          bitrates (kbit/s, one every S seconds of media time; default 1280x720, 30 fps,
-          4000,1000,2500,600,3000, 4 s) and reports how the output follows it
+        usage: bench encoder-rate [--size WxH] [--fps N] [--schedule K1,K2,...] [--segment S] [--keyint N] [--y4m FILE|-] [--out FILE]
+          encodes the synthetic pattern (or a y4m stream, ultrafast + zerolatency) through the schedule
+          of target bitrates (kbit/s, one every S seconds of media time; default 1280x720, 30 fps,
+          4000,1000,2500,600,3000, 4 s; a keyframe every N frames, default 2 s) and reports how the
+          output follows it
         """
 
     static func parse(_ arguments: [String]) throws(BenchError) -> EncoderRateOptions {
@@ -57,6 +63,9 @@ struct EncoderRateOptions {
                 guard !schedule.isEmpty else { throw .usage("--schedule needs at least one bitrate") }
                 options.schedule = schedule
             case "--out": options.output = try value(flag)
+            case "--y4m": options.y4m = try value(flag)
+            case "--keyint":
+                options.keyframeInterval = try number(flag, try value(flag), in: 1...EncoderConfig.maxKeyframeInterval)
             case "--help", "-h": throw .usage("help")
             default: throw .usage("unknown option \(flag) for encoder-rate")
             }
@@ -109,13 +118,14 @@ func measureEncoderRate(frameBytes: [Int], keyframes: [Bool], schedule: [Int],
 
 /// Runs `bench encoder-rate` and prints (and writes) the report.
 func runEncoderRate(_ arguments: [String]) throws {
-    let options = try EncoderRateOptions.parse(arguments)
+    var options = try EncoderRateOptions.parse(arguments)
+    let frames = try EncoderRateFrames(options)
+    (options.width, options.height) = (frames.width, frames.height)
     let config = EncoderConfig(width: options.width, height: options.height, fpsNumerator: options.frameRate,
                                bitrateKbps: options.schedule[0],
-                               peakBitrateKbps: min(4 * options.schedule.max()!, EncoderConfig.maxBitrateKbps))
+                               peakBitrateKbps: min(4 * options.schedule.max()!, EncoderConfig.maxBitrateKbps),
+                               keyframeInterval: options.keyframeInterval)
     let encoder = try X265Encoder(config)
-    let source = SyntheticSource(width: options.width, height: options.height)
-    var frame = YUV420Frame(blackWithWidth: options.width, height: options.height)
     let framesPerSegment = options.segmentSeconds * options.frameRate
     var sizes: [Int] = []
     var keyframes: [Bool] = []
@@ -123,8 +133,7 @@ func runEncoderRate(_ arguments: [String]) throws {
     for (segment, target) in options.schedule.enumerated() {
         try encoder.setBitrate(kbps: target)
         for index in (segment * framesPerSegment)..<((segment + 1) * framesPerSegment) {
-            source.render(frameIndex: index, into: &frame)
-            if let unit = try encoder.encode(frame) {
+            if let unit = try encoder.encode(try frames.frame(index)) {
                 sizes.append(unit.byteCount)
                 keyframes.append(unit.isKeyframe)
             }
@@ -144,6 +153,57 @@ func runEncoderRate(_ arguments: [String]) throws {
     print(report, terminator: "")
     if let output = options.output {
         try Data(report.utf8).write(to: URL(fileURLWithPath: output))
+    }
+}
+
+/// The frames to encode: the synthetic pattern, or a y4m stream read as it goes.
+final class EncoderRateFrames {
+    let width: Int
+    let height: Int
+    private let synthetic: SyntheticSource?
+    private var frame: YUV420Frame
+    private let handle: FileHandle?
+    private var reader = Y4MReader()
+    private var pending: [Y4MFrame] = []
+
+    init(_ options: EncoderRateOptions) throws {
+        guard let path = options.y4m else {
+            (width, height) = (options.width, options.height)
+            synthetic = SyntheticSource(width: width, height: height)
+            frame = YUV420Frame(blackWithWidth: width, height: height)
+            handle = nil
+            return
+        }
+        guard let handle = path == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: path) else {
+            throw BenchError.usage("--y4m \(path): cannot open it")
+        }
+        self.handle = handle
+        synthetic = nil
+        pending = []
+        while pending.isEmpty {
+            let chunk = handle.readData(ofLength: 1 << 20)
+            guard !chunk.isEmpty else { throw BenchError.runtime("--y4m \(path): no frame in it") }
+            pending = try reader.append([UInt8](chunk))
+        }
+        (width, height) = (pending[0].width, pending[0].height)
+        frame = YUV420Frame(width: width, height: height, bytes: pending[0].data)
+    }
+
+    /// Frame `index` (frames are asked for in order).
+    func frame(_ index: Int) throws -> YUV420Frame {
+        if let synthetic {
+            synthetic.render(frameIndex: index, into: &frame)
+            return frame
+        }
+        while pending.isEmpty, let handle {
+            let chunk = handle.readData(ofLength: 1 << 20)
+            guard !chunk.isEmpty else {
+                throw BenchError.runtime("the y4m stream ended at frame \(index): the schedule needs more")
+            }
+            pending = try reader.append([UInt8](chunk))
+        }
+        let next = pending.removeFirst()
+        return YUV420Frame(width: next.width, height: next.height, bytes: next.data)
     }
 }
 
@@ -172,7 +232,8 @@ func encoderRateReport(_ segments: [EncoderRateSegment], options: EncoderRateOpt
     let changes = encoder.rateChanges
     lines += [
         "",
-        "\(config.width)x\(config.height), \(options.frameRate) fps, \(config.preset) + \(config.tune), keyframe every "
+        "\(options.y4m.map { "y4m \($0 == "-" ? "stdin" : $0)" } ?? "synthetic pattern"), "
+            + "\(config.width)x\(config.height), \(options.frameRate) fps, \(config.preset) + \(config.tune), keyframe every "
             + "\(config.keyframeInterval) frames, VBV peak \(config.effectivePeakBitrateKbps) kbit/s; \(frames) frames "
             + "encoded in \(String(format: "%.1f", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)) s.",
         "Settled seconds within ±15 % of the target: \(withinTotal)/\(secondsTotal). "

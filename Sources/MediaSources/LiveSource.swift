@@ -66,11 +66,12 @@ public final class LiveSource: Sendable {
 
     /// Starts the source thread. `frameRate` paces the frames (a y4m source without a
     /// `frameRate` of its own takes the header's); `bitrateKbps` is x265's target (default
-    /// 4000, as `streamer send`'s; a `.hevc` file is sent as it is) and `peakBitrateKbps` the
-    /// highest rate ``requestBitrate(kbps:)`` will ask for (x265's VBV is fixed at open, so a
-    /// request above it reopens the encoder with a keyframe; nil: ``EncoderConfig``'s default);
-    /// `frameLimit` (nil: no limit) counts the frames handed over. The thread ends the sink
-    /// (`finish`) when it stops.
+    /// 4000, as `streamer send`'s; a `.hevc` file is sent as it is); `frameLimit` (nil: no
+    /// limit) counts the frames handed over. The thread ends the sink (`finish`) when it stops.
+    ///
+    /// `peakBitrateKbps` is the highest rate ``requestBitrate(kbps:)`` reaches without a keyframe
+    /// (x265's VBV, fixed at open; default four times the opening rate); give it the congestion
+    /// controller's maximum. A request above it reopens the encoder (one IDR, a fallback).
     public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, peakBitrateKbps: Int? = nil,
                       frameLimit: Int? = nil,
                       sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
@@ -80,15 +81,15 @@ public final class LiveSource: Sendable {
             defer { stalls.sourceEnded(); sink.finish() }
             do throws(MediaSourceError) {
                 var run = SourceRun(source: self, frameRate: frameRate, frameLimit: frameLimit, sink: sink,
-                                    shouldStop: shouldStop)
-                run.peakBitrateKbps = peakBitrateKbps
+                                    shouldStop: shouldStop, bitrateKbps: bitrateKbps,
+                                    peakBitrateKbps: peakBitrateKbps)
                 switch source {
                 case let .synthetic(width, height):
-                    try run.encodeSynthetic(width: width, height: height, bitrateKbps: bitrateKbps)
+                    try run.encodeSynthetic(width: width, height: height)
                 case let .hevcFile(path):
                     try run.readAnnexB(path: path)
                 case let .y4m(handle, frameRateOverride):
-                    try run.encodeY4M(handle, frameRate: frameRateOverride, bitrateKbps: bitrateKbps)
+                    try run.encodeY4M(handle, frameRate: frameRateOverride)
                 }
             } catch {
                 outcome.withLock { $0.failure = error }
@@ -172,17 +173,20 @@ private struct SourceRun {
     let frameLimit: Int?
     let sink: any AccessUnitSink
     let shouldStop: @Sendable () -> Bool
+    /// x265's opening rate (unless a request came first) and its peak (nil: the default).
+    let bitrateKbps: Int
+    let peakBitrateKbps: Int?
     /// When frame 0 was (or would have been) due; moves on after a stall.
     var start = ContinuousClock.now
     /// Frames handed over so far.
     var index = 0
     var frameRate: Int
-    /// x265's VBV peak (``EncoderConfig/peakBitrateKbps``); nil: its default.
-    var peakBitrateKbps: Int?
 
     init(source: LiveSource, frameRate: Int, frameLimit: Int?, sink: any AccessUnitSink,
-         shouldStop: @escaping @Sendable () -> Bool) {
+         shouldStop: @escaping @Sendable () -> Bool, bitrateKbps: Int, peakBitrateKbps: Int?) {
         self.source = source
+        self.bitrateKbps = bitrateKbps
+        self.peakBitrateKbps = peakBitrateKbps
         self.frameRate = frameRate
         self.frameLimit = frameLimit
         self.sink = sink
@@ -216,14 +220,9 @@ private struct SourceRun {
         if let unit { sink.send(unit) }
     }
 
-    /// The VBV peak to open x265 with: the configured one, never below the opening rate.
-    func peak(atLeast kbps: Int) -> Int? { peakBitrateKbps.map { max($0, kbps) } }
-
     /// The synthetic test pattern, encoded.
-    mutating func encodeSynthetic(width: Int, height: Int, bitrateKbps: Int) throws(MediaSourceError) {
-        let kbps = source.takeBitrateRequest() ?? bitrateKbps
-        let encoder = try Self.openEncoder(EncoderConfig(width: width, height: height, fpsNumerator: frameRate,
-                                                         bitrateKbps: kbps, peakBitrateKbps: peak(atLeast: kbps)))
+    mutating func encodeSynthetic(width: Int, height: Int) throws(MediaSourceError) {
+        let encoder = try openEncoder(width: width, height: height)
         source.publish(encoder: encoder)
         source.publish(parameterSets: encoder.headers)
         let pattern = SyntheticSource(width: width, height: height)
@@ -266,7 +265,7 @@ private struct SourceRun {
     /// y4m frames, encoded; x265 opens at the first frame, at the header's size and rate
     /// (or `frameRateOverride`).
     mutating func encodeY4M(_ handle: FileHandle, frameRate frameRateOverride: Int?,
-                            bitrateKbps: Int) throws(MediaSourceError) {
+) throws(MediaSourceError) {
         var reader = Y4MReader()
         var encoder: X265Encoder?
         while !done {
@@ -283,10 +282,7 @@ private struct SourceRun {
                         frameRate = max(1, header.frameRateNumerator / header.frameRateDenominator)
                     }
                     source.stalls.setFrameRate(frameRate)
-                    let kbps = source.takeBitrateRequest() ?? bitrateKbps
-                    encoder = try Self.openEncoder(EncoderConfig(
-                        width: frame.width, height: frame.height, fpsNumerator: frameRate,
-                        bitrateKbps: kbps, peakBitrateKbps: peak(atLeast: kbps)))
+                    encoder = try openEncoder(width: frame.width, height: frame.height)
                     source.publish(encoder: encoder!)
                     source.publish(parameterSets: encoder!.headers)
                 }
@@ -302,7 +298,12 @@ private struct SourceRun {
         for unit in encoder.flush() { sink.send(unit) }
     }
 
-    private static func openEncoder(_ config: EncoderConfig) throws(MediaSourceError) -> X265Encoder {
+    /// Opens x265 at the latest bitrate requested (or the start's), with its peak.
+    private func openEncoder(width: Int, height: Int) throws(MediaSourceError) -> X265Encoder {
+        let kbps = source.takeBitrateRequest() ?? bitrateKbps
+        let peak = peakBitrateKbps.map { max($0, kbps) }
+        let config = EncoderConfig(width: width, height: height, fpsNumerator: frameRate, bitrateKbps: kbps,
+                                   peakBitrateKbps: peak.map { min($0, EncoderConfig.maxBitrateKbps) })
         do { return try X265Encoder(config) } catch { throw .encoder(error) }
     }
 }

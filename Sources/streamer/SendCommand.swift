@@ -13,9 +13,13 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     let stopFlag = MutexBox<Bool>(false)
     let source = LiveSource { printError(sourceStallLine($0)) }
     let statsWriter = MutexBox<StatsWriter?>(nil)
+    let series = try StatsSeries(path: options.statsSeriesPath, interval: options.statsEvery ?? 1) {
+        sendStatsObject(sender.allStats, source: source)
+    }
     // Written once: at the end of the run, or by a second stop signal before it exits.
     let report = FinalReport {
         statsWriter.get()?.stop()
+        series.stop()
         try reportSend(sender.allStats, source: source, statsPath: options.statsPath)
     }
     let trap = SignalTrap(finalReport: report) { stopFlag.set(true); sender.finish() }

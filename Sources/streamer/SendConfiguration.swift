@@ -42,11 +42,14 @@ struct SendConfiguration {
         self.frameRate = frameRate
         var isFile = false
         if case .hevcFile = source { isFile = true }
-        let congestionControl = options.congestionControl ?? (!isFile && !options.noFeedback && options.rtspListen == nil)
-        if isFile && options.congestionControl == nil,
+        // A pace the user pinned (--pace, or pace= on a --to) is kept: no controller then unless asked.
+        let pacePinned = options.pace != nil || options.targets.contains { $0.pace != nil }
+        let congestionControl = options.congestionControl
+            ?? (!isFile && !pacePinned && !options.noFeedback && options.rtspListen == nil)
+        if (isFile || pacePinned) && options.congestionControl == nil,
            let given = [("--min-bitrate", options.minBitrate), ("--max-bitrate", options.maxBitrate),
                         ("--start-bitrate", options.startBitrate)].first(where: { $0.1 != nil }) {
-            throw UsageError("\(given.0): congestion control is off by default for .hevc files (add --cc on)")
+            throw UsageError("\(given.0): congestion control is off by default for .hevc files and with --pace (add --cc on)")
         }
         self.congestionControl = congestionControl
         // The encoder opens at the controller's start bitrate.

@@ -35,12 +35,14 @@ struct SendOptions {
     var mtuReprobe: Double?
     var reportInterval: Double?
     var quiet = false
-    /// `--cc on|off`; nil: on for x265 sources (synthetic, y4m), off for `.hevc` files and `--rtsp`.
+    /// `--cc on|off`; nil: on for x265 sources (synthetic, y4m), off for `.hevc` files, a pinned
+    /// pace and `--rtsp`.
     var congestionControl: Bool?
     var minBitrate: Double?
     var maxBitrate: Double?
     var startBitrate: Double?
     var printRateChanges = false
+    var statsSeriesPath: String?
 
     static let help = """
     usage: streamer send --to HOST:PORT[,class=C][,ecn=E][,pace=RATE] [--to ...] | --rtsp [ADDR:]PORT [options]
@@ -72,9 +74,12 @@ struct SendOptions {
       --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
       --stats PATH|-             final stats as JSON
       --stats-every SECONDS      also rewrite the --stats file while running
+      --stats-series PATH        append the stats as one JSON line (with t, seconds) every --stats-every
+                                 seconds (default 1), to plot a run over time
       --cc on|off                congestion control (SCReAM): the path sets the pace and the encoder's
-                                 bitrate (default on for synthetic and y4m sources, off for .hevc files,
-                                 which it can only pace and drop whole frames of, and for --rtsp)
+                                 bitrate (default on for synthetic and y4m sources; off for .hevc files,
+                                 which it can only pace and drop whole frames of, with --pace or pace=,
+                                 and for --rtsp)
       --min-bitrate RATE         with --cc: the lowest target (default 150k, at most the others)
       --max-bitrate RATE         with --cc: the highest target (default --bitrate)
       --start-bitrate RATE       with --cc: the target before any feedback (default --bitrate, within min..max)
@@ -134,6 +139,7 @@ struct SendOptions {
             case "--max-bitrate": options.maxBitrate = try parseRate(try reader.value(for: argument), option: argument)
             case "--start-bitrate": options.startBitrate = try parseRate(try reader.value(for: argument), option: argument)
             case "--print-rate-changes": options.printRateChanges = true
+            case "--stats-series": options.statsSeriesPath = try reader.value(for: argument)
             default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
             }
         }
@@ -148,6 +154,9 @@ struct SendOptions {
         }
         if options.rtspListen != nil && options.sdpPath != nil {
             throw UsageError("--sdp: not with --rtsp (RTSP clients get the SDP from DESCRIBE)")
+        }
+        if options.rtspListen != nil && options.statsSeriesPath != nil {
+            throw UsageError("--stats-series: not with --rtsp")
         }
         try options.checkCongestionControl()
         return options

@@ -122,6 +122,43 @@ struct BitrateChangeTests {
     /// LiveSource opens x265 at the frame rate it paces: two seconds of frames at 250 fps.
     static let keyframeIntervalAt250fps = 500
 
+    @Test func aRaiseUpToTheGivenPeakStaysLiveAndAboveItReopens() throws {
+        let live = LiveSource()
+        let sink = CollectingSink()
+        let lastRequest = Mark()
+        live.start(.synthetic(width: Self.width, height: Self.height), frameRate: 250, bitrateKbps: 300,
+                   peakBitrateKbps: 2_000, sink: sink,
+                   shouldStop: {
+                       guard let mark = lastRequest.units.withLock({ $0 }) else { return sink.units.count > 5_000 }
+                       return sink.units.count >= mark + 5
+                   })
+        live.waitUntilReady()
+        let unitsAtRequest = sink.units.count
+        live.requestBitrate(kbps: 1_900)  // 6 x the opening rate, under the peak: live
+        // Applied before the frame after the one under way: two more units.
+        while sink.units.count < unitsAtRequest + 2 && !sink.finished { usleep(1000) }
+        #expect(live.bitrateStats == SourceBitrateStats(targetKbps: 1_900, requested: 1, applied: 1, fallbacks: 0))
+        live.requestBitrate(kbps: 2_500)  // over the peak: reopened with one IDR
+        lastRequest.units.withLock { $0 = sink.units.count }
+        let deadline = Date().addingTimeInterval(60)
+        while !sink.finished && Date() < deadline { usleep(2000) }
+        try #require(sink.finished)
+        #expect(live.bitrateStats == SourceBitrateStats(targetKbps: 2_500, requested: 2, applied: 1, fallbacks: 1))
+        #expect(Self.irapIndices(sink.units).count == 2, "the first frame and the reopen")
+    }
+
+    @Test func aRequestBeforeTheEncoderOpensSetsItsStartingRate() throws {
+        let live = LiveSource()
+        let sink = CollectingSink()
+        live.requestBitrate(kbps: 250)
+        live.start(.synthetic(width: Self.width, height: Self.height), frameRate: 250, bitrateKbps: 800,
+                   frameLimit: 3, sink: sink)
+        let deadline = Date().addingTimeInterval(30)
+        while !sink.finished && Date() < deadline { usleep(2000) }
+        #expect(sink.units.count == 3)
+        #expect(live.bitrateStats == SourceBitrateStats(targetKbps: 250, requested: 1, applied: 0, fallbacks: 0))
+    }
+
     @Test func aFileSourceIgnoresRequests() throws {
         let (_, encoded) = runToEnd(.synthetic(width: Self.width, height: Self.height), frameLimit: 3)
         let path = try temporaryFile(encoded.units.flatMap(\.annexB), suffix: ".hevc")
@@ -174,6 +211,23 @@ struct FrameRateControllerTests {
             let total = bits[(second * 30)..<((second + 1) * 30)].reduce(0, +)
             #expect(abs(total - 1_000_000) < 150_000, "second \(second): \(total) bits")
         }
+    }
+
+    @Test func aSteepCostCurveIsLearnedAndTheQPStopsSwinging() {
+        // Each QP step divides the bits by 2 (x265 ultrafast on a zooming fractal comes close):
+        // with the default 6 QP per halving the QP would swing 4 steps at a time.
+        var controller = FrameRateController(targetBitsPerSecond: 1_000_000, frameRate: 30, keyframeInterval: 600)
+        var qps: [Int] = []
+        for index in 0..<120 {
+            let keyframe = index == 0
+            let qp = controller.nextQP(keyframe: keyframe) ?? 30
+            let bits = pow(2, 50 + (keyframe ? 3 : 0) - Double(qp))
+            controller.record(bits: Int(bits), qp: qp, keyframe: keyframe)
+            if !keyframe { qps.append(qp) }
+        }
+        #expect(controller.slope > 0.8, "learned slope \(controller.slope)")
+        let late = qps.suffix(30)
+        #expect(zip(late, late.dropFirst()).allSatisfy { abs($0 - $1) <= 1 }, "QPs \(Array(late))")
     }
 
     @Test func anUnreachableTargetDoesNotWindUpADebt() {

@@ -111,8 +111,8 @@ struct CongestionEngineTests {
     }
 
     /// The controller's pacing rate (4 Mbit/s) paces the flow: 1.5 MB handed over at once take at
-    /// least their time at that rate to reach the receiver (less one burst), where without a pace
-    /// they leave as fast as loopback takes them.
+    /// least their time at twice that rate (the most a backlog is paced at) to reach the receiver,
+    /// less one burst, where without a pace they leave as fast as loopback takes them.
     @Test func theFlowIsPacedAtTheControllersRate() throws {
         let units = try encodeSynthetic(count: 90, width: 640, height: 360, bitrateKbps: 12_000)
         let bytes = units.reduce(0) { $0 + $1.byteCount }
@@ -132,9 +132,10 @@ struct CongestionEngineTests {
         #expect(same, "\(received.count) of \(units.count) frames")
         #expect(receiver.receiver.stats.bytesReceived == stats.bytesSent)
         // The pacer's guarantee: at most one burst (2 ms of the rate, at least 1500 B) above the rate
-        // line; and the rate was used (three times as long is far more than a loaded machine adds).
+        // line, at twice the controller's rate while a backlog waits; and the rate was used (three
+        // times as long as at the rate is far more than a loaded machine adds).
         let atRate = Double(stats.bytesSent - 1500) * 8 / Double(rate)
-        #expect(elapsed >= atRate, "\(stats.bytesSent) B in \(elapsed) s, \(atRate) s at the rate")
+        #expect(elapsed >= atRate / 2, "\(stats.bytesSent) B in \(elapsed) s, \(atRate) s at the rate")
         #expect(elapsed < atRate * 3, "\(stats.bytesSent) B in \(elapsed) s, \(atRate) s at the rate")
         #expect(stats.pacingRate == Double(rate) && stats.congestion?.pacingRate == rate)
     }

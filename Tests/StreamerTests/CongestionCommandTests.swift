@@ -26,7 +26,7 @@ import TestSupport
     }
 
     /// Not with RTSP (its clients send no per-packet feedback), and the bitrates of a `.hevc`
-    /// file need `--cc on` (off by default there).
+    /// file or with a pinned `--pace` need `--cc on` (off by default there).
     @Test func congestionOptionsRefusedWhereTheyCannotWork() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
         // A file that passes `--source`'s readability check (the options are refused before it is read).
@@ -38,6 +38,7 @@ import TestSupport
             (["send", "--rtsp", "8554", "--cc", "on"], "--cc on: not with --rtsp"),
             (["send", "--rtsp", "8554", "--max-bitrate", "2M"], "--max-bitrate: only with congestion control"),
             (["send", "--to", "127.0.0.1:5004", "--source", dummyHEVC, "--max-bitrate", "2M"], "add --cc on"),
+            (["send", "--to", "127.0.0.1:5004", "--pace", "3M", "--max-bitrate", "2M"], "add --cc on"),
         ] {
             let outcome = try run(binary, arguments)
             #expect(outcome.status == 2, "\(arguments)")
@@ -59,7 +60,8 @@ import TestSupport
 
         let live = try sendAcrossLoopback(binary, directory, frames: 60, out: clip, options: [
             "--size", "320x240", "--min-bitrate", "300k", "--start-bitrate", "500k", "--max-bitrate", "3M",
-            "--print-rate-changes"])
+            "--print-rate-changes", "--stats-every", "0.2",
+            "--stats-series", directory.appendingPathComponent("series.jsonl").path])
         #expect(live.send.status == 0, "send: \(live.send.stderr)")
         #expect(intField(live.stats, "frames.sent") == 60 && intField(live.received, "frames.complete") == 60)
         #expect(field(live.stats, "cc.enabled") as? Bool == true && field(live.stats, "cc.controller") as? String == "scream")
@@ -73,6 +75,13 @@ import TestSupport
                     "encoderReconfigs", "encoderReopens", "active"] {
             #expect(field(live.stats, "cc." + key) != nil, "cc.\(key) missing")
         }
+        // The series: one line per 0.2 s, each a stats object at its time, the last the final stats.
+        let series = try String(contentsOf: directory.appendingPathComponent("series.jsonl"), encoding: .utf8)
+            .split(separator: "\n").compactMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let times = series.compactMap { $0["t"] as? Double }
+        #expect(series.count >= 5 && times.count == series.count && times == times.sorted(), "\(times)")
+        #expect(series.allSatisfy { field($0, "cc.targetBitrateBps") is Int })
+        #expect(intField(series.last ?? [:], "frames.sent") == 60)
         let flow = try #require((live.stats["flows"] as? [[String: Any]])?.first)
         #expect(intField(flow, "cc.targetBitrateBps") == target, "every flow has its own cc object")
 

@@ -11,9 +11,14 @@ import Foundation
 /// The plan: a keyframe gets ``keyframeShare`` average frames' worth of bits and the other
 /// frames of its keyframe interval share the rest, so a second with a keyframe in it carries
 /// about the same bits as one without. What the frames spent above or below the plan since
-/// the last target change is paid back over ``paybackFrames`` frames. The size model is
-/// `log2(bits) = intercept - qp / 6` (bits roughly halve per +6 QP), one intercept for
-/// keyframes and one for the other frames, each corrected by every frame's actual size.
+/// the last target change is paid back over ``paybackFrames`` frames.
+///
+/// The size model of inter frames: `log2(bits)` falls by `slope` per QP from an anchor (the
+/// last frame's QP and its blended size). The slope starts at 1/6 (bits halve per +6 QP) and
+/// is learned from consecutive frames at different QPs, because x265 ultrafast is far from
+/// that rule on some content: on a zooming fractal a P-frame is 1-2 kbit at QP 41 and 50-90
+/// kbit at QP 37, and a fixed 1/6 slope swings the QP across that cliff frame after frame.
+/// Keyframes, rare, keep `log2(bits) = intercept - qp / 6`, learned from the last one.
 ///
 /// Pure: sizes and QPs in, QPs out; no clock, no encoder.
 struct FrameRateController {
@@ -30,9 +35,16 @@ struct FrameRateController {
     /// The target in bits per second.
     private(set) var targetBitsPerSecond: Double
 
-    /// `log2(bits) + qp / 6` of keyframes and of other frames; nil until one was seen.
+    /// `log2(bits) + qp / 6` of the last keyframe; nil until one was seen.
     private var keyframeIntercept: Double?
-    private var interFrameIntercept: Double?
+    /// The inter frames' anchor: a QP and the model's `log2(bits)` there; nil until one was seen.
+    private var interAnchor: (qp: Int, log2Bits: Double)?
+    /// The last inter frame as measured, for the slope.
+    private var lastInterFrame: (qp: Int, log2Bits: Double)?
+    /// log2 of bits lost per QP step of inter frames.
+    private(set) var slope = 1.0 / 6
+    /// The slopes the model accepts (a measurement outside is content changing, not QP).
+    static let slopeRange = (1.0 / 12)...1.5
     /// Bits spent minus bits planned since the last target change.
     private var debt = 0.0
     /// QP of the last frame that was not a keyframe.
@@ -72,19 +84,26 @@ struct FrameRateController {
         let budget = keyframe
             ? planned
             : min(max(planned - debt / paybackFrames, planned / 4), planned * 4)
-        let intercept: Double?
+        let wanted = log2(max(budget, 1))
+        var qp: Int
         if keyframe {
             // Before the first keyframe was measured, a keyframe costs about 6 inter frames.
-            intercept = keyframeIntercept ?? interFrameIntercept.map { $0 + log2(6) }
+            let intercept = keyframeIntercept
+                ?? interAnchor.map { $0.log2Bits + Double($0.qp) / 6 + log2(6) }
+            guard let intercept else { return nil }
+            qp = Int((6 * (intercept - wanted)).rounded())
         } else {
-            intercept = interFrameIntercept ?? keyframeIntercept.map { $0 - log2(6) }
-        }
-        guard let intercept else { return nil }
-        var qp = Int((6 * (intercept - log2(max(budget, 1)))).rounded())
-        if !keyframe, let last = lastInterQP, !targetChanged {
-            // Without a new target, steps stay small: a frame of unusual size moves the QP
-            // the next frames pay back, not the picture quality all at once.
-            qp = min(max(qp, last - 4), last + 4)
+            let anchor = interAnchor ?? keyframeIntercept.map { (qp: 0, log2Bits: $0 - log2(6)) }
+            guard let anchor else { return nil }
+            let anchorSlope = interAnchor == nil ? 1.0 / 6 : slope
+            qp = anchor.qp + Int(((anchor.log2Bits - wanted) / anchorSlope).rounded())
+            if let last = lastInterQP, !targetChanged {
+                // Without a new target, steps stay small (about a 1.6 x change of bits): a
+                // frame of unusual size moves the QP the next frames pay back, not the picture
+                // quality all at once.
+                let step = max(1, Int(((4.0 / 6) / slope).rounded()))
+                qp = min(max(qp, last - step), last + step)
+            }
         }
         qp = Self.qpRange.clamped(qp)
         if !keyframe {
@@ -97,11 +116,18 @@ struct FrameRateController {
     /// What the frame coded at `qp` cost; updates the model and the debt.
     mutating func record(bits: Int, qp: Int, keyframe: Bool) {
         let bits = Double(max(bits, 1))
-        let observed = log2(bits) + Double(qp) / 6
+        let measured = log2(bits)
         if keyframe {
-            keyframeIntercept = observed
+            keyframeIntercept = measured + Double(qp) / 6
         } else {
-            interFrameIntercept = interFrameIntercept.map { 0.6 * $0 + 0.4 * observed } ?? observed
+            if let last = lastInterFrame, last.qp != qp {
+                let step = (last.log2Bits - measured) / Double(qp - last.qp)
+                if Self.slopeRange.contains(step) { slope = 0.7 * slope + 0.3 * step }
+            }
+            // The anchor moves to this QP: the model's size there, corrected toward the measured one.
+            let predicted = interAnchor.map { $0.log2Bits - slope * Double(qp - $0.qp) } ?? measured
+            interAnchor = (qp, 0.6 * predicted + 0.4 * measured)
+            lastInterFrame = (qp, measured)
             lastInterQP = qp
         }
         // The debt is bounded by a second of bits: a target the QP range cannot reach must not

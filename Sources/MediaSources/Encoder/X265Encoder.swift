@@ -33,7 +33,7 @@ public final class X265Encoder {
     private var rateController: FrameRateController
     /// The QP forced on each frame x265 still holds, by pts.
     private var forcedQP: [Int64: Int] = [:]
-    /// Frames output since the last keyframe, that one included (nil before the first).
+    /// Frames passed in since the last keyframe, that one included (nil before the first).
     private var framesSinceKeyframe: Int?
 
     /// Counters of ``X265Encoder/setBitrate(kbps:)``.
@@ -136,8 +136,10 @@ public final class X265Encoder {
         let forced = forceKeyframe || forceNextKeyframe
         inputPicture.pointee.sliceType = forced ? X265_TYPE_IDR : X265_TYPE_AUTO
         forceNextKeyframe = false
-        // x265 (closed GOP, no scene cuts) makes a keyframe when forced or at the interval.
+        // x265 (closed GOP, no scene cuts) makes a keyframe when forced or at the interval,
+        // counted in input frames as here.
         let keyframe = forced || framesSinceKeyframe.map { $0 >= config.keyframeInterval } ?? true
+        framesSinceKeyframe = keyframe ? 1 : (framesSinceKeyframe ?? 0) + 1
         if let qp = rateController.nextQP(keyframe: keyframe) {
             inputPicture.pointee.forceqp = Int32(qp + 1)  // 0 would mean "x265 decides"
             forcedQP[nextFrameIndex] = qp
@@ -222,7 +224,6 @@ public final class X265Encoder {
         let pts = outputPicture.pointee.pts
         let qp = forcedQP.removeValue(forKey: pts) ?? Int(outputPicture.pointee.frameData.qp.rounded())
         rateController.record(bits: 8 * units.reduce(0) { $0 + $1.count }, qp: qp, keyframe: isKeyframe)
-        framesSinceKeyframe = isKeyframe ? 1 : (framesSinceKeyframe ?? 0) + 1
         return AccessUnit(
             nalUnits: units,
             timestamp: Self.rtpTimestamp(frameIndex: outputPicture.pointee.pts,

@@ -5,11 +5,13 @@ public struct CongestionStats: Sendable, Equatable {
     /// The flow obeys the controller now. False until the receiver's first per-packet (RFC 8888)
     /// report (a third-party receiver sends none, or only receiver reports) and while it is gone:
     /// the flow then paces at `MediaSenderConfig.paceBitsPerSecond` under its unconfirmed bound, as
-    /// without a controller, and the target announced is the controller's first.
+    /// without a controller, and the target announced is the controller's first (or, once it was
+    /// obeyed, the last one announced).
     public var active = false
     /// The bitrate the source should produce, bits per second: the controller's target as last
     /// announced (`SenderEvent.targetBitrate`), which happens when it moved by
-    /// `MediaSender.targetBitrateStep` or more.
+    /// `MediaSenderConfig.targetBitrateStep` or more (at most every `targetBitrateInterval`, but
+    /// for a large cut).
     public var targetBitrate = 0
     /// The bytes the controller lets be in flight.
     public var window = 0

@@ -78,8 +78,11 @@ public struct MediaSenderConfig: Sendable {
     /// after it until a keyframe, which is requested (counted in `CongestionStats.framesDropped`).
     public var maxFrameWait: Duration = .milliseconds(500)
     /// With `congestionControl`: the target bitrate is announced again once it has moved by this
-    /// fraction of the last one announced (an encoder need not be told of every small step).
+    /// fraction of the last one announced (an encoder need not be told of every small step)...
     public var targetBitrateStep = 0.05
+    /// ...and `targetBitrateInterval` has passed since that one, unless it fell by four steps or
+    /// more (a cut the encoder must follow at once).
+    public var targetBitrateInterval: Duration = .milliseconds(500)
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }

@@ -48,7 +48,8 @@ public enum SenderEvent: Sendable, Equatable {
     case sourceAddressChanged(flow: Int, source: String?)
     /// The flow's congestion controller asks the source for another bitrate (bits per second):
     /// feed it to the encoder. Announced when the target moved by
-    /// `MediaSenderConfig.targetBitrateStep` or more; also in `SenderStats.congestion`.
+    /// `MediaSenderConfig.targetBitrateStep` or more (at most every `targetBitrateInterval`, but
+    /// for a large cut); also in `SenderStats.congestion`.
     case targetBitrate(flow: Int, bitsPerSecond: Int)
 
     /// The flow the event concerns.

@@ -98,6 +98,8 @@ final class SenderFlow {
     /// Confirmed and CE-reported packets at the last publication that confirmed any (`CongestionStats.ceFraction`).
     private var lastConfirmedForCE = 0
     private var lastCEReported = 0
+    /// When the target was last announced (monotonic nanoseconds).
+    private var lastTargetAnnounced: Int64 = 0
 
     init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender) throws {
         self.index = index
@@ -177,8 +179,19 @@ final class SenderFlow {
 
     /// The flow's pace now (bits per second; nil: unpaced): its controller's pacing rate while it
     /// obeys one, the configured pace otherwise.
+    ///
+    /// A backlog in the flow's queue (a keyframe, several times a frame's size) is paced faster,
+    /// up to twice the controller's rate, so that it drains within a quarter of `maxFrameWait`:
+    /// paced at the target's rate with little headroom, a keyframe's excess would drain at only
+    /// that headroom (5 % by default, seconds for one keyframe) and the frames behind it would
+    /// age out. The window still bounds what is in flight, so the path's queue grows by at most
+    /// the window's headroom.
     var pace: Double? {
-        if flow.congestionActive, let congestion = flow.congestion { return Double(congestion.pacingRate) }
+        if flow.congestionActive, let congestion = flow.congestion {
+            let rate = Double(congestion.pacingRate)
+            let drain = Double(flow.pendingBytes) * 8 * 4e9 / Double(max(config.maxFrameWait.nanoseconds, 1))
+            return min(max(rate, drain), 2 * rate)
+        }
         return config.paceBitsPerSecond
     }
 
@@ -446,10 +459,17 @@ final class SenderFlow {
     private func publishCongestion() {
         guard let congestion = flow.congestion, var stats = local.congestion else { return }
         stats.active = flow.congestionActive
-        let target = flow.congestionActive ? congestion.targetBitrate : startTarget
-        if abs(Double(target - stats.targetBitrate)) >= config.targetBitrateStep * Double(stats.targetBitrate) {
+        // Not obeyed: the first target until the controller was ever obeyed (a receiver without
+        // per-packet feedback); after that (the receiver gone) the last one announced stays.
+        let target = flow.congestionActive ? congestion.targetBitrate : (rtcp.perPacketFeedback ? stats.targetBitrate : startTarget)
+        let step = config.targetBitrateStep * Double(stats.targetBitrate)
+        let now = monotonicNanoseconds()
+        if abs(Double(target - stats.targetBitrate)) >= step
+            && (now - lastTargetAnnounced >= config.targetBitrateInterval.nanoseconds
+                || Double(stats.targetBitrate - target) >= 4 * step) {
             stats.targetBitrate = target
             stats.rateChanges += 1
+            lastTargetAnnounced = now
         }
         stats.window = congestion.window
         stats.bytesInFlight = congestion.bytesInFlight

@@ -1,0 +1,43 @@
+import Foundation
+
+/// `--stats-series PATH`: one line of JSON per interval appended to a file, each a whole stats
+/// object with `t` (seconds since the start), so a run can be plotted over time (the `--stats`
+/// file holds only the latest). Written from a thread of its own; `stop` writes the last line.
+final class StatsSeries: Sendable {
+    private let running = MutexBox<Bool>(true)
+    private let finished = DispatchSemaphore(value: 0)
+    private let wake = DispatchSemaphore(value: 0)
+    private let started: Bool
+
+    /// Opens (truncates) `path` and appends `snapshot()` every `interval` seconds. Throws a
+    /// `UsageError` when the file cannot be created.
+    init(path: String?, interval: Double, snapshot: @escaping @Sendable () -> [String: Any]) throws {
+        guard let path else { started = false; return }
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+            throw UsageError("--stats-series: cannot create '\(path)'")
+        }
+        started = true
+        let (running, finished, wake) = (self.running, self.finished, self.wake)
+        let start = ContinuousClock.now
+        Thread {
+            defer { finished.signal(); try? handle.close() }
+            var last = false
+            while !last {
+                _ = wake.wait(timeout: .now() + interval)
+                last = !running.get()
+                var object = snapshot()
+                let elapsed = ContinuousClock.now - start
+                object["t"] = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { continue }
+                try? handle.write(contentsOf: data + Data("\n".utf8))
+            }
+        }.start()
+    }
+
+    /// Writes the last line and waits for it. Safe to call more than once, from any thread.
+    func stop() {
+        running.set(false)
+        wake.signal()
+        if started { finished.wait(); finished.signal() }
+    }
+}
