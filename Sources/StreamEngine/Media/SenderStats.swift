@@ -1,3 +1,4 @@
+import SecureRTP
 /// A sender's counters, as in the stats JSON.
 public struct SenderStats: Sendable, Equatable {
     /// Datagrams the kernel accepted.
@@ -150,4 +151,6 @@ public struct SenderStats: Sendable, Equatable {
     public var flows = 1
     /// Submissions that carried datagrams of more than one flow (engine-wide).
     public var mixedSubmissions = 0
+    /// SRTP counters of this flow, both directions (nil without SRTP).
+    public var srtp: SRTPStats?
 }
