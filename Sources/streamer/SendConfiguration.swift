@@ -38,10 +38,12 @@ struct SendConfiguration {
         self.frameRate = frameRate
         bitrateKbps = max(1, Int(options.bitrate / 1000))
         frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(frameRate)).rounded(.up)) }
+        let key = try options.srtp.key()  // every flow under the same key (each has its own SSRC)
         flows = options.targets.enumerated().map { index, target in
             var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass,
                                       ecn: target.ecn, pace: target.pace)
             config.localPort = options.localPort.map { $0 + UInt16(2 * index) }
+            config.srtp = key
             return config
         }
         if let listen = options.rtspListen {

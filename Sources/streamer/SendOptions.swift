@@ -35,6 +35,7 @@ struct SendOptions {
     var mtuReprobe: Double?
     var reportInterval: Double?
     var quiet = false
+    var srtp = SRTPOptions()
 
     static let help = """
     usage: streamer send --to HOST:PORT[,class=C][,ecn=E][,pace=RATE] [--to ...] | --rtsp [ADDR:]PORT [options]
@@ -63,7 +64,13 @@ struct SendOptions {
       --max-unconfirmed BYTES    bound on sent-but-unconfirmed bytes (needs feedback; see README)
       --no-feedback              expect no RTCP
       --report-interval SECONDS  mean time between RTCP sender reports (RTT samples), default 0.1
-      --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
+      --sdp PATH                 write an SDP for ffplay/VLC/GStreamer (with SRTP: RTP/SAVP, a=crypto
+                                 with the key, the file readable by its owner only)
+      --srtp                     SRTP/SRTCP (RFC 3711) with a fresh random key (written into the --sdp)
+      --srtp-key @FILE           SRTP with the key in FILE: base64 of the 30-byte key and salt (RFC 4568
+                                 inline:, ffmpeg's -srtp_out_params); refused if others can read FILE
+      --srtp-suite NAME          AES_CM_128_HMAC_SHA1_80 (default), AES_CM_128_HMAC_SHA1_32,
+                                 AEAD_AES_128_GCM, AEAD_AES_256_GCM (key + salt 28 and 44 bytes)
       --stats PATH|-             final stats as JSON
       --stats-every SECONDS      also rewrite the --stats file while running
       --quiet                    no progress on stderr
@@ -113,7 +120,10 @@ struct SendOptions {
                 options.mtuReprobe = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--stats-every": options.statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--quiet": options.quiet = true
-            default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
+            default:
+                guard try options.srtp.parse(argument, &reader, sdp: false) else {
+                    throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
+                }
             }
         }
         guard (options.destination == nil) != (options.rtspListen == nil) else {
@@ -124,6 +134,9 @@ struct SendOptions {
             guard Int(port) + 2 * (options.targets.count - 1) <= 65_534 else {
                 throw UsageError("--local-port: \(port) + 2 per further --to passes 65534")
             }
+        }
+        if options.rtspListen != nil && (options.srtp.fresh || options.srtp.keyFile != nil) {
+            throw UsageError("--srtp: not with --rtsp (not supported: DESCRIBE would carry the key in clear)")
         }
         if options.rtspListen != nil && options.sdpPath != nil {
             throw UsageError("--sdp: not with --rtsp (RTSP clients get the SDP from DESCRIBE)")
