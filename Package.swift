@@ -50,7 +50,7 @@ let package = Package(
         .testTarget(name: "BenchTests", dependencies: ["bench"]),
         // The fuzz oracles (Fuzz/Oracles, also compiled by tools/fuzz) replayed on every
         // Tests/FuzzCorpus entry, and the regressions the fuzzer found.
-        .testTarget(name: "FuzzCorpusTests", dependencies: ["MediaFormats"], path: "Fuzz",
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["MediaFormats", "SecureRTP"], path: "Fuzz",
                     exclude: ["Targets", "CorpusGenerator", "Support/FuzzCheck.swift"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,6 @@
+#if canImport(MediaFormats)  // tools/fuzz compiles MediaFormats and SecureRTP into one module
 import MediaFormats
+#endif
 
 /// Why SRTP keying material or a session was refused. The text never contains key bytes.
 public struct SRTPError: Error, Sendable, Hashable, CustomStringConvertible {
