@@ -32,7 +32,8 @@ let package = Package(
 
         .executableTarget(name: "streamer", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
                                                            "SecureRTP"]),
-        .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO"],
+        .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
+                                                        "SecureRTP"],
                           path: "Bench"),
 
         // Helpers shared by the test targets (a seeded generator, network namespaces).

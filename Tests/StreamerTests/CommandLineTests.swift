@@ -43,15 +43,6 @@ func run(_ executable: String, _ arguments: [String], timeout: Double = 60) thro
                    stderr: String(decoding: stderrData, as: UTF8.self))
 }
 
-/// Waits up to `seconds` for `process` to exit (then terminates it); its exit status.
-func waitForExit(_ process: Process, within seconds: Double) -> Int32 {
-    let deadline = Date().addingTimeInterval(seconds)
-    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-    if process.isRunning { process.terminate() }
-    process.waitUntilExit()
-    return process.terminationStatus
-}
-
 /// The frames ffprobe decodes from the H.265 file at `path`, and what it wrote on stderr;
 /// nil when ffprobe is not installed.
 func probeDecodedFrames(_ path: String) throws -> (frames: Int, stderr: String)? {
@@ -248,7 +239,7 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
                                     "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
                                     "--sdp", directory.appendingPathComponent("x.sdp").path])
         #expect(sent.status == 0, "send: \(sent.stderr)")
-        #expect(waitForExit(receiver, within: 20) == 0)
+        #expect(waitForExit(receiver, seconds: 20) == 0)
 
         let send = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("send.json")))
         let recv = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("recv.json")))

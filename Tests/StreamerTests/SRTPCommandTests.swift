@@ -21,17 +21,11 @@ private func writeFile(_ directory: URL, _ name: String, _ text: String, mode: m
 /// `streamer send` / `recv` with SRTP: keys from files only their owner reads, or from an SDP;
 /// never a byte of a key in any output, stats or SDP permission slip.
 @Suite struct SRTPCommandTests {
-    private static func temporaryDirectory() throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("srtp-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return directory
-    }
-
     /// Keys refused: on the command line, in a file others can read, of the wrong length, of an
     /// unknown suite. One line, exit 2, and the key's text nowhere in it.
     @Test func badKeysExitTwoWithOneLineWithoutTheKey() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
-        let directory = try Self.temporaryDirectory()
+        let directory = try temporaryDirectory("srtp-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         let key = randomKey()
         let open = try writeFile(directory, "open.key", key.base64 + "\n", mode: 0o644)
@@ -60,7 +54,7 @@ private func writeFile(_ directory: URL, _ name: String, _ text: String, mode: m
     @Test(.enabled(if: uringEnabled, "io_uring is disabled here"), arguments: ["--srtp-key", "--sdp"])
     func sendAndReceiveWithSRTP(receiverKeyOption: String) throws {
         let binary = try #require(streamerBinary(), "streamer not built")
-        let directory = try Self.temporaryDirectory()
+        let directory = try temporaryDirectory("srtp-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         let key = randomKey()
         let keyFile = try writeFile(directory, "stream.key", key.base64 + "\n", mode: 0o600)
@@ -83,7 +77,7 @@ private func writeFile(_ directory: URL, _ name: String, _ text: String, mode: m
         let sent = try run(binary, ["send", "--to", "127.0.0.1:\(port)", "--frames", "45", "--size", "320x240",
                                     "--srtp-key", "@" + keyFile, "--stats", path("send.json"), "--sdp", path("out.sdp")])
         #expect(sent.status == 0, "send: \(sent.stderr)")
-        #expect(waitForExit(receiver, within: 20) == 0)
+        #expect(waitForExit(receiver, seconds: 20) == 0)
         let receiverOutput = String(decoding: receiverErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
 
         func object(_ name: String) throws -> [String: Any] {
@@ -114,6 +108,40 @@ private func writeFile(_ directory: URL, _ name: String, _ text: String, mode: m
                        try String(contentsOfFile: path("recv.json"), encoding: .utf8)]
         for text in written {
             #expect(!text.contains(key.base64.prefix(12)) && !text.lowercased().contains(key.hex.prefix(12)))
+        }
+    }
+}
+
+/// SRTP with GStreamer's srtpenc (gstreamer1.0-plugins-bad, libsrtp2 too).
+@Suite(.enabled(if: uringEnabled && gstLaunch != nil, "needs io_uring and gst-launch-1.0 (tools/setup installs it)"))
+struct SRTPGStreamerTests {
+    /// GStreamer encodes, packetizes and protects (srtpenc, the key as 60 hex digits);
+    /// `streamer recv --srtp-key` with the same key in base64 rebuilds every frame.
+    @Test func gstreamerSendsSRTPAndWeReceive() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let gst = try #require(gstLaunch)
+        let directory = try temporaryDirectory("gst-srtp")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = randomKey()
+        let keyFile = try writeFile(directory, "stream.key", key.base64, mode: 0o600)
+        let port = nextPortPair()
+        let receiver = try startReceiver(binary, port: port, frames: 60, seconds: 30, directory: directory, name: "recv",
+                                         extra: ["--srtp-key", "@" + keyFile])
+        defer { if receiver.isRunning { receiver.terminate() } }
+        let sent = try run(gst, ["-q", "videotestsrc", "num-buffers=60", "!", "video/x-raw,width=320,height=240,framerate=30/1",
+                                 "!", "x265enc", "tune=zerolatency", "speed-preset=ultrafast", "key-int-max=30",
+                                 "!", "h265parse", "config-interval=-1", "!", "rtph265pay", "pt=96", "config-interval=-1",
+                                 "!", "srtpenc", "key=\(key.hex)",
+                                 "!", "udpsink", "host=127.0.0.1", "port=\(port)", "sync=true"])
+        #expect(sent.status == 0, "gst-launch: \(sent.stderr)")
+        #expect(waitForExit(receiver, seconds: 20) == 0)
+        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
+        #expect(intField(recv, "frames.complete") == 60, "\(recv)")
+        #expect(intField(recv, "packets.lost") == 0)
+        #expect(intField(recv, "srtp.unprotected.rtp") == intField(recv, "packets.received"))
+        #expect(intField(recv, "srtp.authFailed") == 0 && intField(recv, "srtp.replayed") == 0)
+        if let probe = try probeDecodedFrames(directory.appendingPathComponent("recv.hevc").path) {
+            #expect(probe.frames == 60)
         }
     }
 }
