@@ -128,11 +128,7 @@ struct SRTPGStreamerTests {
         let receiver = try startReceiver(binary, port: port, frames: 60, seconds: 30, directory: directory, name: "recv",
                                          extra: ["--srtp-key", "@" + keyFile])
         defer { if receiver.isRunning { receiver.terminate() } }
-        let sent = try run(gst, ["-q", "videotestsrc", "num-buffers=60", "!", "video/x-raw,width=320,height=240,framerate=30/1",
-                                 "!", "x265enc", "tune=zerolatency", "speed-preset=ultrafast", "key-int-max=30",
-                                 "!", "h265parse", "config-interval=-1", "!", "rtph265pay", "pt=96", "config-interval=-1",
-                                 "!", "srtpenc", "key=\(key.hex)",
-                                 "!", "udpsink", "host=127.0.0.1", "port=\(port)", "sync=true"])
+        let sent = try run(gst, gstreamerH265Sender(frames: 60, port: port, between: ["srtpenc", "key=\(key.hex)"]))
         #expect(sent.status == 0, "gst-launch: \(sent.stderr)")
         #expect(waitForExit(receiver, seconds: 20) == 0)
         let recv = try readJSON(directory.appendingPathComponent("recv.json"))
