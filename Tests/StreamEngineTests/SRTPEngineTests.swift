@@ -41,6 +41,25 @@ struct SRTPEngineTests {
         #expect(got.rtcpUnprotected == result.receiver.senderReports)
     }
 
+    /// With rtcp-mux (RFC 5761) SRTCP and SRTP share the ports: the receiver tells them apart by
+    /// the packet type in the clear header and authenticates each as what it is.
+    @Test func rtcpMuxedThroughSRTP() throws {
+        let units = try encodeSynthetic(count: 30, width: 320, height: 180, bitrateKbps: 1500)
+        let key = SRTPMasterKey.random()
+        // Paced slowly enough (about half a second) for sender reports to go out meanwhile.
+        let bytes = units.reduce(0) { $0 + $1.byteCount }
+        let result = try sendThroughEngine(units, mtu: .fixed(1500), pace: Double(bytes * 8) * 2) { sender, receiver in
+            sender.srtp = key
+            sender.rtcpMux = true
+            receiver.srtp = key
+            receiver.rtcpMux = true
+        }
+        #expect(result.received.map(\.annexB) == units.map(\.annexB))
+        #expect(result.sender.packetsConfirmed == result.receiver.received)
+        #expect(result.receiver.senderReports > 0 && result.receiver.srtp?.rtcpUnprotected == result.receiver.senderReports)
+        #expect(result.receiver.srtp?.rejected.isEmpty == true && result.sender.srtp?.rejected.isEmpty == true)
+    }
+
     /// With `mtu` auto and SRTP no probe goes out (its sequence number would reuse an SRTP
     /// packet index); the flow is sized from the kernel's view, tag included.
     @Test func noPathMTUProbesWithSRTP() throws {
