@@ -140,4 +140,74 @@ struct SRTPGStreamerTests {
             #expect(probe.frames == 60)
         }
     }
+
+    /// `streamer send --srtp-key` to GStreamer's srtpdec (the key as 60 hex digits in its caps,
+    /// with the stream's SSRC: srtpdec needs it before the first packet, and ours is random, so
+    /// the test catches the stream on a socket of its own first and hands it on unchanged).
+    /// GStreamer authenticates, decrypts and depacketizes it: ffprobe decodes what it wrote.
+    @Test func gstreamerReceivesOurSRTP() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let gst = try #require(gstLaunch)
+        let directory = try temporaryDirectory("gst-srtp-recv")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = randomKey()
+        let keyFile = try writeFile(directory, "stream.key", key.base64, mode: 0o600)
+        let catchPort = nextPortPair()
+        let catcher = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(catcher) }
+        var address = loopbackIPv4(port: catchPort)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(catcher, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(bound == 0)
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(catcher, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let sender = Process()
+        sender.executableURL = URL(fileURLWithPath: binary)
+        sender.arguments = ["send", "--to", "127.0.0.1:\(catchPort)", "--frames", "60", "--size", "320x240",
+                            "--srtp-key", "@" + keyFile, "--no-feedback", "--quiet"]
+        try sender.run()
+        // The whole stream (2 s at 30 fps), until 2 s of silence; RTCP (types 192-223) left out.
+        var packets: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let length = buffer.withUnsafeMutableBytes { recv(catcher, $0.baseAddress, $0.count, 0) }
+            guard length > 0 else { break }
+            if !(192...223).contains(buffer[1]) { packets.append(Array(buffer[0..<length])) }
+        }
+        #expect(waitForExit(sender, seconds: 10) == 0)
+        try #require(packets.count > 100)
+        let ssrc = UInt32(packets[0][8]) << 24 | UInt32(packets[0][9]) << 16 | UInt32(packets[0][10]) << 8 | UInt32(packets[0][11])
+        let caps = "application/x-srtp,media=video,clock-rate=90000,encoding-name=H265,payload=96,ssrc=(uint)\(ssrc),"
+            + "srtp-key=(buffer)\(key.hex),srtp-cipher=aes-128-icm,srtp-auth=hmac-sha1-80,"
+            + "srtcp-cipher=aes-128-icm,srtcp-auth=hmac-sha1-80"
+        let gstPort = nextPortPair()
+        let output = directory.appendingPathComponent("gst.hevc").path
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: gst)
+        // identity ends the stream (EOS) at its 50th access unit, so gst-launch exits by itself.
+        receiver.arguments = ["-q", "udpsrc", "port=\(gstPort)", "caps=\(caps)", "!", "srtpdec", "!", "rtph265depay",
+                              "!", "h265parse", "!", "video/x-h265,stream-format=byte-stream,alignment=au",
+                              "!", "identity", "eos-after=50", "!", "filesink", "location=\(output)"]
+        receiver.standardError = FileHandle.nullDevice
+        try receiver.run()
+        defer { if receiver.isRunning { receiver.terminate() } }
+        try waitUntilBound(port: gstPort)
+        var destination = loopbackIPv4(port: gstPort)
+        for packet in packets {
+            _ = packet.withUnsafeBytes { bytes in
+                withUnsafePointer(to: &destination) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(catcher, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
+            usleep(500)  // a stream's pace, not a burst into gst's socket buffer
+        }
+        #expect(waitForExit(receiver, seconds: 20) == 0)
+        if let probe = try probeDecodedFrames(output) {
+            // identity passes the access units before the one it ends on (49 seen here).
+            #expect((48...50).contains(probe.frames), "GStreamer wrote \(probe.frames) decodable frames")
+        }
+    }
 }
