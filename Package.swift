@@ -16,6 +16,8 @@ let package = Package(
         // C: liburing and libx265 (Debian's liburing-dev, libx265-dev). Shims only, no logic.
         .systemLibrary(name: "CLibURing", path: "Sources/CLibURing"),
         .systemLibrary(name: "CX265", path: "Sources/CX265"),
+        // libsrtp2 (Debian's libsrtp2-dev): SecureRTP alone imports it.
+        .systemLibrary(name: "CSRTP", path: "Sources/CSRTP"),
 
         // Pure wire formats: RTP/RTCP, HEVC NAL units, RFC 7798, Annex B, y4m, SDP. No I/O.
         .target(name: "MediaFormats"),
@@ -23,11 +25,15 @@ let package = Package(
         .target(name: "UringIO", dependencies: ["CLibURing"]),
         // What produces access units: the x265 encoder, .hevc / y4m / stdin sources, the stall watch. No sockets.
         .target(name: "MediaSources", dependencies: ["MediaFormats", "CX265"]),
+        // SRTP and SRTCP (RFC 3711) over libsrtp2: keys, suites, protect and unprotect. No I/O.
+        .target(name: "SecureRTP", dependencies: ["MediaFormats", "CSRTP"]),
         // The engine: flows, pacer, sender, receiver, stats. Links no codec.
-        .target(name: "StreamEngine", dependencies: ["MediaFormats", "UringIO"]),
+        .target(name: "StreamEngine", dependencies: ["MediaFormats", "UringIO", "SecureRTP"]),
 
-        .executableTarget(name: "streamer", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO"]),
-        .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO"],
+        .executableTarget(name: "streamer", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
+                                                           "SecureRTP"]),
+        .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
+                                                        "SecureRTP"],
                           path: "Bench"),
 
         // Helpers shared by the test targets (a seeded generator, network namespaces).
@@ -36,14 +42,16 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["CNetworkNamespace"], path: "Tests/TestSupport"),
         .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats", "TestSupport"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
+        .testTarget(name: "SecureRTPTests", dependencies: ["SecureRTP", "MediaFormats"]),
         .testTarget(name: "MediaSourcesTests", dependencies: ["MediaSources", "MediaFormats"]),
         .testTarget(name: "StreamerTests", dependencies: ["streamer", "TestSupport"]),
         .testTarget(name: "StreamEngineTests",
-                    dependencies: ["StreamEngine", "MediaFormats", "MediaSources", "UringIO", "TestSupport"]),
+                    dependencies: ["StreamEngine", "MediaFormats", "MediaSources", "UringIO", "SecureRTP",
+                                   "TestSupport"]),
         .testTarget(name: "BenchTests", dependencies: ["bench"]),
         // The fuzz oracles (Fuzz/Oracles, also compiled by tools/fuzz) replayed on every
         // Tests/FuzzCorpus entry, and the regressions the fuzzer found.
-        .testTarget(name: "FuzzCorpusTests", dependencies: ["MediaFormats"], path: "Fuzz",
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["MediaFormats", "SecureRTP"], path: "Fuzz",
                     exclude: ["Targets", "CorpusGenerator", "Support/FuzzCheck.swift"]),
     ],
     swiftLanguageModes: [.v6]

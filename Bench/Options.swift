@@ -21,7 +21,7 @@ struct BenchOptions {
     var streamSize = 1472
 
     static let usage = """
-        usage: bench [--quick] [--paths sendto,sendmmsg,uring,uring-gso,uring-gso-zc,uring-linked,stream]
+        usage: bench [--quick] [--paths sendto,sendmmsg,uring,uring-gso,uring-gso-zc,uring-linked,stream,stream-srtp,stream-srtp-gcm]
                      [--size BYTES] [--count N] [--batch N] [--repeat N] [--out DIR]
                      [--recv-paths recvfrom,recvmmsg,uring,uring-gro] [--sweep | --no-sweep] [--window N]
                      [--stream-size BYTES] [--pacing | --no-pacing]
@@ -36,7 +36,8 @@ struct BenchOptions {
           --paths LIST     send paths (default: all); uring-linked is uring with linked SQEs
                            (PacedSenderConfig.ordered = true); stream is the media path (pre-encoded
                            1280x720 HEVC through an unpaced MediaSender), run in its own group beside
-                           sendto and uring-gso at --stream-size
+                           sendto and uring-gso at --stream-size; stream-srtp and stream-srtp-gcm are
+                           stream with SRTP (AES_CM_128_HMAC_SHA1_80, AEAD_AES_128_GCM) in that group
           --stream-size    largest datagram of the stream group: MTU - 28 (default 1472, MTU 1500)
           --pacing         PacedSender at 10 Mbit/s, 100 Mbit/s and 1 Gbit/s, 1200-byte datagrams, rate
                            and bursts from the receiver's kernel timestamps; and live video: x265 frames

@@ -74,10 +74,11 @@ final class BenchDriver {
     }
 
     /// The plan of a `stream` round of at least `count` packets of at most `size` bytes.
-    func streamPlan(size: Int, count: Int) throws -> StreamPlan {
-        if let plan = streamPlans[[size, count]] { return plan }
-        let plan = try StreamPlan(media: try streamMedia(), datagramSize: size, count: count)
-        streamPlans[[size, count]] = plan
+    /// `trailer`: the SRTP tag after each packet.
+    func streamPlan(size: Int, count: Int, trailer: Int = 0) throws -> StreamPlan {
+        if let plan = streamPlans[[size, count, trailer]] { return plan }
+        let plan = try StreamPlan(media: try streamMedia(), datagramSize: size, count: count, trailer: trailer)
+        streamPlans[[size, count, trailer]] = plan
         return plan
     }
 
@@ -92,12 +93,14 @@ final class BenchDriver {
               let destination = SocketAddress(ip: receiverHost, port: port) else {
             throw BenchError.runtime("the receiver does not serve \(benchCase.receive.rawValue)")
         }
-        let plan = try video?.plan ?? (benchCase.send == .stream ? streamPlan(size: benchCase.size, count: requested) : nil)
+        let srtp = benchCase.send.srtpSuite
+        let plan = try video?.plan ?? (benchCase.send.isStream
+            ? streamPlan(size: benchCase.size, count: requested, trailer: srtp?.rtpOverhead ?? 0) : nil)
         let count = plan?.datagrams ?? requested
         let limit = windowLimit(size: benchCase.size, count: count)
         let step = max(32, limit / 8)
         var kind = "kind=bench"
-        if let plan { kind = plan.controlFields }
+        if let plan { kind = plan.controlFields + (srtp.map { " srtp=\($0.rawValue)" } ?? "") }
         if let rate {
             kind = video == nil ? "kind=pace rate=\(Int(rate))"
                 : kind + " rate=\(Int(rate)) quantum=\(Pacer.defaultQuantum(rateBitsPerSecond: rate, minimum: 1500))"
@@ -112,7 +115,8 @@ final class BenchDriver {
             sender = try StreamSender.run(plan: video.plan, media: video.media, to: destination, window: window,
                                           live: (rate, video.framesPerSecond))
         } else if let plan {
-            sender = try StreamSender.run(plan: plan, media: try streamMedia(), to: destination, window: window)
+            sender = try StreamSender.run(plan: plan, media: try streamMedia(), to: destination, window: window,
+                                          srtp: srtp.map(BenchSRTP.key))
         } else if let rate {
             let socket = try UDPSocket(family: destination.family)
             try socket.connect(destination)

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import SecureRTP
 import StreamEngine
 import Synchronization
 import UringIO
@@ -133,6 +134,11 @@ final class BenchReceiver {
         let kind = RoundKind(rawValue: message.fields["kind"] ?? "bench") ?? .bench
         var tally = RoundTally(round: round, expected: count, size: message.int("size"))
         var rtp = RTPTally(expected: kind == .rtp ? count : 0, maxSize: message.int("size"))
+        // An SRTP stream round: each packet is unprotected (a copy) before it is checked.
+        let srtp = try message.fields["srtp"].map { name throws -> SRTPSession in
+            guard let suite = SRTPSuite(rawValue: name) else { throw BenchError.runtime("unknown SRTP suite \(name)") }
+            return try SRTPSession(key: BenchSRTP.key(suite), direction: .inbound)
+        }
         let rate = Double(message.fields["rate"] ?? "") ?? 0
         var pace = PaceTally(rateBitsPerSecond: rate)
         // A paced RTP round (the video rows): also the rate, bursts and frame spreads.
@@ -164,7 +170,11 @@ final class BenchReceiver {
                 tally.record(payload)
                 received = tally.received
             case .rtp:
-                rtp.record(payload)
+                if let srtp {
+                    if case .failure = srtp.unprotect(payload, kind: .rtp, { rtp.record($0) }) { rtp.recordUnauthenticated() }
+                } else {
+                    rtp.record(payload)
+                }
                 received = rtp.received
                 if timesRTP {
                     pace.record(length: payload.count, timestamp: timestamp)

@@ -226,7 +226,7 @@ func computeRatios(_ summaries: inout [CaseSummary]) {
         if let reference = snapshot.first(where: {
             $0.benchCase.group == c.group && $0.benchCase.send == .uringGSO && $0.benchCase.receive == c.receive
                 && $0.benchCase.size == c.size
-        }), c.send == .stream {
+        }), c.send.isStream {
             summaries[index].ratioToUringGSO = pairedRatio(summaries[index].senderTotal, reference.senderTotal)
         }
         if let reference = snapshot.first(where: {

@@ -1,4 +1,5 @@
 import Glibc
+import SecureRTP
 import StreamEngine
 import UringIO
 
@@ -22,6 +23,23 @@ enum SendPath: String, CaseIterable {
     /// unpaced `MediaSender` (RFC 7798 packetizer, flow, pacer, send slots, ring), its
     /// datagram size set by the MTU (`--size` + 28 bytes of IPv4 and UDP headers).
     case stream
+    /// `stream` with SRTP (AES_CM_128_HMAC_SHA1_80, the default suite): every packet protected
+    /// in its send slot. The receiver unprotects before it checks.
+    case streamSRTP = "stream-srtp"
+    /// `stream` with SRTP AEAD_AES_128_GCM.
+    case streamSRTPGCM = "stream-srtp-gcm"
+
+    /// The media paths (pre-encoded access units through a `MediaSender`).
+    var isStream: Bool { self == .stream || srtpSuite != nil }
+
+    /// The SRTP suite of an SRTP stream path.
+    var srtpSuite: SRTPSuite? {
+        switch self {
+        case .streamSRTP: .aesCM128HMACSHA1_80
+        case .streamSRTPGCM: .aeadAES128GCM
+        default: nil
+        }
+    }
 
     /// The paths of the main comparison (`stream` runs in its own group, at its own size).
     static let rawPaths: [SendPath] = [.sendto, .sendmmsg, .uring, .uringGSO, .uringGSOZC, .uringLinked]
@@ -128,7 +146,7 @@ enum BenchSender {
         case .uringGSOZC: return try sendZeroCopy(spec, socket: socket, mark: mark, window: window)
         case .uringLinked:
             return try sendEngine(spec, socket: socket, gso: false, mark: mark, window: window, ordered: true)
-        case .stream: throw BenchError.runtime("stream rounds go through StreamRound.run")
+        case .stream, .streamSRTP, .streamSRTPGCM: throw BenchError.runtime("stream rounds go through StreamRound.run")
         }
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import MediaFormats
 import MediaSources
+import SecureRTP
 import StreamEngine
 import Synchronization
 import UringIO
@@ -72,9 +73,11 @@ struct StreamPlan {
     let modelledGSOSends: Int
 
     /// The plan of the whole access units that make at least `count` packets, or of exactly
-    /// `frames` access units.
-    init(media: StreamMedia, datagramSize: Int, count: Int, frames frameCount: Int? = nil) throws {
-        let packetizer = try HEVCPacketizer(maxPayloadSize: datagramSize - RTPHeader.fixedSize)
+    /// `frames` access units. With SRTP, `trailer` bytes (the tag) follow each packet on the
+    /// wire: the packetizer plans for them, as the engine's does, and the receiver checks the
+    /// RTP packets it unprotects (`bytes` and the weighted sum count those).
+    init(media: StreamMedia, datagramSize: Int, count: Int, frames frameCount: Int? = nil, trailer: Int = 0) throws {
+        let packetizer = try HEVCPacketizer(maxPayloadSize: datagramSize - RTPHeader.fixedSize - trailer)
         let sizes = media.accessUnits.map { packetizer.plan($0).map { RTPHeader.fixedSize + $0.size } }
         self.datagramSize = datagramSize
         packetsPerUnit = sizes.map(\.count)
@@ -115,12 +118,13 @@ struct StreamPlan {
                     closeSlot()
                     inSubmission = 0
                 }
+                let wire = size + trailer
                 if let first = slot.first {
                     let last = slot[slot.count - 1]
-                    if size > first || last < first || slot.count == 64 || slotBytes + size > 65_536 { closeSlot() }
+                    if wire > first || last < first || slot.count == 64 || slotBytes + wire > 65_536 { closeSlot() }
                 }
-                slot.append(size)
-                slotBytes += size
+                slot.append(wire)
+                slotBytes += wire
                 inSubmission += 1
             }
             frames += 1
@@ -154,8 +158,9 @@ enum StreamSender {
     /// units handed at `live.framesPerSecond` in real time, as a live encoder would.
     /// CPU is the whole process's (both threads), as for the other paths.
     static func run(plan: StreamPlan, media: StreamMedia, to destination: SocketAddress, window: FlowWindow,
-                    live: (pace: Double, framesPerSecond: Int)? = nil) throws -> SenderMeasurement {
+                    live: (pace: Double, framesPerSecond: Int)? = nil, srtp: SRTPMasterKey? = nil) throws -> SenderMeasurement {
         var config = MediaSenderConfig(destination: destination)
+        config.srtp = srtp
         config.mtu = .fixed(plan.datagramSize + (destination.family == .ipv6 ? 48 : 28))
         config.paceBitsPerSecond = live?.pace
         config.maxQueuedFrames = plan.frames + 1
@@ -214,5 +219,13 @@ enum StreamSender {
         }
         if !notes.isEmpty { result.note = notes.joined(separator: "; ") }
         return result
+    }
+}
+
+/// The SRTP keys of the bench's `stream-srtp` paths: fixed bytes, known to both processes
+/// (a measurement of cost, not of secrecy).
+enum BenchSRTP {
+    static func key(_ suite: SRTPSuite) -> SRTPMasterKey {
+        try! SRTPMasterKey(suite: suite, keyAndSalt: (0..<suite.masterLength).map { UInt8($0 &* 7 &+ 3) })  // lengths fit
     }
 }

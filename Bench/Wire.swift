@@ -133,6 +133,12 @@ struct RTPTally {
     }
 
     @inline(__always)
+    /// An SRTP datagram that did not authenticate: received, and corrupt.
+    mutating func recordUnauthenticated() {
+        received += 1
+        corrupt += 1
+    }
+
     mutating func record(_ payload: UnsafeRawBufferPointer) {
         received += 1
         guard payload.count > 13, payload.count <= maxSize, let p = payload.baseAddress else { corrupt += 1; return }

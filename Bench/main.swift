@@ -80,7 +80,7 @@ func runReceiver() throws {
 
 /// The cases to run: the main group, then the sweeps.
 func plan(served: [ReceivePath]) -> [(label: String, cases: [BenchCase], count: Int, repeats: Int)] {
-    var sendPaths = options.sendPaths.filter { $0 != .stream }
+    var sendPaths = options.sendPaths.filter { !$0.isStream }
     if !sendPaths.contains(.sendto) { sendPaths.insert(.sendto, at: 0) }  // the reference of every ratio
     let receivePaths = options.receivePaths.filter { served.contains($0) && $0 != .uringTimestamps }
     var groups: [(label: String, cases: [BenchCase], count: Int, repeats: Int)] = []
@@ -89,10 +89,11 @@ func plan(served: [ReceivePath]) -> [(label: String, cases: [BenchCase], count: 
     }
     groups.append(("main", main, options.roundCount, options.repeatCount))
     let sweepReceivers = receivePaths.filter { $0 == .recvfrom || $0 == .uringGRO }
-    if options.sendPaths.contains(.stream) {
-        // The media path beside raw uring-gso (and sendto) at the stream's datagram size, interleaved.
+    if options.sendPaths.contains(where: \.isStream) {
+        // The media path (plain and SRTP) beside raw uring-gso (and sendto) at the stream's
+        // datagram size, interleaved.
         let receivers = sweepReceivers.isEmpty ? [receivePaths[0]] : sweepReceivers
-        let cases = [SendPath.sendto, .uringGSO, .stream].flatMap { send in
+        let cases = ([SendPath.sendto, .uringGSO] + options.sendPaths.filter(\.isStream)).flatMap { send in
             receivers.map { BenchCase(group: "stream", send: send, receive: $0, size: options.streamSize, batch: options.batch) }
         }
         groups.append(("stream", cases, options.roundCount, options.repeatCount))

@@ -10,6 +10,7 @@ let fuzzOracles: [String: @Sendable (UnsafeRawBufferPointer) -> Void] = [
     "rtsp": fuzzRTSP,
     "sdp": fuzzSDP,
     "sequence": fuzzSequence,
+    "srtp": fuzzSRTP,
     "y4m": fuzzY4M,
 ]
 

@@ -43,6 +43,9 @@ public struct SDPSessionDescription: Sendable, Hashable {
     public var frameRate: (numerator: Int, denominator: Int)?
     /// a=control: the media's URL for RTSP SETUP, absolute or relative to the Content-Base.
     public var control: String?
+    /// a=crypto (RFC 4568 SDES, the first one read): the stream is SRTP, and the m= line's
+    /// profile is written as RTP/SAVP. It holds the key: an SDP with one is a secret.
+    public var crypto: SDPCrypto?
 
     /// Makes a description; H265/90000 on payload type ``RTPHeader/defaultHEVCPayloadType``
     /// unless told otherwise.
@@ -52,7 +55,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
         payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType, encodingName: String = "H265", clockRate: UInt32 = 90_000,
         vps: [[UInt8]] = [], sps: [[UInt8]] = [], pps: [[UInt8]] = [],
         rtcpPort: UInt16? = nil, rtcpMux: Bool = false, frameRate: (numerator: Int, denominator: Int)? = nil,
-        control: String? = nil
+        control: String? = nil, crypto: SDPCrypto? = nil
     ) {
         self.sessionID = sessionID
         self.sessionVersion = sessionVersion
@@ -70,6 +73,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
         self.rtcpMux = rtcpMux
         self.frameRate = frameRate
         self.control = control
+        self.crypto = crypto
     }
 
     /// A description of an H.265/90000 stream whose sprop-vps, sprop-sps and sprop-pps are
@@ -80,7 +84,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
         parameterSets: [[UInt8]], sessionID: UInt64 = 0, sessionVersion: UInt64 = 0, sessionName: String = "streamer",
         originAddress: String = "127.0.0.1", connectionAddress: String, port: UInt16,
         payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType, rtcpPort: UInt16? = nil, rtcpMux: Bool = false,
-        frameRate: (numerator: Int, denominator: Int)? = nil, control: String? = nil
+        frameRate: (numerator: Int, denominator: Int)? = nil, control: String? = nil, crypto: SDPCrypto? = nil
     ) -> SDPSessionDescription {
         func units(_ type: HEVCNALUnitType) -> [[UInt8]] {
             parameterSets.filter { HEVCNALUnitType(nalUnit: $0) == type }
@@ -89,7 +93,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
             sessionID: sessionID, sessionVersion: sessionVersion, sessionName: sessionName,
             originAddress: originAddress, connectionAddress: connectionAddress, port: port, payloadType: payloadType,
             vps: units(.vps), sps: units(.sps), pps: units(.pps), rtcpPort: rtcpPort, rtcpMux: rtcpMux,
-            frameRate: frameRate, control: control)
+            frameRate: frameRate, control: control, crypto: crypto)
     }
 
     /// Equal when every field is.
@@ -101,6 +105,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
             && lhs.rtcpPort == rhs.rtcpPort && lhs.rtcpMux == rhs.rtcpMux
             && lhs.frameRate?.numerator == rhs.frameRate?.numerator
             && lhs.frameRate?.denominator == rhs.frameRate?.denominator && lhs.control == rhs.control
+            && lhs.crypto == rhs.crypto
     }
 
     /// Hashes the identifying fields.
@@ -121,7 +126,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
         lines.append("s=\(name.isEmpty ? "-" : name)")
         lines.append("c=IN \(Self.family(connectionAddress)) \(Self.clean(connectionAddress))")
         lines.append("t=0 0")
-        lines.append("m=video \(port) RTP/AVP \(payloadType)")
+        lines.append("m=video \(port) \(crypto == nil ? "RTP/AVP" : "RTP/SAVP") \(payloadType)")
         lines.append("a=rtpmap:\(payloadType) \(Self.clean(encodingName))/\(clockRate)")
         var sprops = [String]()
         for (name, units) in [("sprop-vps", vps), ("sprop-sps", sps), ("sprop-pps", pps)] where !units.isEmpty {
@@ -132,12 +137,13 @@ public struct SDPSessionDescription: Sendable, Hashable {
         if rtcpMux { lines.append("a=rtcp-mux") }
         if let frameRate, let formatted = Self.format(frameRate) { lines.append("a=framerate:\(formatted)") }
         if let control { lines.append("a=control:\(Self.clean(control))") }
+        if let crypto { lines.append("a=crypto:" + Self.clean(crypto.attributeValue)) }
         return lines.map { $0 + "\r\n" }.joined()
     }
 
     /// Reads a description back: connection address (media-level c= over session-level),
     /// port and payload type of the first video m= line, its rtpmap and fmtp sprops,
-    /// rtcp, rtcp-mux, framerate and control. Accepts LF or CRLF endings; ignores other lines.
+    /// rtcp, rtcp-mux, framerate, control and the first crypto. Accepts LF or CRLF endings; ignores other lines.
     public init(parsing text: String) throws(SDPError) {
         self.init(connectionAddress: "", port: 0)
         var sessionConnection: String?
@@ -240,6 +246,12 @@ public struct SDPSessionDescription: Sendable, Hashable {
             frameRate = Self.parseRate(argument)
         case "control":
             control = argument  // the video's own (later) line overrides a session-level one
+        case "crypto":
+            guard crypto == nil else { return }  // the first offer is the one taken
+            guard let parsed = SDPCrypto(parsing: argument) else {
+                throw SDPError("sdp: line \(number): bad a=crypto (want <tag> <suite> inline:<key>)")
+            }
+            crypto = parsed
         default:
             return
         }

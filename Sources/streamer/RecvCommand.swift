@@ -6,7 +6,7 @@ import UringIO
 let recvHelp = """
 usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
                      [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--feedback-interval SECONDS]
-                     [--rtcp-mux] [--quiet]
+                     [--rtcp-mux] [--srtp-key @FILE [--srtp-suite NAME] | --sdp FILE] [--quiet]
   --out PATH|-     write the decodable frames (complete, from a keyframe on) as Annex B H.265 (ffmpeg -i x.hevc)
   --frames N       stop after N frames;  --duration S  stop after S seconds
   --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
@@ -15,6 +15,9 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
                    or sender reports arrive, default 0.02 (at least 0.001)
   --rtcp-mux       RTCP on the RTP port itself (RFC 5761), both ways, not RTP port + 1
   --from HOST:PORT accept the stream only from this address (default: the first valid stream)
+  --srtp-key @FILE SRTP/SRTCP with the key in FILE (base64 of key and salt, as send's); refused if
+                   others can read FILE. --srtp-suite NAME: its suite (default AES_CM_128_HMAC_SHA1_80)
+  --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {
@@ -30,6 +33,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var feedbackInterval: Double?
     var from: SocketAddress?
     var quiet = false
+    var srtp = SRTPOptions()
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
         switch argument {
@@ -50,7 +54,10 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
             feedbackInterval = seconds
         case "--from": from = try parseAddress(try reader.value(for: argument), option: argument)
         case "--quiet": quiet = true
-        default: throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
+        default:
+            guard try srtp.parse(argument, &reader, sdp: true) else {
+                throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
+            }
         }
     }
     guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
@@ -59,6 +66,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     config.rtcpMux = rtcpMux
     if let feedbackInterval { config.reportInterval = .seconds(feedbackInterval) }
     config.from = from
+    guard !srtp.fresh else { throw UsageError("recv: --srtp makes a new key; give the sender's with --srtp-key @FILE or --sdp FILE") }
+    config.srtp = try srtp.key()
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }
     var output: FileHandle?

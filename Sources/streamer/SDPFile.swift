@@ -13,13 +13,18 @@ func sdpFilePath(_ path: String, flow index: Int) -> String {
 }
 
 /// Writes an SDP that ffplay, VLC and GStreamer open to receive the stream at `destination`.
+/// With `crypto` (SRTP) the file holds the key: only its owner may read it.
 func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int, payloadType: UInt8,
-              rtcpMux: Bool) throws {
+              rtcpMux: Bool, crypto: SDPCrypto? = nil) throws {
     let sdp = SDPSessionDescription.hevc(
         parameterSets: headers, sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1,
         sessionName: "streamer", originAddress: destination.host, connectionAddress: destination.host,
-        port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1))
-    try sdp.text.write(toFile: path, atomically: true, encoding: .utf8)
+        port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1), crypto: crypto)
+    if crypto != nil {
+        try writeOwnerOnly(sdp.text, to: path)
+    } else {
+        try sdp.text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
 }
 
 /// Writes one SDP per flow (the first at `path`, the others beside it: ``sdpFilePath(_:flow:)``)
@@ -27,6 +32,7 @@ func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], f
 func writeSDPFiles(_ path: String, flows: [MediaSenderConfig], parameterSets: [[UInt8]], frameRate: Int) throws {
     for (index, flow) in flows.enumerated() {
         try writeSDP(to: sdpFilePath(path, flow: index), destination: flow.destination, headers: parameterSets,
-                     fps: frameRate, payloadType: flow.payloadType, rtcpMux: flow.rtcpMux)
+                     fps: frameRate, payloadType: flow.payloadType, rtcpMux: flow.rtcpMux,
+                     crypto: flow.srtp.map { SDPCrypto(suite: $0.suite.rawValue, inlineKey: $0.inlineBase64) })
     }
 }

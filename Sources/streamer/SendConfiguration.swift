@@ -59,6 +59,7 @@ struct SendConfiguration {
         // is made live (above it the encoder would reopen with a keyframe).
         peakBitrateKbps = congestionControl ? max(bitrateKbps, Int(options.congestionBitrates.maximum / 1000)) : nil
         frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(frameRate)).rounded(.up)) }
+        let key = try options.srtp.key()  // every flow under the same key (each has its own SSRC)
         flows = options.targets.enumerated().map { index, target in
             var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass,
                                       ecn: target.ecn, pace: target.pace)
@@ -68,6 +69,7 @@ struct SendConfiguration {
                 config.congestionControl = .scream(ScreamConfiguration(
                     minBitrate: Int(rates.minimum), maxBitrate: Int(rates.maximum), startBitrate: Int(rates.start)))
             }
+            config.srtp = key
             return config
         }
         if let listen = options.rtspListen {

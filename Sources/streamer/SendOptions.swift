@@ -43,6 +43,7 @@ struct SendOptions {
     var startBitrate: Double?
     var printRateChanges = false
     var statsSeriesPath: String?
+    var srtp = SRTPOptions()
 
     static let help = """
     usage: streamer send --to HOST:PORT[,class=C][,ecn=E][,pace=RATE] [--to ...] | --rtsp [ADDR:]PORT [options]
@@ -71,7 +72,13 @@ struct SendOptions {
       --max-unconfirmed BYTES    bound on sent-but-unconfirmed bytes (needs feedback; see README)
       --no-feedback              expect no RTCP
       --report-interval SECONDS  mean time between RTCP sender reports (RTT samples), default 0.1
-      --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
+      --sdp PATH                 write an SDP for ffplay/VLC/GStreamer (with SRTP: RTP/SAVP, a=crypto
+                                 with the key, the file readable by its owner only)
+      --srtp                     SRTP/SRTCP (RFC 3711) with a fresh random key (written into the --sdp)
+      --srtp-key @FILE           SRTP with the key in FILE: base64 of the 30-byte key and salt (RFC 4568
+                                 inline:, ffmpeg's -srtp_out_params); refused if others can read FILE
+      --srtp-suite NAME          AES_CM_128_HMAC_SHA1_80 (default), AES_CM_128_HMAC_SHA1_32,
+                                 AEAD_AES_128_GCM, AEAD_AES_256_GCM (key + salt 28 and 44 bytes)
       --stats PATH|-             final stats as JSON
       --stats-every SECONDS      also rewrite the --stats file while running
       --stats-series PATH        append the stats as one JSON line (with t, seconds) every --stats-every
@@ -140,7 +147,10 @@ struct SendOptions {
             case "--start-bitrate": options.startBitrate = try parseRate(try reader.value(for: argument), option: argument)
             case "--print-rate-changes": options.printRateChanges = true
             case "--stats-series": options.statsSeriesPath = try reader.value(for: argument)
-            default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
+            default:
+                guard try options.srtp.parse(argument, &reader, sdp: false) else {
+                    throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
+                }
             }
         }
         guard (options.destination == nil) != (options.rtspListen == nil) else {
@@ -151,6 +161,9 @@ struct SendOptions {
             guard Int(port) + 2 * (options.targets.count - 1) <= 65_534 else {
                 throw UsageError("--local-port: \(port) + 2 per further --to passes 65534")
             }
+        }
+        if options.rtspListen != nil && (options.srtp.fresh || options.srtp.keyFile != nil) {
+            throw UsageError("--srtp: not with --rtsp (not supported: DESCRIBE would carry the key in clear)")
         }
         if options.rtspListen != nil && options.sdpPath != nil {
             throw UsageError("--sdp: not with --rtsp (RTSP clients get the SDP from DESCRIBE)")

@@ -25,6 +25,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
     func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
     return [
         "destination": stats.destination,
+        "srtp": srtpStatsObject(stats.srtp),
         "ssrc": Int(stats.ssrc),
         "redirects": stats.redirects,
         "packets": ["sent": stats.packetsSent, "confirmed": stats.packetsConfirmed, "lost": stats.packetsLost,
@@ -143,6 +144,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "dscp": dscp,
         "frames": ["complete": stats.framesComplete, "incomplete": stats.framesIncomplete, "missing": stats.framesMissing,
                    "keyframes": stats.keyframes, "undecodable": stats.framesUndecodable],
+        "srtp": srtpStatsObject(stats.srtp),
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
         "bytes": ["received": stats.bytesReceived],

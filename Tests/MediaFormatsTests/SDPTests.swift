@@ -146,3 +146,49 @@ struct SDPTests {
         #expect(try SDPSessionDescription(parsing: sdp.text).rtcpMux == false)
     }
 }
+
+@Suite("SDP crypto (RFC 4568)")
+struct SDPCryptoTests {
+    static let key = "4fl6DT4Bi+DWT6MsBt5BOQ7Gda1Jiv7rtpYLOqvm"
+
+    @Test func writtenAsSAVPAndReadBack() throws {
+        let sdp = SDPSessionDescription.hevc(parameterSets: [], connectionAddress: "127.0.0.1", port: 5004,
+                                             crypto: SDPCrypto(suite: "AES_CM_128_HMAC_SHA1_80", inlineKey: Self.key))
+        #expect(sdp.text.contains("m=video 5004 RTP/SAVP 96\r\n"))
+        #expect(sdp.text.contains("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(Self.key)\r\n"))
+        let again = try SDPSessionDescription(parsing: sdp.text)
+        #expect(again == sdp && again.crypto?.inlineKey == Self.key)
+        #expect(SDPSessionDescription.hevc(parameterSets: [], connectionAddress: "127.0.0.1", port: 5004).text
+            .contains("RTP/AVP 96"))
+    }
+
+    @Test func lifetimeMKIAndSessionParametersAreKeptAndTheFirstOfferTaken() throws {
+        let text = "v=0\r\nc=IN IP4 1.2.3.4\r\nm=video 5004 RTP/SAVP 96\r\n"
+            + "a=crypto:7 AES_CM_128_HMAC_SHA1_32 inline:\(Self.key)|2^20|1:4 UNENCRYPTED_SRTCP\r\n"
+            + "a=crypto:8 AES_CM_128_HMAC_SHA1_80 inline:\(Self.key)\r\n"
+        let crypto = try #require(try SDPSessionDescription(parsing: text).crypto)
+        #expect(crypto.tag == 7 && crypto.suite == "AES_CM_128_HMAC_SHA1_32")
+        #expect(crypto.inlineKey == Self.key && crypto.sessionParameters == ["UNENCRYPTED_SRTCP"])
+        #expect(crypto.attributeValue == "7 AES_CM_128_HMAC_SHA1_32 inline:\(Self.key)|2^20|1:4 UNENCRYPTED_SRTCP")
+    }
+
+    @Test func badLinesAreOneLineErrorsWithoutTheKeyAndDescriptionsRedactIt() throws {
+        for bad in ["a=crypto:1 AES_CM_128_HMAC_SHA1_80", "a=crypto:x AES_CM_128_HMAC_SHA1_80 inline:\(Self.key)",
+                    "a=crypto:1 AES_CM_128_HMAC_SHA1_80 key:\(Self.key)"] {
+            let text = "v=0\r\nc=IN IP4 1.2.3.4\r\nm=video 5004 RTP/SAVP 96\r\n\(bad)\r\n"
+            do {
+                _ = try SDPSessionDescription(parsing: text)
+                Issue.record("accepted \(bad)")
+            } catch {
+                #expect(!error.description.contains(Self.key.prefix(8)) && !error.description.contains("\n"))
+            }
+        }
+        let sdp = SDPSessionDescription(connectionAddress: "1.2.3.4", port: 1,
+                                        crypto: SDPCrypto(suite: "AES_CM_128_HMAC_SHA1_80", inlineKey: Self.key))
+        var dumped = ""
+        dump(sdp, to: &dumped)
+        for text in ["\(sdp)", String(reflecting: sdp), dumped, "\(sdp.crypto!)"] {
+            #expect(!text.contains(Self.key.prefix(8)), "\(text)")
+        }
+    }
+}

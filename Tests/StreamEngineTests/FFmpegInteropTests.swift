@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MediaFormats
+import SecureRTP
 import StreamEngine
 import Synchronization
 import Testing
@@ -67,47 +68,10 @@ struct FFmpegInteropTests {
         // its pipeline, so 10 more frames are sent than are compared.
         let frameCount = 90
         let units = try encodeSynthetic(count: frameCount + 10, width: 320, height: 240, bitrateKbps: 800)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("interop-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let original = directory.appendingPathComponent("original.hevc")
-        try Data(units.flatMap(\.annexB)).write(to: original)
-
-        let port = try freeUDPPort()
-        let sdp = SDPSessionDescription.hevc(
-            parameterSets: units[0].parameterSets, sessionID: 1, sessionVersion: 1, sessionName: "interop",
-            originAddress: "127.0.0.1", connectionAddress: "127.0.0.1", port: port, frameRate: (30, 1))
-        let sdpFile = directory.appendingPathComponent("stream.sdp")
-        try sdp.text.write(to: sdpFile, atomically: true, encoding: .utf8)
-
-        let output = directory.appendingPathComponent("framemd5.txt")
-        let receiver = try RunningProcess(ffmpeg, [
-            // rtcp_to_source: ffmpeg's receiver reports go where the sender's reports come from.
-            "-v", "error", "-nostdin", "-protocol_whitelist", "file,udp,rtp", "-reorder_queue_size", "0",
-            "-sdp_flags", "rtcp_to_source",
-            "-threads", "1", "-i", sdpFile.path, "-frames:v", "\(frameCount)", "-f", "framemd5", "-y", output.path,
-        ])
-        do { try waitUntilBound(port: port) } catch {
-            let result = receiver.finish(within: 0)
-            Issue.record("ffmpeg did not open port \(port): status \(result.status), \(result.stderr)")
-            return
-        }
-        var config = MediaSenderConfig(destination: SocketAddress(ip: "127.0.0.1", port: port)!)
-        config.mtu = .fixed(1280)
-        config.paceBitsPerSecond = 8_000_000
-        config.maxQueuedFrames = units.count
-        config.noFeedbackTimeout = .zero  // ffmpeg sends no RTCP: no bound from the start
-        let sender = try MediaSender(config: config)
-        for unit in units { sender.send(unit) }
-        sender.finish()
-        try sender.run()
-        let result = receiver.finish(within: 30)
-        #expect(result.status == 0, "ffmpeg: \(result.stderr)")
-        #expect(result.stderr.isEmpty, "ffmpeg reported errors: \(result.stderr)")
-        let overRTP = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n")
-            .filter { !$0.hasPrefix("#") }
-            .map { $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",") }
-        let direct = try decodedFrameHashes(["-i", original.path, "-frames:v", "\(frameCount)"], ffmpeg: ffmpeg)
+        let run = try sendToFFmpegReadingSDP(units, frameCount: frameCount, ffmpeg: ffmpeg,
+                                             // rtcp_to_source: ffmpeg's receiver reports go where the sender's reports come from.
+                                             options: ["-sdp_flags", "rtcp_to_source"])
+        guard let (sender, overRTP, direct) = run else { return }
         #expect(sender.stats.framesSent == units.count)
         // ffmpeg 5.1's RTP input builds receiver reports but cannot send them (its RTP handle is
         // read-only: `-v trace` shows "result from ffurl_write: -5"), so none arrive; the sender
@@ -131,31 +95,93 @@ struct FFmpegInteropTests {
     @Test func ourReceiverTakesFFmpegsStream() throws {
         let ffmpeg = try #require(ffmpegPath)
         let frameCount = 50
-        let receiver = try MediaReceiver(config: MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!))
-        let written = Mutex<[UInt8]>([])
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            try? receiver.run(frameLimit: frameCount) { unit in
-                if unit.isComplete { written.withLock { $0 += unit.annexB } }
-            }
-            done.signal()
-        }.start()
-        let sending = try RunningProcess(ffmpeg, [
-            "-v", "error", "-nostdin", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-frames:v", "\(frameCount)",
-            "-c:v", "libx265", "-x265-params", "log-level=none", "-f", "rtp",
-            "rtp://127.0.0.1:\(receiver.localAddress.port)",
-        ])
-        let sent = sending.finish(within: 60)
-        #expect(sent.status == 0, "ffmpeg: \(sent.stderr)")
-        if done.wait(timeout: .now() + 10) == .timedOut { receiver.stop(); done.wait() }
-        let stats = receiver.stats
+        let (stats, frames) = try receiveFromFFmpeg(frameCount: frameCount, ffmpeg: ffmpeg,
+                                                    config: MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!))
         #expect(stats.framesComplete == frameCount)
         #expect(stats.framesIncomplete == 0)
         #expect(stats.lost == 0)
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("from-ffmpeg-\(UUID().uuidString).hevc")
-        defer { try? FileManager.default.removeItem(at: file) }
-        try Data(written.withLock { $0 }).write(to: file)
-        let frames = try decodedFrameHashes(["-i", file.path], ffmpeg: ffmpeg)
         #expect(frames.count == frameCount)
     }
+}
+
+/// Sends `units` (10 more than `frameCount`: a live stream has no end, and ffmpeg outputs a
+/// frame once later data pushes it through) through a `MediaSender` (MTU 1280, 8 Mbit/s, no
+/// bound; `srtp` on when given) to ffmpeg reading our SDP of the stream (with `srtp`: RTP/SAVP
+/// and a=crypto). Returns the sender, ffmpeg's frame hashes of what it received and of
+/// decoding the units directly; nil (recorded) when ffmpeg did not start.
+func sendToFFmpegReadingSDP(_ units: [AccessUnit], frameCount: Int, ffmpeg: String, options: [String] = [],
+                            srtp: SRTPMasterKey? = nil) throws
+    -> (sender: MediaSender, overRTP: [String], direct: [String])?
+{
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("interop-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let original = directory.appendingPathComponent("original.hevc")
+    try Data(units.flatMap(\.annexB)).write(to: original)
+
+    let port = try freeUDPPort()
+    let sdp = SDPSessionDescription.hevc(
+        parameterSets: units[0].parameterSets, sessionID: 1, sessionVersion: 1, sessionName: "interop",
+        originAddress: "127.0.0.1", connectionAddress: "127.0.0.1", port: port, frameRate: (30, 1),
+        crypto: srtp.map { SDPCrypto(suite: $0.suite.rawValue, inlineKey: $0.inlineBase64) })
+    let sdpFile = directory.appendingPathComponent("stream.sdp")
+    try sdp.text.write(to: sdpFile, atomically: true, encoding: .utf8)
+
+    let output = directory.appendingPathComponent("framemd5.txt")
+    let receiver = try RunningProcess(ffmpeg, [
+        "-v", "error", "-nostdin", "-protocol_whitelist", "file,udp,rtp,srtp", "-reorder_queue_size", "0",
+    ] + options + [
+        "-threads", "1", "-i", sdpFile.path, "-frames:v", "\(frameCount)", "-f", "framemd5", "-y", output.path,
+    ])
+    do { try waitUntilBound(port: port) } catch {
+        let result = receiver.finish(within: 0)
+        Issue.record("ffmpeg did not open port \(port): status \(result.status), \(result.stderr)")
+        return nil
+    }
+    var config = MediaSenderConfig(destination: SocketAddress(ip: "127.0.0.1", port: port)!)
+    config.mtu = .fixed(1280)
+    config.paceBitsPerSecond = 8_000_000
+    config.maxQueuedFrames = units.count
+    config.noFeedbackTimeout = .zero  // ffmpeg sends no RTCP: no bound from the start
+    config.srtp = srtp
+    let sender = try MediaSender(config: config)
+    for unit in units { sender.send(unit) }
+    sender.finish()
+    try sender.run()
+    let result = receiver.finish(within: 30)
+    #expect(result.status == 0, "ffmpeg: \(result.stderr)")
+    #expect(result.stderr.isEmpty, "ffmpeg reported errors: \(result.stderr)")
+    let overRTP = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n")
+        .filter { !$0.hasPrefix("#") }
+        .map { $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",") }
+    let direct = try decodedFrameHashes(["-i", original.path, "-frames:v", "\(frameCount)"], ffmpeg: ffmpeg)
+    return (sender, overRTP, direct)
+}
+
+/// ffmpeg encodes `frameCount` frames of its test source with libx265 and sends them as RTP
+/// (`output`: its RTP output options, `protocol` the URL's scheme) to a `MediaReceiver` with
+/// `config` (its address's port 0: any free one). Returns the receiver's stats and ffmpeg's
+/// frame hashes of decoding the complete frames it rebuilt.
+func receiveFromFFmpeg(frameCount: Int, ffmpeg: String, config: MediaReceiverConfig, output: [String] = [],
+                       protocol scheme: String = "rtp") throws -> (stats: ReceiverStats, frames: [String]) {
+    let receiver = try MediaReceiver(config: config)
+    let written = Mutex<[UInt8]>([])
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        try? receiver.run(frameLimit: frameCount) { unit in
+            if unit.isComplete { written.withLock { $0 += unit.annexB } }
+        }
+        done.signal()
+    }.start()
+    let sending = try RunningProcess(ffmpeg, [
+        "-v", "error", "-nostdin", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-frames:v", "\(frameCount)",
+        "-c:v", "libx265", "-x265-params", "log-level=none", "-f", "rtp",
+    ] + output + ["\(scheme)://127.0.0.1:\(receiver.localAddress.port)"])
+    let sent = sending.finish(within: 60)
+    #expect(sent.status == 0, "ffmpeg: \(sent.stderr)")
+    if done.wait(timeout: .now() + 10) == .timedOut { receiver.stop(); done.wait() }
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("from-ffmpeg-\(UUID().uuidString).hevc")
+    defer { try? FileManager.default.removeItem(at: file) }
+    try Data(written.withLock { $0 }).write(to: file)
+    return (receiver.stats, try decodedFrameHashes(["-i", file.path], ffmpeg: ffmpeg))
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MediaFormats
+import SecureRTP
 import StreamEngine
 import Synchronization
 import Testing
@@ -11,60 +12,10 @@ import UringIO
 @Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
 struct FeedbackDefenceTests {
     @Test func forgedConfirmationsAndPLIFloodsAreContained() throws {
-        // A hand-made receiver: RTP on an even port, RTCP on the next.
-        var rtp: UDPSocket
-        var rtcp: UDPSocket
-        repeat {
-            rtp = try UDPSocket(family: .ipv4)
-            try rtp.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
-            var next = try rtp.localAddress()
-            next.port += 1
-            rtcp = try UDPSocket(family: .ipv4)
-            if (try? rtcp.bind(next)) != nil { break }
-        } while true
-        let destination = try rtp.localAddress()
-        let units = try encodeSynthetic(count: 90, width: 160, height: 120, bitrateKbps: 300)
-        var config = MediaSenderConfig(destination: destination)
-        config.paceBitsPerSecond = 2_000_000
-        config.maxQueuedFrames = units.count
-        config.finalFeedbackWait = .zero
-        let sender = try MediaSender(config: config)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            try? sender.run()
-            done.signal()
-        }.start()
-        for unit in units { sender.send(unit) }
-
-        // Learn the stream (SSRC, sender's address), then answer it with forged feedback.
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        try PlainUDP.setReceiveTimeout(rtp, nanoseconds: 2_000_000_000)
-        var storage = sockaddr_storage()
-        var storageLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let length = buffer.withUnsafeMutableBytes { raw in
-            withUnsafeMutablePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    recvfrom(rtp.fd, raw.baseAddress, raw.count, 0, $0, &storageLength)
-                }
-            }
-        }
-        try #require(length >= 12)
-        let from = withUnsafeBytes(of: &storage) { SocketAddress($0.baseAddress!, length: Int(storageLength)) }
-        let header = try RTPHeader.parse(Array(buffer[0..<length])).header
-        var senderRTCP = try #require(from)
-        senderRTCP.port += 1
-        // Confirmations of 400 sequence numbers far ahead of anything sent.
-        let forged = RTCPCompoundBuilder.build([
-            .congestionControlFeedback(RTCPCongestionControlFeedback(
-                senderSSRC: 99, reports: [.init(mediaSSRC: header.ssrc, beginSequence: header.sequenceNumber &+ 20_000,
-                                                metrics: Array(repeating: .init(received: true, ecn: 3, arrivalTimeOffset: 1),
-                                                               count: 400))],
-                reportTimestamp: 1)),
-        ])
+        let (sender, done, rtcp, header, senderRTCP) = try startSenderToHandMadeReceiver(srtp: nil)
+        let (forged, pli) = forgedFeedback(ssrc: header.ssrc, sequence: header.sequenceNumber)
         _ = try forged.withUnsafeBytes { try PlainUDP.sendTo(rtcp, $0, destination: senderRTCP) }
         // 1000 keyframe requests at once.
-        let pli = RTCPCompoundBuilder.build([.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 99,
-                                                                                              mediaSSRC: header.ssrc))])
         for _ in 0..<1000 { _ = try pli.withUnsafeBytes { try PlainUDP.sendTo(rtcp, $0, destination: senderRTCP) } }
         sender.finish()
         done.wait()
@@ -78,6 +29,7 @@ struct FeedbackDefenceTests {
         #expect(stats.keyframeRequests + stats.keyframeRequestsIgnored + stats.feedbackKernelDrops <= 1000)
         // What the sender sent back on RTCP: sender reports on its own clock, no more.
         var answers = 0
+        var buffer = [UInt8](repeating: 0, count: 65_536)
         try PlainUDP.setReceiveTimeout(rtcp, nanoseconds: 10_000_000)
         while let count = try buffer.withUnsafeMutableBytes({ raw throws(SystemError) in
             try PlainUDP.receiveFrom(rtcp, into: raw)
@@ -87,4 +39,76 @@ struct FeedbackDefenceTests {
         #expect(answers <= stats.senderReports)
         #expect(stats.senderReports < 100)
     }
+}
+
+/// A hand-made receiver's sockets: RTP on an even port of 127.0.0.1, RTCP on the next.
+func bindRTPPair() throws -> (rtp: UDPSocket, rtcp: UDPSocket) {
+    while true {
+        let rtp = try UDPSocket(family: .ipv4)
+        try rtp.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
+        var next = try rtp.localAddress()
+        next.port += 1
+        let rtcp = try UDPSocket(family: .ipv4)
+        if (try? rtcp.bind(next)) != nil { return (rtp, rtcp) }
+    }
+}
+
+/// Waits (2 s at most) for the first RTP packet on `rtp`: its header (readable under SRTP
+/// too) and the sender's RTCP address (its RTP port + 1).
+func learnStream(_ rtp: UDPSocket) throws -> (header: RTPHeader, senderRTCP: SocketAddress) {
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    try PlainUDP.setReceiveTimeout(rtp, nanoseconds: 2_000_000_000)
+    var storage = sockaddr_storage()
+    var storageLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+    let length = buffer.withUnsafeMutableBytes { raw in
+        withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                recvfrom(rtp.fd, raw.baseAddress, raw.count, 0, $0, &storageLength)
+            }
+        }
+    }
+    try #require(length >= 12)
+    let from = withUnsafeBytes(of: &storage) { SocketAddress($0.baseAddress!, length: Int(storageLength)) }
+    let header = try RTPHeader.parse(Array(buffer[0..<length])).header
+    var senderRTCP = try #require(from)
+    senderRTCP.port += 1
+    return (header, senderRTCP)
+}
+
+/// Forged feedback for the stream of `ssrc`: confirmations (CE-marked) of 400 sequence numbers
+/// far ahead of `sequence`, and one keyframe request.
+func forgedFeedback(ssrc: UInt32, sequence: UInt16) -> (confirmations: [UInt8], pli: [UInt8]) {
+    let confirmations = RTCPCompoundBuilder.build([
+        .congestionControlFeedback(RTCPCongestionControlFeedback(
+            senderSSRC: 99, reports: [.init(mediaSSRC: ssrc, beginSequence: sequence &+ 20_000,
+                                            metrics: Array(repeating: .init(received: true, ecn: 3, arrivalTimeOffset: 1),
+                                                           count: 400))],
+            reportTimestamp: 1)),
+    ])
+    let pli = RTCPCompoundBuilder.build([.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 99, mediaSSRC: ssrc))])
+    return (confirmations, pli)
+}
+
+/// A sender of 90 small frames at 2 Mbit/s (no final feedback wait) to a hand-made receiver,
+/// started on a thread of its own (`done` is signalled when `run` returns), and what the
+/// receiver learnt from its first packet.
+func startSenderToHandMadeReceiver(srtp: SRTPMasterKey?) throws
+    -> (sender: MediaSender, done: DispatchSemaphore, rtcp: UDPSocket, header: RTPHeader, senderRTCP: SocketAddress)
+{
+    let (rtp, rtcp) = try bindRTPPair()
+    let units = try encodeSynthetic(count: 90, width: 160, height: 120, bitrateKbps: 300)
+    var config = MediaSenderConfig(destination: try rtp.localAddress())
+    config.paceBitsPerSecond = 2_000_000
+    config.maxQueuedFrames = units.count
+    config.finalFeedbackWait = .zero
+    config.srtp = srtp
+    let sender = try MediaSender(config: config)
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        try? sender.run()
+        done.signal()
+    }.start()
+    for unit in units { sender.send(unit) }
+    let (header, senderRTCP) = try learnStream(rtp)
+    return (sender, done, rtcp, header, senderRTCP)
 }

@@ -20,10 +20,15 @@ func encodeSynthetic(count: Int, width: Int = 640, height: Int = 360, bitrateKbp
 }
 
 /// Sends `units` through a MediaSender to a MediaReceiver on loopback; returns what arrived.
-func sendThroughEngine(_ units: [AccessUnit], mtu: MTUSetting, pace: Double? = 50_000_000)
+/// `configure` may change both ends' configurations (SRTP keys, say) first.
+func sendThroughEngine(_ units: [AccessUnit], mtu: MTUSetting, pace: Double? = 50_000_000,
+                       configure: (inout MediaSenderConfig, inout MediaReceiverConfig) -> Void = { _, _ in })
     throws -> (received: [DepacketizedAccessUnit], sender: SenderStats, receiver: ReceiverStats)
 {
-    let receiver = try MediaReceiver(config: MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!))
+    var receiverConfig = MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!)
+    var config = MediaSenderConfig(destination: SocketAddress(ip: "127.0.0.1", port: 0)!)
+    configure(&config, &receiverConfig)
+    let receiver = try MediaReceiver(config: receiverConfig)
     let collected = Mutex<[DepacketizedAccessUnit]>([])
     let receiverDone = DispatchSemaphore(value: 0)
     let count = units.count
@@ -31,7 +36,7 @@ func sendThroughEngine(_ units: [AccessUnit], mtu: MTUSetting, pace: Double? = 5
         try? receiver.run(frameLimit: count) { unit in collected.withLock { $0.append(unit) } }
         receiverDone.signal()
     }.start()
-    var config = MediaSenderConfig(destination: receiver.localAddress)
+    config.destination = receiver.localAddress
     config.mtu = mtu
     config.paceBitsPerSecond = pace
     config.maxQueuedFrames = units.count

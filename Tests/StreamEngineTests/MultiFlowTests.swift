@@ -1,5 +1,6 @@
 import Foundation
 import MediaFormats
+import SecureRTP
 import StreamEngine
 import Synchronization
 import Testing
@@ -12,9 +13,10 @@ final class BackgroundReceiver: Sendable {
     let collected = Mutex<[DepacketizedAccessUnit]>([])
     private let done = DispatchSemaphore(value: 0)
 
-    init(frameLimit: Int?, feedback: Bool = true) throws {
+    init(frameLimit: Int?, feedback: Bool = true, srtp: SRTPMasterKey? = nil) throws {
         var config = MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!)
         config.feedback = feedback
+        config.srtp = srtp
         receiver = try MediaReceiver(config: config)
         Thread { [self] in
             try? receiver.run(frameLimit: frameLimit) { unit in collected.withLock { $0.append(unit) } }

@@ -239,11 +239,7 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
                                     "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
                                     "--sdp", directory.appendingPathComponent("x.sdp").path])
         #expect(sent.status == 0, "send: \(sent.stderr)")
-        let deadline = Date().addingTimeInterval(20)
-        while receiver.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        if receiver.isRunning { receiver.terminate() }
-        receiver.waitUntilExit()
-        #expect(receiver.terminationStatus == 0)
+        #expect(waitForExit(receiver, seconds: 20) == 0)
 
         let send = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("send.json")))
         let recv = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("recv.json")))

@@ -81,10 +81,7 @@ struct GStreamerInteropTests {
         let port = nextPortPair()
         let receiver = try startReceiver(binary, port: port, frames: 90, seconds: 30, directory: directory, name: "recv")
         defer { if receiver.isRunning { receiver.terminate() } }
-        let sent = try run(gst, ["-q", "videotestsrc", "num-buffers=90", "!", "video/x-raw,width=320,height=240,framerate=30/1",
-                                 "!", "x265enc", "tune=zerolatency", "speed-preset=ultrafast", "key-int-max=30",
-                                 "!", "h265parse", "config-interval=-1", "!", "rtph265pay", "pt=96", "config-interval=-1",
-                                 "!", "udpsink", "host=127.0.0.1", "port=\(port)", "sync=true"])
+        let sent = try run(gst, gstreamerH265Sender(frames: 90, port: port))
         #expect(sent.status == 0, "gst-launch: \(sent.stderr)")
         #expect(waitForExit(receiver, seconds: 20) == 0)
         let recv = try readJSON(directory.appendingPathComponent("recv.json"))
@@ -97,4 +94,15 @@ struct GStreamerInteropTests {
             #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")
         }
     }
+}
+
+/// gst-launch arguments: `frames` of videotestsrc at 320x240, 30 fps, x265enc, rtph265pay (PT 96,
+/// parameter sets in band), then the element in `between` (its name and properties, e.g. srtpenc),
+/// to 127.0.0.1:`port`.
+func gstreamerH265Sender(frames: Int, port: UInt16, between: [String] = []) -> [String] {
+    ["-q", "videotestsrc", "num-buffers=\(frames)", "!", "video/x-raw,width=320,height=240,framerate=30/1",
+     "!", "x265enc", "tune=zerolatency", "speed-preset=ultrafast", "key-int-max=30",
+     "!", "h265parse", "config-interval=-1", "!", "rtph265pay", "pt=96", "config-interval=-1"]
+        + (between.isEmpty ? [] : ["!"] + between)
+        + ["!", "udpsink", "host=127.0.0.1", "port=\(port)", "sync=true"]
 }

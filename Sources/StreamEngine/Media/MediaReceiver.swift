@@ -1,5 +1,6 @@
 import Glibc
 import MediaFormats
+import SecureRTP
 import Synchronization
 import UringIO
 
@@ -20,6 +21,10 @@ public struct MediaReceiverConfig: Sendable {
     public var rtcpMux = false
     /// How often feedback goes out while packets (or sender reports) arrive.
     public var reportInterval: Duration = .milliseconds(20)
+    /// SRTP and SRTCP (RFC 3711) with this master key: every datagram is authenticated and
+    /// decrypted before the receive session sees it (what fails is dropped and counted in
+    /// `ReceiverStats.srtp`, nothing else), and the feedback is protected. nil: plain RTP.
+    public var srtp: SRTPMasterKey?
 
     /// Makes a configuration listening on `listen`.
     public init(listen: SocketAddress) { self.listen = listen }
@@ -89,6 +94,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         if let rtcpSocket { sockets.append((rtcpSocket, 16, 2048)) }
         let loop = try DatagramReceiveLoop(sockets: sockets)
         var session = ReceiveSession(config: config)
+        let srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         // Feedback leaves from the RTCP socket, or with rtcp-mux from the RTP socket itself.
         let feedbackSocket = rtcpSocket ?? socket
         var frames = 0
@@ -101,7 +107,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                     frames += 1
                     onAccessUnit(unit)
                 case .transmit(let transmit):
-                    let sent = transmit.bytes.withUnsafeBytes { bytes in
+                    guard let datagram = srtp.map({ $0.protectRTCP(transmit.bytes) }) ?? transmit.bytes else {
+                        session.recordFeedbackSend(succeeded: false)  // counted in srtp.protectFailed too
+                        continue
+                    }
+                    let sent = datagram.withUnsafeBytes { bytes in
                         (try? PlainUDP.sendTo(feedbackSocket, bytes, destination: transmit.destination)) != nil
                     }
                     session.recordFeedbackSend(succeeded: sent)
@@ -111,7 +121,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         func publish() {
             session.recordSocketCounters(kernelDrops: Int(loop.receiver.counters.kernelDrops),
                                          truncated: loop.receiver.counters.truncated)
-            let snapshot = session.stats
+            var snapshot = session.stats
+            snapshot.srtp = srtp?.stats
             statsBox.withLock { $0 = snapshot }
         }
         func publishEvery50Milliseconds() {
@@ -132,9 +143,18 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             }
             publishEvery50Milliseconds()
         }) { socketIndex, datagram in
-            session.handleDatagram(datagram.payload, from: datagram.source, tos: datagram.tos,
-                                   arrival: datagram.timestampNanoseconds, port: socketIndex == 1 ? .rtcp : .rtp,
-                                   now: realtimeNanoseconds())
+            let port: ReceiveSession.Port = socketIndex == 1 ? .rtcp : .rtp
+            func handle(_ payload: UnsafeRawBufferPointer) {
+                session.handleDatagram(payload, from: datagram.source, tos: datagram.tos,
+                                       arrival: datagram.timestampNanoseconds, port: port, now: realtimeNanoseconds())
+            }
+            if let srtp {
+                // Authenticated and decrypted first: what fails never reaches the session.
+                let isRTCP = port == .rtcp || (config.rtcpMux && ReceiveSession.isMultiplexedRTCP(datagram.payload))
+                _ = srtp.inbound.unprotect(datagram.payload, kind: isRTCP ? .rtcp : .rtp, handle)
+            } else {
+                handle(datagram.payload)
+            }
             drainOutputs()
             publishEvery50Milliseconds()
         }

@@ -1,5 +1,6 @@
 import Glibc
 import MediaFormats
+import SecureRTP
 import Synchronization
 import UringIO
 
@@ -83,6 +84,10 @@ public struct MediaSenderConfig: Sendable {
     /// ...and `targetBitrateInterval` has passed since that one, unless it fell by four steps or
     /// more (a cut the encoder must follow at once).
     public var targetBitrateInterval: Duration = .milliseconds(500)
+    /// SRTP and SRTCP (RFC 3711) with this master key: every RTP packet (media and path-MTU
+    /// probes) and sender report is protected, and feedback that does not authenticate is
+    /// dropped (counted in `SenderStats.srtp`) before the feedback logic sees it. nil: plain RTP.
+    public var srtp: SRTPMasterKey?
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -228,7 +233,7 @@ public final class MediaSender: Sendable {
         }
         // A flow's turn is about one pacing quantum: with several flows busy, a submission
         // carries some of each instead of one flow's whole frame.
-        let scheduler = FlowScheduler(senderFlows.map(\.pathMTU), paces: paces,
+        let scheduler = FlowScheduler(senderFlows.map(\.producer), paces: paces,
                                       burstQuanta: flowConfigs.map(\.burstQuantum), quantum: paced.pacer.burstQuantum)
         paced.queue.onReport = { report in
             var report = report

@@ -1,5 +1,6 @@
 import Glibc
 import MediaFormats
+import SecureRTP
 import Synchronization
 import UringIO
 
@@ -76,6 +77,11 @@ final class SenderFlow {
     let flow: MediaFlow
     let pathMTU: PathMTUController
     let rtcp: SenderFeedback
+    /// SRTP (nil: plain RTP).
+    let srtp: SRTPEndpoint?
+    /// What the scheduler takes this flow's datagrams from: the path-MTU controller (probes,
+    /// then media), through SRTP when it is on.
+    let producer: DatagramProducer
     var local = SenderStats()
     /// The flow's path as the route monitor last reported it.
     var pathState = FlowPathState()
@@ -107,6 +113,8 @@ final class SenderFlow {
         self.ring = ring
         let config = handle.config
         destination = config.destination
+        srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
+        let trailer = srtp?.outbound.overhead(.rtp) ?? 0  // the packetizer and the probes plan for the tag
         (socket, rtcpSocket) = try Self.openSockets(config)
         try socket.connect(config.destination)
         // DF always. With auto, IP_PMTUDISC_PROBE: the engine's own measured MTU is the clamp,
@@ -136,17 +144,22 @@ final class SenderFlow {
         let probeRoute = paced.addRoute(socket: socket, destination: nil,
                                         mark: TrafficMark(config.serviceClass, ecn: .notECT))
         let (mtu, source) = MediaSender.datagramBudget(socket: socket, setting: config.mtu)
-        do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead,
+        do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead - trailer,
                                   payloadType: config.payloadType) }
         catch { throw ConfigurationError("packetizer", "MTU \(mtu) is too small") }
         var fixedMTU: Int?
         if case .fixed(let value) = config.mtu { fixedMTU = value }
         let socket = socket
+        // No RFC 8899 probes with SRTP: a probe's sequence number is its id, outside the media's
+        // sequence space on the media's SSRC, so it would reuse an SRTP packet index (the same
+        // keystream) and libsrtp2 refuses it. The kernel's path MTU and ICMP size the flow.
+        let probes = config.feedback && feedbackReceiver != nil && srtp == nil
         pathMTU = PathMTUController(flow: flow, socket: socket, probeRoute: probeRoute, fixedMTU: fixedMTU,
-                                    feedback: config.feedback && feedbackReceiver != nil, configure: {
+                                    feedback: probes, trailer: trailer, configure: {
             $0.reprobeInterval = config.pathMTUReprobeInterval.nanoseconds
             if socket.family == .ipv4 { $0.baseMTU = config.pathMTUBaseIPv4 }
         }, now: monotonicNanoseconds())
+        if let srtp { producer = SRTPProtectingProducer(pathMTU, session: srtp.outbound) } else { producer = pathMTU }
         flow.tracksPackets = config.feedback
         if config.feedback {
             flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
@@ -300,9 +313,10 @@ final class SenderFlow {
             return
         }
         scheduleSenderReport(after: now)
-        let report = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
-                                       packets: local.packetsSent, octets: local.bytesSent,
-                                       mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
+        let plain = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
+                                      packets: local.packetsSent, octets: local.bytesSent,
+                                      mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
+        guard let report = srtp.map({ $0.protectRTCP(plain) }) ?? plain else { return }  // counted in srtp.protectFailed
         let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
         if sent { local.senderReports += 1 }
     }
@@ -397,15 +411,22 @@ final class SenderFlow {
         guard let feedbackReceiver else { return }
         try? feedbackReceiver.handle(completion) { datagram in
             let arrival = datagram.timestampNanoseconds > 0 ? datagram.timestampNanoseconds : realtimeNanoseconds()
-            if rtcp.handle(datagram.payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
-                requestKeyframe(fromPLI: true)
-            }
-            if rtcp.receiverBack {
-                rtcp.receiverBack = false
-                requestKeyframe()
-            }
-            pathMTU.confirmed(rtcp.takeProbeConfirmations(), now: monotonicNanoseconds())
+            guard let srtp else { return handleRTCP(datagram.payload, arrival: arrival) }
+            // Only what authenticates reaches the feedback logic; the rest is counted in srtp.rejected.
+            _ = srtp.inbound.unprotect(datagram.payload, kind: .rtcp) { handleRTCP($0, arrival: arrival) }
         }
+    }
+
+    /// One RTCP datagram from the receiver (plaintext: authenticated first when SRTP is on).
+    private func handleRTCP(_ payload: UnsafeRawBufferPointer, arrival: Int64) {
+        if rtcp.handle(payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
+            requestKeyframe(fromPLI: true)
+        }
+        if rtcp.receiverBack {
+            rtcp.receiverBack = false
+            requestKeyframe()
+        }
+        pathMTU.confirmed(rtcp.takeProbeConfirmations(), now: monotonicNanoseconds())
     }
 
     /// Copies the counters where other threads read them.
@@ -439,7 +460,7 @@ final class SenderFlow {
         local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull
         local.framesSent = flow.framesWritten
         local.keyframes = flow.keyframesWritten
-        local.datagramSize = flow.largestDatagram
+        local.datagramSize = flow.largestDatagram > 0 ? flow.largestDatagram + (srtp?.outbound.overhead(.rtp) ?? 0) : 0
         local.clamped = flow.clamped
         local.batches = paced.queue.counters.batches
         local.sendCalls = paced.queue.counters.sendCalls
@@ -449,6 +470,7 @@ final class SenderFlow {
         local.mixedSubmissions = mixedSubmissions
         local.pacingRate = pace ?? 0
         publishCongestion()
+        local.srtp = srtp?.stats
         let snapshot = local
         handle.statsBox.withLock { $0 = snapshot }
         handle.events.emit(eventDetector.update(snapshot, now: monotonicNanoseconds()))

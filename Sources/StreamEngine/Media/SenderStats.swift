@@ -1,3 +1,4 @@
+import SecureRTP
 /// A sender's counters, as in the stats JSON.
 public struct SenderStats: Sendable, Equatable {
     /// Datagrams the kernel accepted.
@@ -152,4 +153,6 @@ public struct SenderStats: Sendable, Equatable {
     public var mixedSubmissions = 0
     /// The congestion controller's state (nil when the flow has none).
     public var congestion: CongestionStats?
+    /// SRTP counters of this flow, both directions (nil without SRTP).
+    public var srtp: SRTPStats?
 }

@@ -15,7 +15,7 @@ final class PathMTUController: DatagramProducer {
     private let flow: MediaFlow
     private let socket: UDPSocket
     private let probeRoute: Int
-    /// IP and UDP headers in front of each payload.
+    /// IP and UDP headers in front of each payload, and the SRTP tag after it.
     let overhead: Int
     private(set) var prober: PathMTUProber?
     private var pendingProbe: PathMTUProber.Probe?
@@ -40,12 +40,13 @@ final class PathMTUController: DatagramProducer {
 
     /// Sets up MTU handling for `flow` on `socket` (connected). `fixedMTU` pins it (no probing);
     /// without feedback there is nothing to confirm probes with: the kernel's view and ICMP only.
-    init(flow: MediaFlow, socket: UDPSocket, probeRoute: Int, fixedMTU: Int?, feedback: Bool,
+    /// `trailer`: bytes added after each datagram the flow writes (the SRTP tag).
+    init(flow: MediaFlow, socket: UDPSocket, probeRoute: Int, fixedMTU: Int?, feedback: Bool, trailer: Int = 0,
          configure: (inout PathMTUProberConfig) -> Void, now: Int64) {
         self.flow = flow
         self.socket = socket
         self.probeRoute = probeRoute
-        self.overhead = socket.headerOverhead
+        self.overhead = socket.headerOverhead + trailer
         self.configuredMTU = fixedMTU
         self.startedAt = now
         guard fixedMTU == nil else { return }

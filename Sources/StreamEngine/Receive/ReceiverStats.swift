@@ -1,3 +1,4 @@
+import SecureRTP
 /// A receiver's counters, as in the stats JSON.
 public struct ReceiverStats: Sendable, Equatable {
     /// Packets of the stream received (distinct).
@@ -54,6 +55,9 @@ public struct ReceiverStats: Sendable, Equatable {
     /// Times the stream moved to another source address (the sender's address changed:
     /// same SSRC, the sequence and timestamps continuing) and was followed there.
     public var sourceMoves = 0
+    /// SRTP counters, both directions (nil without SRTP). Packets that fail here never reach
+    /// the counters above.
+    public var srtp: SRTPStats?
 
     /// Zeroed counters.
     public init() {}
