@@ -289,7 +289,10 @@ struct LabPathMonitorTests {
         #expect(intField(recv, "packets.received") == intField(send, "packets.sent"))
         #expect(intField(recv, "frames.complete") == intField(send, "frames.sent"))
         #expect(intField(send, "receiverGoneEvents") == 0)
-        #expect(intField(recv, "rejected.foreignSource") == nil)
+        // Every media packet was taken (the equalities above); what may come from the old address
+        // after the receiver followed the new one is a sender report or probe sent just before
+        // the swap (seen once in a full run on a loaded machine), rejected as foreign.
+        #expect((intField(recv, "rejected.foreignSource") ?? 0) <= 2)
     }
     /// The sender's link loses its carrier for 2 s (the router's end of the veth set down: the
     /// routes stay, nothing leaves): not viable once the kernel says so, viable again with the
