@@ -116,6 +116,10 @@ final class SenderFlow {
         srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         let trailer = srtp?.outbound.overhead(.rtp) ?? 0  // the packetizer and the probes plan for the tag
         (socket, rtcpSocket) = try Self.openSockets(config)
+        if config.destination.isMulticast {
+            try socket.setMulticastSend(ttl: config.multicastTTL, interface: config.multicastInterface,
+                                        loop: config.multicastLoop)
+        }
         try socket.connect(config.destination)
         // DF always. With auto, IP_PMTUDISC_PROBE: the engine's own measured MTU is the clamp,
         // and probes above the kernel's cached path MTU (which lasts 10 minutes) must still go
