@@ -60,7 +60,10 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
             feedbackInterval = seconds
         case "--from": from = try parseAddress(try reader.value(for: argument), option: argument)
         case "--quiet": quiet = true
-        case "--source": multicastSource = try parseAddress(try reader.value(for: argument) + ":0", option: argument)
+        case "--source":
+            let text = try reader.value(for: argument)
+            guard let address = SocketAddress(ip: text, port: 0) else { throw UsageError("--source: '\(text)' is not a numeric address") }
+            multicastSource = address
         case "--iface": multicastInterface = try interfaceIndex(try reader.value(for: argument))
         default:
             guard try srtp.parse(argument, &reader, sdp: true) else {

@@ -1,0 +1,119 @@
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// One multicast sender and several receivers on one bridged segment (tools/mcastlab): every
+/// receiver of the group gets every frame, a source-specific receiver of another source gets
+/// nothing, and a receiver that exits leaves the group.
+@Suite(.enabled(if: isRoot && uringEnabled, "needs root (network namespaces) and io_uring (CI has them)"))
+struct MulticastLabTests {
+    /// A tools/mcastlab segment, torn down on deinit.
+    final class Segment {
+        let name: String
+        private let tool = packageRoot.appendingPathComponent("tools/mcastlab").path
+
+        init(name: String, receivers: Int) throws {
+            self.name = name
+            let outcome = try run(tool, ["up", "--name", name, "--receivers", String(receivers)])
+            guard outcome.status == 0 else { throw LabError("mcastlab up failed: \(outcome.stderr)") }
+        }
+
+        deinit { _ = try? run(tool, ["down", "--name", name]) }
+
+        func spawn(_ host: String, _ arguments: [String]) throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+            process.arguments = ["netns", "exec", "\(name)-\(host)"] + arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+
+        func read(_ host: String, _ path: String) throws -> String {
+            try run("/usr/sbin/ip", ["netns", "exec", "\(name)-\(host)", "/bin/cat", path]).stdout
+        }
+
+        /// Waits until UDP `port` is bound inside `host`, up to 10 s.
+        func waitUntilBound(_ host: String, port: UInt16, ipv6: Bool) throws {
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline {
+                if udpTableHasBinding(try read(host, ipv6 ? "/proc/net/udp6" : "/proc/net/udp"), port: port) { return }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            throw LabError("nothing bound UDP port \(port) in \(host) within 10 s")
+        }
+    }
+
+    /// The group as the kernel lists it in /proc/net/igmp (IPv4, hex in host order) or
+    /// /proc/net/igmp6 (IPv6, 32 hex digits).
+    func kernelGroupText(_ group: String, ipv6: Bool) -> String {
+        if ipv6 {
+            var address = in6_addr()
+            _ = inet_pton(AF_INET6, group, &address)
+            return withUnsafeBytes(of: address) { $0.map { String(format: "%02x", $0) }.joined() }
+        }
+        var address = in_addr()
+        _ = inet_pton(AF_INET, group, &address)
+        return String(format: "%08X", address.s_addr)
+    }
+
+    /// Five any-source receivers, one of the right source, one of a wrong source; 90 frames.
+    func deliver(lab name: String, group: String, senderAddress: String, wrongSource: String) throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let ipv6 = group.contains(":")
+        let listen = ipv6 ? "[\(group)]:5004" : "\(group):5004"
+        let segment = try Segment(name: name, receivers: 7)
+        let directory = try temporaryDirectory("mcast")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func statsPath(_ host: String) -> String { directory.appendingPathComponent("\(host).json").path }
+        let frames = 90
+        var receivers: [String: Process] = [:]
+        for index in 1...7 {
+            let host = "r\(index)"
+            var arguments = [binary, "recv", "--listen", listen, "--quiet", "--stats", statsPath(host)]
+            switch index {
+            case 6: arguments += ["--source", senderAddress, "--frames", String(frames)]
+            case 7: arguments += ["--source", wrongSource, "--duration", "120"]
+            default: arguments += ["--frames", String(frames)]
+            }
+            receivers[host] = try segment.spawn(host, arguments)
+        }
+        let joined = kernelGroupText(group, ipv6: ipv6)
+        for host in receivers.keys.sorted() {
+            try segment.waitUntilBound(host, port: 5004, ipv6: ipv6)
+            #expect(try segment.read(host, ipv6 ? "/proc/net/igmp6" : "/proc/net/igmp").contains(joined), "\(host) joined")
+        }
+        let sender = try segment.spawn("snd", [binary, "send", "--to", "\(listen),ttl=1", "--frames", String(frames),
+                                               "--size", "320x240", "--quiet", "--stats", statsPath("snd")])
+        #expect(waitForExit(sender, seconds: 60) == 0)
+        let sent = try readJSON(URL(fileURLWithPath: statsPath("snd")))
+        let packets = try #require(intField(sent, "packets.sent"))
+        #expect(intField(sent, "frames.sent") == frames)
+        for index in 1...6 {
+            let host = "r\(index)"
+            #expect(waitForExit(receivers[host]!, seconds: 30) == 0, "\(host) got its frames")
+            let stats = try readJSON(URL(fileURLWithPath: statsPath(host)))
+            #expect(intField(stats, "frames.complete") == frames, "\(host)")
+            #expect(intField(stats, "packets.received") == packets, "\(host)")
+            #expect(intField(stats, "packets.lost") == 0, "\(host)")
+            // Exited: its membership is gone from the host (the leave).
+            #expect(try !segment.read(host, ipv6 ? "/proc/net/igmp6" : "/proc/net/igmp").contains(joined), "\(host) left")
+        }
+        let wrong = receivers["r7"]!
+        wrong.terminate()
+        _ = waitForExit(wrong, seconds: 30)
+        let stats = try readJSON(URL(fileURLWithPath: statsPath("r7")))
+        #expect(intField(stats, "packets.received") == 0, "a receiver of another source hears nothing")
+    }
+
+    @Test func ipv4EveryReceiverGetsEveryFrame() throws {
+        try deliver(lab: "mcv4", group: "239.1.2.3", senderAddress: "10.78.0.1", wrongSource: "10.78.0.99")
+    }
+
+    @Test func ipv6EveryReceiverGetsEveryFrame() throws {
+        try deliver(lab: "mcv6", group: "ff3e::1234", senderAddress: "fd78::1", wrongSource: "fd78::99")
+    }
+}
