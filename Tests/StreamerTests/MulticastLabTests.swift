@@ -3,50 +3,55 @@ import Glibc
 import Testing
 import TestSupport
 
+/// A tools/mcastlab segment, torn down on deinit.
+final class MulticastSegment {
+    let name: String
+    private let tool = packageRoot.appendingPathComponent("tools/mcastlab").path
+
+    init(name: String, receivers: Int) throws {
+        self.name = name
+        let outcome = try run(tool, ["up", "--name", name, "--receivers", String(receivers)])
+        guard outcome.status == 0 else { throw LabError("mcastlab up failed: \(outcome.stderr)") }
+    }
+
+    deinit { _ = try? run(tool, ["down", "--name", name]) }
+
+    /// Starts `arguments` (an executable and its arguments) inside `host`.
+    func spawn(_ host: String, _ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+        process.arguments = ["netns", "exec", "\(name)-\(host)"] + arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// Runs `arguments` inside `host` to completion.
+    func exec(_ host: String, _ arguments: [String], timeout: Double = 60) throws -> Outcome {
+        try run("/usr/sbin/ip", ["netns", "exec", "\(name)-\(host)"] + arguments, timeout: timeout)
+    }
+
+    /// The text of file `path` as `host` sees it (its own /proc/net).
+    func read(_ host: String, _ path: String) throws -> String { try exec(host, ["/bin/cat", path]).stdout }
+
+    /// Waits until UDP `port` is bound inside `host`, up to 10 s.
+    func waitUntilBound(_ host: String, port: UInt16, ipv6: Bool) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if udpTableHasBinding(try read(host, ipv6 ? "/proc/net/udp6" : "/proc/net/udp"), port: port) { return }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        throw LabError("nothing bound UDP port \(port) in \(host) within 10 s")
+    }
+}
+
 /// One multicast sender and several receivers on one bridged segment (tools/mcastlab): every
 /// receiver of the group gets every frame, a source-specific receiver of another source gets
 /// nothing, and a receiver that exits leaves the group.
 @Suite(.enabled(if: isRoot && uringEnabled, "needs root (network namespaces) and io_uring (CI has them)"))
 struct MulticastLabTests {
-    /// A tools/mcastlab segment, torn down on deinit.
-    final class Segment {
-        let name: String
-        private let tool = packageRoot.appendingPathComponent("tools/mcastlab").path
-
-        init(name: String, receivers: Int) throws {
-            self.name = name
-            let outcome = try run(tool, ["up", "--name", name, "--receivers", String(receivers)])
-            guard outcome.status == 0 else { throw LabError("mcastlab up failed: \(outcome.stderr)") }
-        }
-
-        deinit { _ = try? run(tool, ["down", "--name", name]) }
-
-        func spawn(_ host: String, _ arguments: [String]) throws -> Process {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-            process.arguments = ["netns", "exec", "\(name)-\(host)"] + arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            return process
-        }
-
-        func read(_ host: String, _ path: String) throws -> String {
-            try run("/usr/sbin/ip", ["netns", "exec", "\(name)-\(host)", "/bin/cat", path]).stdout
-        }
-
-        /// Waits until UDP `port` is bound inside `host`, up to 10 s.
-        func waitUntilBound(_ host: String, port: UInt16, ipv6: Bool) throws {
-            let deadline = Date().addingTimeInterval(10)
-            while Date() < deadline {
-                if udpTableHasBinding(try read(host, ipv6 ? "/proc/net/udp6" : "/proc/net/udp"), port: port) { return }
-                Thread.sleep(forTimeInterval: 0.02)
-            }
-            throw LabError("nothing bound UDP port \(port) in \(host) within 10 s")
-        }
-    }
-
     /// The group as the kernel lists it in /proc/net/igmp (IPv4, hex in host order) or
     /// /proc/net/igmp6 (IPv6, 32 hex digits).
     func kernelGroupText(_ group: String, ipv6: Bool) -> String {
@@ -65,7 +70,7 @@ struct MulticastLabTests {
         let binary = try #require(streamerBinary(), "streamer not built")
         let ipv6 = group.contains(":")
         let listen = ipv6 ? "[\(group)]:5004" : "\(group):5004"
-        let segment = try Segment(name: name, receivers: 7)
+        let segment = try MulticastSegment(name: name, receivers: 7)
         let directory = try temporaryDirectory("mcast")
         defer { try? FileManager.default.removeItem(at: directory) }
         func statsPath(_ host: String) -> String { directory.appendingPathComponent("\(host).json").path }
