@@ -25,6 +25,8 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
     func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
     return [
         "destination": stats.destination,
+        // A group: no receiver confirms packets, so there is no bound and no congestion control.
+        "multicast": (try? SocketAddress.parse(stats.destination))?.isMulticast ?? false,
         "srtp": srtpStatsObject(stats.srtp),
         "ssrc": Int(stats.ssrc),
         "redirects": stats.redirects,

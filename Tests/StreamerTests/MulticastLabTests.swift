@@ -97,6 +97,8 @@ struct MulticastLabTests {
         let sent = try readJSON(URL(fileURLWithPath: statsPath("snd")))
         let packets = try #require(intField(sent, "packets.sent"))
         #expect(intField(sent, "frames.sent") == frames)
+        #expect(field(sent, "multicast") as? Bool == true)
+        #expect(field(sent, "feedback.enabled") as? Bool == false)
         for index in 1...6 {
             let host = "r\(index)"
             #expect(waitForExit(receivers[host]!, seconds: 30) == 0, "\(host) got its frames")
