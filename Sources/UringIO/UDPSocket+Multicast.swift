@@ -15,6 +15,17 @@ extension SocketAddress {
     }
 }
 
+extension SocketAddress {
+    /// The IPv6 address with its scope (`sin6_scope_id`) set to interface `index`, as binding a
+    /// link-scoped address (fe80::, ff02::, ff12::) needs; IPv4 addresses are returned as they are.
+    public func scoped(to index: UInt32) -> SocketAddress {
+        guard family == .ipv6 else { return self }
+        var copy = self
+        copy.setScope(index)
+        return copy
+    }
+}
+
 /// The index of network interface `name` (`if_nametoindex(3)`); throws ENODEV when there is none.
 public func interfaceIndex(_ name: String) throws(SystemError) -> UInt32 {
     let index = if_nametoindex(name)

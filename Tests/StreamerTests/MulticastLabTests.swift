@@ -123,4 +123,28 @@ struct MulticastLabTests {
     @Test func ipv6EveryReceiverGetsEveryFrame() throws {
         try deliver(lab: "mcv6", group: "ff3e::1234", senderAddress: "fd78::1", wrongSource: "fd78::99")
     }
+
+    /// A link-local IPv6 group (ff12::) sent out of and joined on a named interface, with the
+    /// sender's own host not hearing it (`--multicast-loop off`): the other host gets every
+    /// frame, a receiver of the group on the sending host none.
+    @Test func linkLocalScopeOnNamedInterfaceWithoutLoop() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let segment = try MulticastSegment(name: "mcll", receivers: 1)
+        let directory = try temporaryDirectory("mcast")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func statsPath(_ host: String) -> String { directory.appendingPathComponent("\(host).json").path }
+        let listen = ["recv", "--listen", "[ff12::1234]:5004", "--iface", "eth0", "--quiet"]
+        let remote = try segment.spawn("r1", [binary] + listen + ["--frames", "60", "--stats", statsPath("r1")])
+        let local = try segment.spawn("snd", [binary] + listen + ["--duration", "120", "--stats", statsPath("snd-recv")])
+        try segment.waitUntilBound("r1", port: 5004, ipv6: true)
+        try segment.waitUntilBound("snd", port: 5004, ipv6: true)
+        let sent = try segment.exec("snd", [binary, "send", "--to", "[ff12::1234]:5004", "--multicast-if", "eth0",
+                                            "--multicast-loop", "off", "--frames", "60", "--size", "320x240", "--quiet"])
+        #expect(sent.status == 0, "send: \(sent.stderr)")
+        #expect(waitForExit(remote, seconds: 30) == 0)
+        #expect(intField(try readJSON(URL(fileURLWithPath: statsPath("r1"))), "frames.complete") == 60)
+        local.terminate()
+        _ = waitForExit(local, seconds: 30)
+        #expect(intField(try readJSON(URL(fileURLWithPath: statsPath("snd-recv"))), "packets.received") == 0)
+    }
 }

@@ -60,7 +60,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             if config.listen.isMulticast {
                 // Bound to the group: several receivers of it on one host, each hearing only it.
                 try rtp.allowSharedPort()
-                try rtp.bind(config.listen)
+                try rtp.bind(config.listen.scoped(to: config.multicastInterface))
                 try rtp.joinMulticast(group: config.listen, source: config.multicastSource,
                                       interface: config.multicastInterface)
             } else {
