@@ -19,7 +19,8 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
                    others can read FILE. --srtp-suite NAME: its suite (default AES_CM_128_HMAC_SHA1_80)
   --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP)
   --listen GROUP:PORT  a multicast group (239.1.2.3:5004, [ff3e::1234]:5004): joined, left on exit;
-                   several receivers of one group may run on one host. No feedback (not yet supported)
+                   several receivers of one group may run on one host; feedback (receiver
+                   reports, PLIs) goes to the sender's unicast address, every second by default
   --source ADDR    with a multicast --listen: source-specific, only from ADDR (SSM join)
   --iface IFACE    with a multicast --listen: join on this interface (default: the route's)
 """
@@ -74,7 +75,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
     var config = MediaReceiverConfig(listen: listen)
     if listen.isMulticast {
-        feedback = false  // receiver reports to a multicast sender: not yet supported
+        // Reports go to the sender's unicast address; many receivers: not every 20 ms.
+        if feedbackInterval == nil { feedbackInterval = 1 }
         config.multicastSource = multicastSource
         config.multicastInterface = multicastInterface
         if let multicastSource, multicastSource.family != listen.family {

@@ -27,6 +27,14 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "destination": stats.destination,
         // A group: no receiver confirms packets, so there is no bound and no congestion control.
         "multicast": (try? SocketAddress.parse(stats.destination))?.isMulticast ?? false,
+        "receivers": stats.receivers.map { report -> [String: Any] in
+            ["ssrc": Int(report.ssrc), "fractionLost": number(report.fractionLost), "cumulativeLost": report.cumulativeLost,
+             "highestSequence": Int(report.highestSequence), "jitterMs": number(report.jitterMs),
+             "reports": report.reports, "lastReportAtUnix": report.lastReportAtUnix]
+        },
+        "receiversSummary": ["count": stats.receivers.count, "evicted": stats.receiversEvicted,
+                             "worstFractionLost": number(stats.receivers.map(\.fractionLost).max()),
+                             "worstCumulativeLost": stats.receivers.map(\.cumulativeLost).max() ?? 0],
         "srtp": srtpStatsObject(stats.srtp),
         "ssrc": Int(stats.ssrc),
         "redirects": stats.redirects,

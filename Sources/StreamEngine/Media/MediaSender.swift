@@ -44,6 +44,9 @@ public struct MediaSenderConfig: Sendable {
     public var multicastInterface: UInt32?
     /// With a multicast destination: receivers on this host hear the stream too (`IP_MULTICAST_LOOP`).
     public var multicastLoop = true
+    /// With a multicast destination: receivers whose reports are kept (the least recently heard
+    /// is dropped for a new one).
+    public var maxMulticastReceivers = 1024
     /// Feedback on the RTP ports themselves instead of RTP port + 1.
     public var rtcpMux = false
     /// After the last packet, how long to wait for the final feedback.

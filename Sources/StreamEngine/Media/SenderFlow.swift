@@ -92,6 +92,8 @@ final class SenderFlow {
     private let bound: Int?
     private(set) var destination: SocketAddress
     private var lastForcedKeyframe: Int64 = -1 << 62
+    /// With a multicast destination: the receivers that report (nil for unicast).
+    private var multicastReceivers: MulticastReceivers?
     private var firstSend: Int64?
     private var lingerDeadline: Int64?
     private var nextSenderReport: Int64 = 0
@@ -130,8 +132,10 @@ final class SenderFlow {
         try socket.setTrafficMark(mark)
         socket.setSendBufferSize(4 << 20)
         feedbackSocket = config.rtcpMux ? socket : rtcpSocket
-        if config.feedback, let feedbackSocket {
-            if let rtcpSocket { try rtcpSocket.connect(Self.rtcpPeer(of: config.destination)) }  // only the receiver's RTCP
+        // A group's receivers report from their own addresses: its RTCP socket stays unconnected.
+        let multicast = config.destination.isMulticast && !config.rtcpMux
+        if config.feedback || multicast, let feedbackSocket {
+            if config.feedback, let rtcpSocket { try rtcpSocket.connect(Self.rtcpPeer(of: config.destination)) }  // only the receiver's RTCP
             try feedbackSocket.enableReceiveTimestamps()  // RTT from kernel arrival times
             try feedbackSocket.enableDropCounter()
             let receiver = try UDPMultishotReceiver(ring: ring, socket: feedbackSocket,
@@ -171,6 +175,7 @@ final class SenderFlow {
         }
         bound = flow.maxUnconfirmedBytes
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
+        if multicast { multicastReceivers = MulticastReceivers(capacity: config.maxMulticastReceivers) }
         local.pathMTU = pathMTU.mtu
         local.mtuSource = source == .configured ? source : pathMTU.source
         local.dscp = mark.dscp
@@ -233,7 +238,7 @@ final class SenderFlow {
             } catch where error.errno == EADDRINUSE && config.localPort == nil {
                 continue
             }
-            guard config.feedback && !config.rtcpMux else { return (rtp, nil) }
+            guard (config.feedback || config.destination.isMulticast) && !config.rtcpMux else { return (rtp, nil) }
             var rtcpAddress = try rtp.localAddress()
             guard rtcpAddress.port < 65_535 else { continue }
             rtcpAddress.port += 1
@@ -423,6 +428,14 @@ final class SenderFlow {
 
     /// One RTCP datagram from the receiver (plaintext: authenticated first when SRTP is on).
     private func handleRTCP(_ payload: UnsafeRawBufferPointer, arrival: Int64) {
+        if multicastReceivers != nil {
+            // Reports of a group's receivers: their state, and their PLIs (rate-limited as any).
+            if multicastReceivers!.handle(payload, ssrc: flow.ssrc, clockRate: 90_000, now: monotonicNanoseconds(),
+                                          unixNow: Double(arrival) / 1e9) {
+                requestKeyframe(fromPLI: true)
+            }
+            return
+        }
         if rtcp.handle(payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
             requestKeyframe(fromPLI: true)
         }
@@ -461,6 +474,10 @@ final class SenderFlow {
         local.feedbackIntervalMs = rtcp.reportInterval.map { Double($0) / 1e6 }
         local.feedbackRejected = rtcp.rejected
         local.feedbackKernelDrops = Int(feedbackReceiver?.counters.kernelDrops ?? 0)
+        if let multicastReceivers {
+            local.receivers = multicastReceivers.reports
+            local.receiversEvicted = multicastReceivers.evicted
+        }
         local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull
         local.framesSent = flow.framesWritten
         local.keyframes = flow.keyframesWritten
