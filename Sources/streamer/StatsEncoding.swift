@@ -30,11 +30,12 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "receivers": stats.receivers.map { report -> [String: Any] in
             ["ssrc": Int(report.ssrc), "fractionLost": number(report.fractionLost), "cumulativeLost": report.cumulativeLost,
              "highestSequence": Int(report.highestSequence), "jitterMs": number(report.jitterMs),
-             "reports": report.reports, "lastReportAtUnix": report.lastReportAtUnix]
+             "reports": report.reports, "lastReportAtUnix": report.lastReportAtUnix, "rttMs": number(report.rttMs)]
         },
         "receiversSummary": ["count": stats.receivers.count, "evicted": stats.receiversEvicted,
                              "worstFractionLost": number(stats.receivers.map(\.fractionLost).max()),
-                             "worstCumulativeLost": stats.receivers.map(\.cumulativeLost).max() ?? 0],
+                             "worstCumulativeLost": stats.receivers.map(\.cumulativeLost).max() ?? 0,
+                             "medianRttMs": number(median(stats.receivers.compactMap(\.rttMs)))],
         "srtp": srtpStatsObject(stats.srtp),
         "ssrc": Int(stats.ssrc),
         "redirects": stats.redirects,
@@ -220,4 +221,9 @@ extension SenderStats {
     var errorsByText: [String: Int] {
         Dictionary(errors.map { ($0.key.description, $0.value) }, uniquingKeysWith: +)
     }
+}
+
+/// The middle value (the upper of the two middle ones for an even count); nil for none.
+private func median(_ values: [Double]) -> Double? {
+    values.isEmpty ? nil : values.sorted()[values.count / 2]
 }

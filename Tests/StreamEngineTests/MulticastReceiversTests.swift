@@ -19,7 +19,7 @@ import Testing
 
     func handle(_ table: inout MulticastReceivers, _ packets: [RTCPPacket], at now: Int64) -> Bool {
         datagram(packets).withUnsafeBytes {
-            table.handle($0, ssrc: media, clockRate: 90_000, now: now, unixNow: Double(now))
+            table.handle($0, ssrc: media, clockRate: 90_000, now: now, realtime: now)
         }
     }
 
@@ -56,5 +56,22 @@ import Testing
         #expect(!handle(&table, [.receiverReport(RTCPReceiverReport(ssrc: 1)),
                                  .pictureLossIndication(RTCPPictureLossIndication(senderSSRC: 1, mediaSSRC: 42))], at: 2))
         #expect(table.reports.isEmpty)  // reports without a block about this flow
+    }
+
+    @Test func roundTripFromTheAnsweredSenderReport() {
+        var table = MulticastReceivers(capacity: 2)
+        let arrival: Int64 = 1_800_000_000_000_000_000
+        func compact(_ nanoseconds: Int64) -> UInt32 {
+            NTPTime(unixSeconds: nanoseconds / 1_000_000_000, nanoseconds: UInt32(nanoseconds % 1_000_000_000)).compact
+        }
+        // The SR left 30 ms before the report arrived and the receiver held it 20 ms (1310.72 units).
+        var answered = block(lost: 0)
+        answered.lastSR = compact(arrival - 30_000_000)
+        answered.delaySinceLastSR = 1311
+        datagram([.receiverReport(RTCPReceiverReport(ssrc: 1, reportBlocks: [answered]))]).withUnsafeBytes {
+            _ = table.handle($0, ssrc: media, clockRate: 90_000, now: 1, realtime: arrival)
+        }
+        let rtt = table.reports.first?.rttMs ?? -1
+        #expect(abs(rtt - 10) < 0.1, "rtt \(rtt) ms")
     }
 }

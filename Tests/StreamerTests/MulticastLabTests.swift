@@ -115,6 +115,8 @@ struct MulticastLabTests {
         #expect(reporting.count == 6, "\(reporting)")
         #expect(reporting.allSatisfy { ($0["cumulativeLost"] as? Int) == 0 && (($0["reports"] as? Int) ?? 0) >= 1 })
         #expect(intField(sent, "receiversSummary.evicted") == 0)
+        // Sender reports go to the group's RTCP port every ~100 ms: each receiver answered some.
+        #expect(reporting.allSatisfy { (($0["rttMs"] as? Double) ?? 0) > 0 }, "\(reporting)")
         let wrong = receivers["r7"]!
         wrong.terminate()
         _ = waitForExit(wrong, seconds: 30)

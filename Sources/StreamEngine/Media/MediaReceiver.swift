@@ -80,6 +80,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             do throws(SystemError) {
                 guard bound.port < 65_535 else { throw SystemError("cannot bind", errno: EADDRINUSE, context: "RTCP port") }
                 try rtcp.bind(rtcpAddress)
+                if config.listen.isMulticast {  // the sender's reports go to the group's RTCP port
+                    var group = config.listen
+                    group.port = rtcpAddress.port
+                    try rtcp.joinMulticast(group: group, source: config.multicastSource, interface: config.multicastInterface)
+                }
                 (socket, rtcpSocket, localAddress) = (rtp, rtcp, bound)
                 break
             } catch {

@@ -305,7 +305,9 @@ final class SenderFlow {
     /// a media batch every time, see the bottleneck queue at the low point of our own send
     /// rhythm, and the RTT would read low (measured: 0.1-1.3 ms below ping at 3 Mbit/s).
     func senderReportDue(now: Int64) -> Int64? {
-        guard config.feedback, feedbackSocket != nil, flow.log.sent > 0 else { return nil }
+        // A group's packets are not tracked (no log): its first written frame starts the reports.
+        let sending = flow.log.sent > 0 || (multicastReceivers != nil && flow.framesWritten > 0)
+        guard config.feedback || multicastReceivers != nil, feedbackSocket != nil, sending else { return nil }
         if nextSenderReport == 0 { scheduleSenderReport(after: now) }
         return nextSenderReport
     }
@@ -326,7 +328,9 @@ final class SenderFlow {
                                       packets: local.packetsSent, octets: local.bytesSent,
                                       mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
         guard let report = srtp.map({ $0.protectRTCP(plain) }) ?? plain else { return }  // counted in srtp.protectFailed
-        let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
+        // To a group's RTCP port (its receivers join it there too); a unicast socket is connected.
+        let group = multicastReceivers != nil ? Self.rtcpPeer(of: destination) : nil
+        let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0, destination: group)) != nil }
         if sent { local.senderReports += 1 }
     }
 
@@ -431,7 +435,7 @@ final class SenderFlow {
         if multicastReceivers != nil {
             // Reports of a group's receivers: their state, and their PLIs (rate-limited as any).
             if multicastReceivers!.handle(payload, ssrc: flow.ssrc, clockRate: 90_000, now: monotonicNanoseconds(),
-                                          unixNow: Double(arrival) / 1e9) {
+                                          realtime: arrival) {
                 requestKeyframe(fromPLI: true)
             }
             return
