@@ -46,6 +46,12 @@ public struct SDPSessionDescription: Sendable, Hashable {
     /// a=crypto (RFC 4568 SDES, the first one read): the stream is SRTP, and the m= line's
     /// profile is written as RTP/SAVP. It holds the key: an SDP with one is a secret.
     public var crypto: SDPCrypto?
+    /// The TTL written after an IPv4 multicast connection address (`c=IN IP4 239.1.2.3/TTL`,
+    /// RFC 8866 5.7); nil for unicast. IPv6 c= lines carry none: it is not written for them.
+    public var multicastTTL: Int?
+    /// For source-specific multicast, the one source address the group is received from
+    /// (`a=source-filter: incl IN IP4 GROUP SOURCE`, RFC 4570); nil: any source.
+    public var sourceFilter: String?
 
     /// Makes a description; H265/90000 on payload type ``RTPHeader/defaultHEVCPayloadType``
     /// unless told otherwise.
@@ -105,7 +111,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
             && lhs.rtcpPort == rhs.rtcpPort && lhs.rtcpMux == rhs.rtcpMux
             && lhs.frameRate?.numerator == rhs.frameRate?.numerator
             && lhs.frameRate?.denominator == rhs.frameRate?.denominator && lhs.control == rhs.control
-            && lhs.crypto == rhs.crypto
+            && lhs.crypto == rhs.crypto && lhs.multicastTTL == rhs.multicastTTL && lhs.sourceFilter == rhs.sourceFilter
     }
 
     /// Hashes the identifying fields.
@@ -124,7 +130,8 @@ public struct SDPSessionDescription: Sendable, Hashable {
         lines.append("o=- \(sessionID) \(sessionVersion) IN \(Self.family(originAddress)) \(Self.clean(originAddress))")
         let name = Self.clean(sessionName)
         lines.append("s=\(name.isEmpty ? "-" : name)")
-        lines.append("c=IN \(Self.family(connectionAddress)) \(Self.clean(connectionAddress))")
+        let ttl = multicastTTL.map { Self.family(connectionAddress) == "IP4" ? "/\($0)" : "" } ?? ""
+        lines.append("c=IN \(Self.family(connectionAddress)) \(Self.clean(connectionAddress))\(ttl)")
         lines.append("t=0 0")
         lines.append("m=video \(port) \(crypto == nil ? "RTP/AVP" : "RTP/SAVP") \(payloadType)")
         lines.append("a=rtpmap:\(payloadType) \(Self.clean(encodingName))/\(clockRate)")
@@ -138,12 +145,15 @@ public struct SDPSessionDescription: Sendable, Hashable {
         if let frameRate, let formatted = Self.format(frameRate) { lines.append("a=framerate:\(formatted)") }
         if let control { lines.append("a=control:\(Self.clean(control))") }
         if let crypto { lines.append("a=crypto:" + Self.clean(crypto.attributeValue)) }
+        if let sourceFilter {
+            lines.append("a=source-filter: incl IN \(Self.family(sourceFilter)) \(Self.clean(connectionAddress)) \(Self.clean(sourceFilter))")
+        }
         return lines.map { $0 + "\r\n" }.joined()
     }
 
     /// Reads a description back: connection address (media-level c= over session-level),
     /// port and payload type of the first video m= line, its rtpmap and fmtp sprops,
-    /// rtcp, rtcp-mux, framerate, control and the first crypto. Accepts LF or CRLF endings; ignores other lines.
+    /// rtcp, rtcp-mux, framerate, control, the first crypto, a multicast TTL and an inclusive source-filter. Accepts LF or CRLF endings; ignores other lines.
     public init(parsing text: String) throws(SDPError) {
         self.init(connectionAddress: "", port: 0)
         var sessionConnection: String?
@@ -177,8 +187,15 @@ public struct SDPSessionDescription: Sendable, Hashable {
                 guard fields.count == 3, fields[0] == "IN", fields[1] == "IP4" || fields[1] == "IP6" else {
                     throw SDPError("sdp: line \(number): bad c= line")
                 }
-                let address = String(fields[2].split(separator: "/", omittingEmptySubsequences: false)[0])
+                let parts = fields[2].split(separator: "/", omittingEmptySubsequences: false)
+                let address = String(parts[0])
                 guard !address.isEmpty else { throw SDPError("sdp: line \(number): c= line without an address") }
+                if fields[1] == "IP4", parts.count >= 2 {
+                    guard let ttl = Int(parts[1]), (0...255).contains(ttl) else {
+                        throw SDPError("sdp: line \(number): bad TTL in c= line")
+                    }
+                    if !sawMedia || inVideo { multicastTTL = ttl }
+                }
                 if !sawMedia { sessionConnection = address } else if inVideo { mediaConnection = address }
             case "m":
                 sawMedia = true
@@ -246,6 +263,13 @@ public struct SDPSessionDescription: Sendable, Hashable {
             frameRate = Self.parseRate(argument)
         case "control":
             control = argument  // the video's own (later) line overrides a session-level one
+        case "source-filter":
+            // RFC 4570: `incl IN IP4 DEST SRC...`; the first source of an inclusive filter is taken.
+            let fields = argument.split(separator: " ")
+            guard fields.count >= 5, fields[1] == "IN", fields[2] == "IP4" || fields[2] == "IP6" else {
+                throw SDPError("sdp: line \(number): bad a=source-filter (want incl IN IP4 DEST SRC)")
+            }
+            if fields[0] == "incl" { sourceFilter = String(fields[4]) }
         case "crypto":
             guard crypto == nil else { return }  // the first offer is the one taken
             guard let parsed = SDPCrypto(parsing: argument) else {

@@ -114,6 +114,11 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Sets `sin6_scope_id` (offset 24 of a `sockaddr_in6`); only for IPv6.
+    mutating func setScope(_ index: UInt32) {
+        withUnsafeMutableBytes(of: &storage) { raw in raw.storeBytes(of: index, toByteOffset: 24, as: UInt32.self) }
+    }
+
     /// The numeric host, without the port.
     public var host: String {
         withUnsafeBytes(of: storage) { raw -> String in

@@ -18,6 +18,11 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
   --srtp-key @FILE SRTP/SRTCP with the key in FILE (base64 of key and salt, as send's); refused if
                    others can read FILE. --srtp-suite NAME: its suite (default AES_CM_128_HMAC_SHA1_80)
   --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP)
+  --listen GROUP:PORT  a multicast group (239.1.2.3:5004, [ff3e::1234]:5004): joined, left on exit;
+                   several receivers of one group may run on one host; feedback (receiver
+                   reports, PLIs) goes to the sender's unicast address (--feedback-interval default 1)
+  --source ADDR    with a multicast --listen: source-specific, only from ADDR (SSM join)
+  --iface IFACE    with a multicast --listen: join on this interface (default: the route's)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {
@@ -34,6 +39,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var from: SocketAddress?
     var quiet = false
     var srtp = SRTPOptions()
+    var multicastSource: SocketAddress?
+    var multicastInterface: UInt32 = 0
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
         switch argument {
@@ -54,6 +61,11 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
             feedbackInterval = seconds
         case "--from": from = try parseAddress(try reader.value(for: argument), option: argument)
         case "--quiet": quiet = true
+        case "--source":
+            let text = try reader.value(for: argument)
+            guard let address = SocketAddress(ip: text, port: 0) else { throw UsageError("--source: '\(text)' is not a numeric address") }
+            multicastSource = address
+        case "--iface": multicastInterface = try interfaceIndex(try reader.value(for: argument))
         default:
             guard try srtp.parse(argument, &reader, sdp: true) else {
                 throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
@@ -62,6 +74,18 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     }
     guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
     var config = MediaReceiverConfig(listen: listen)
+    if listen.isMulticast {
+        // Reports go to the sender's unicast address; many receivers: not every 20 ms (the
+        // receive core still reports every 250 ms at the least).
+        if feedbackInterval == nil { feedbackInterval = 1 }
+        config.multicastSource = multicastSource
+        config.multicastInterface = multicastInterface
+        if let multicastSource, multicastSource.family != listen.family {
+            throw UsageError("--source: \(multicastSource.host) is not of the group's address family")
+        }
+    } else if multicastSource != nil || multicastInterface != 0 {
+        throw UsageError("--source/--iface: only with a multicast --listen address")
+    }
     config.feedback = feedback
     config.rtcpMux = rtcpMux
     if let feedbackInterval { config.reportInterval = .seconds(feedbackInterval) }

@@ -14,12 +14,18 @@ func sdpFilePath(_ path: String, flow index: Int) -> String {
 
 /// Writes an SDP that ffplay, VLC and GStreamer open to receive the stream at `destination`.
 /// With `crypto` (SRTP) the file holds the key: only its owner may read it.
+/// A multicast `destination` gets its TTL on the c= line and, with `ssmSource`, an `a=source-filter`.
 func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int, payloadType: UInt8,
-              rtcpMux: Bool, crypto: SDPCrypto? = nil) throws {
-    let sdp = SDPSessionDescription.hevc(
+              rtcpMux: Bool, crypto: SDPCrypto? = nil, multicastTTL: Int = 1, ssmSource: String? = nil) throws {
+    var sdp = SDPSessionDescription.hevc(
         parameterSets: headers, sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1,
         sessionName: "streamer", originAddress: destination.host, connectionAddress: destination.host,
         port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1), crypto: crypto)
+    if destination.isMulticast {
+        sdp.multicastTTL = multicastTTL
+        sdp.sourceFilter = ssmSource
+        if let ssmSource { sdp.originAddress = ssmSource }
+    }
     if crypto != nil {
         try writeOwnerOnly(sdp.text, to: path)
     } else {
@@ -29,10 +35,12 @@ func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], f
 
 /// Writes one SDP per flow (the first at `path`, the others beside it: ``sdpFilePath(_:flow:)``)
 /// for the stream with these parameter sets.
-func writeSDPFiles(_ path: String, flows: [MediaSenderConfig], parameterSets: [[UInt8]], frameRate: Int) throws {
+func writeSDPFiles(_ path: String, flows: [MediaSenderConfig], parameterSets: [[UInt8]], frameRate: Int,
+                   ssmSource: String? = nil) throws {
     for (index, flow) in flows.enumerated() {
         try writeSDP(to: sdpFilePath(path, flow: index), destination: flow.destination, headers: parameterSets,
                      fps: frameRate, payloadType: flow.payloadType, rtcpMux: flow.rtcpMux,
-                     crypto: flow.srtp.map { SDPCrypto(suite: $0.suite.rawValue, inlineKey: $0.inlineBase64) })
+                     crypto: flow.srtp.map { SDPCrypto(suite: $0.suite.rawValue, inlineKey: $0.inlineBase64) },
+                     multicastTTL: flow.multicastTTL, ssmSource: ssmSource)
     }
 }

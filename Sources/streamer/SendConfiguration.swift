@@ -44,8 +44,9 @@ struct SendConfiguration {
         if case .hevcFile = source { isFile = true }
         // A pace the user pinned (--pace, or pace= on a --to) is kept: no controller then unless asked.
         let pacePinned = options.pace != nil || options.targets.contains { $0.pace != nil }
+        let multicast = options.targets.contains { $0.address.isMulticast }
         let congestionControl = options.congestionControl
-            ?? (!isFile && !pacePinned && !options.noFeedback && options.rtspListen == nil)
+            ?? (!isFile && !pacePinned && !options.noFeedback && options.rtspListen == nil && !multicast)
         if (isFile || pacePinned) && options.congestionControl == nil,
            let given = [("--min-bitrate", options.minBitrate), ("--max-bitrate", options.maxBitrate),
                         ("--start-bitrate", options.startBitrate)].first(where: { $0.1 != nil }) {
@@ -64,6 +65,13 @@ struct SendConfiguration {
             var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass,
                                       ecn: target.ecn, pace: target.pace)
             config.localPort = options.localPort.map { $0 + UInt16(2 * index) }
+            if target.address.isMulticast {
+                // The network copies; no receiver's feedback is per packet (README "many receivers").
+                config.feedback = false
+                config.multicastTTL = target.ttl ?? 1
+                config.multicastInterface = options.multicastInterface
+                config.multicastLoop = options.multicastLoop
+            }
             if congestionControl {
                 let rates = options.congestionBitrates
                 config.congestionControl = .scream(ScreamConfiguration(

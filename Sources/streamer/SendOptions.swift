@@ -10,6 +10,8 @@ struct SendOptions {
         var serviceClass: ServiceClass?
         var ecn: ECNCodepoint?
         var pace: Double?
+        /// `ttl=N` for a multicast destination (default 1).
+        var ttl: Int?
     }
     var targets: [Target] = []
     var destination: SocketAddress? { targets.first?.address }
@@ -44,6 +46,12 @@ struct SendOptions {
     var printRateChanges = false
     var statsSeriesPath: String?
     var srtp = SRTPOptions()
+    /// `--multicast-if IFACE`: the interface index multicast leaves by.
+    var multicastInterface: UInt32?
+    /// `--multicast-loop on|off`.
+    var multicastLoop = true
+    /// `--ssm-source ADDR`: the SDP's `a=source-filter` source for source-specific receivers.
+    var ssmSource: String?
 
     static let help = """
     usage: streamer send --to HOST:PORT[,class=C][,ecn=E][,pace=RATE] [--to ...] | --rtsp [ADDR:]PORT [options]
@@ -56,6 +64,12 @@ struct SendOptions {
                                  one client plays rtsp://HOST:PORT/stream (RTP/UDP unicast); the run
                                  ends when it leaves (TEARDOWN or connection closed); --frames and
                                  --duration count from PLAY
+      --to GROUP:PORT[,ttl=N]    a multicast group (239.1.2.3:5004, [ff3e::1234]:5004): sent once, copied
+                                 by the network; ttl= the hop limit (default 1). No feedback, bound or
+                                 congestion control apply to a multicast flow (see README "many receivers")
+      --multicast-if IFACE       multicast leaves by this interface (default: the route's)
+      --multicast-loop on|off    receivers on this host hear the multicast stream (default on)
+      --ssm-source ADDR          the --sdp says a=source-filter: incl ... ADDR (RFC 4570) for SSM receivers
       --rtcp-mux                 RTCP on the RTP ports themselves (RFC 5761), not RTP port + 1
       --local-port PORT          send from this even UDP port, RTCP on the next (default: any free pair;
                                  with several --to, flow i uses PORT + 2i)
@@ -147,6 +161,15 @@ struct SendOptions {
             case "--start-bitrate": options.startBitrate = try parseRate(try reader.value(for: argument), option: argument)
             case "--print-rate-changes": options.printRateChanges = true
             case "--stats-series": options.statsSeriesPath = try reader.value(for: argument)
+            case "--multicast-if": options.multicastInterface = try interfaceIndex(try reader.value(for: argument))
+            case "--multicast-loop":
+                let text = try reader.value(for: argument)
+                guard text == "on" || text == "off" else { throw UsageError("--multicast-loop: '\(text)' is not one of on, off") }
+                options.multicastLoop = text == "on"
+            case "--ssm-source":
+                let text = try reader.value(for: argument)
+                guard SocketAddress(ip: text, port: 0) != nil else { throw UsageError("--ssm-source: '\(text)' is not a numeric address") }
+                options.ssmSource = text
             default:
                 guard try options.srtp.parse(argument, &reader, sdp: false) else {
                     throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
@@ -171,6 +194,7 @@ struct SendOptions {
         if options.rtspListen != nil && options.statsSeriesPath != nil {
             throw UsageError("--stats-series: not with --rtsp")
         }
+        try options.checkMulticast()
         try options.checkCongestionControl()
         return options
     }
@@ -181,6 +205,17 @@ struct SendOptions {
         let maximum = maxBitrate ?? max(bitrate, minBitrate ?? 0, startBitrate ?? 0)
         let minimum = minBitrate ?? min(150_000, startBitrate ?? maximum, maximum)
         return (minimum, startBitrate ?? min(max(bitrate, minimum), maximum), maximum)
+    }
+
+    /// A multicast flow has no feedback: `--cc on` and `--max-unconfirmed` are refused with one;
+    /// `ttl=` only on a multicast `--to`.
+    private func checkMulticast() throws {
+        for target in targets where target.ttl != nil && !target.address.isMulticast {
+            throw UsageError("--to \(target.text): ttl= only for a multicast group")
+        }
+        guard let group = targets.first(where: { $0.address.isMulticast }) else { return }
+        if congestionControl == true { throw UsageError("--cc on: not with a multicast --to (\(group.text): no per-packet feedback)") }
+        if maxUnconfirmed != nil { throw UsageError("--max-unconfirmed: not with a multicast --to (\(group.text): no per-packet feedback)") }
     }
 
     /// `--cc` and its bitrates fit together: `--cc on` needs feedback and a `--to`; the bitrates
@@ -214,7 +249,8 @@ struct SendOptions {
             case ("class", 2): target.serviceClass = try parseServiceClass(pair[1], option: "--to \(parts[0]),class")
             case ("ecn", 2): target.ecn = try parseECN(pair[1], option: "--to \(parts[0]),ecn")
             case ("pace", 2): target.pace = try parseRate(pair[1], option: "--to \(parts[0]),pace")
-            default: throw UsageError("--to: '\(part)' is not class=C, ecn=E or pace=RATE (in '\(text)')")
+            case ("ttl", 2): target.ttl = try parsePositiveInt(pair[1], option: "--to \(parts[0]),ttl", range: 1...255)
+            default: throw UsageError("--to: '\(part)' is not class=C, ecn=E, pace=RATE or ttl=N (in '\(text)')")
             }
         }
         return target

@@ -25,6 +25,17 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
     func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
     return [
         "destination": stats.destination,
+        // A group: no receiver confirms packets, so there is no bound and no congestion control.
+        "multicast": (try? SocketAddress.parse(stats.destination))?.isMulticast ?? false,
+        "receivers": stats.receivers.map { report -> [String: Any] in
+            ["ssrc": Int(report.ssrc), "fractionLost": number(report.fractionLost), "cumulativeLost": report.cumulativeLost,
+             "highestSequence": Int(report.highestSequence), "jitterMs": number(report.jitterMs),
+             "reports": report.reports, "lastReportAtUnix": report.lastReportAtUnix, "rttMs": number(report.rttMs)]
+        },
+        "receiversSummary": ["count": stats.receivers.count, "evicted": stats.receiversEvicted,
+                             "worstFractionLost": number(stats.receivers.map(\.fractionLost).max()),
+                             "worstCumulativeLost": stats.receivers.map(\.cumulativeLost).max() ?? 0,
+                             "medianRttMs": number(median(stats.receivers.compactMap(\.rttMs)))],
         "srtp": srtpStatsObject(stats.srtp),
         "ssrc": Int(stats.ssrc),
         "redirects": stats.redirects,
@@ -210,4 +221,9 @@ extension SenderStats {
     var errorsByText: [String: Int] {
         Dictionary(errors.map { ($0.key.description, $0.value) }, uniquingKeysWith: +)
     }
+}
+
+/// The middle value (the upper of the two middle ones for an even count); nil for none.
+private func median(_ values: [Double]) -> Double? {
+    values.isEmpty ? nil : values.sorted()[values.count / 2]
 }

@@ -192,3 +192,40 @@ struct SDPCryptoTests {
         }
     }
 }
+
+@Suite("SDP multicast")
+struct SDPMulticastTests {
+    @Test func ipv4GroupWithTTLAndSourceFilterRoundTrips() throws {
+        var sdp = SDPSessionDescription(originAddress: "10.0.0.1", connectionAddress: "239.1.2.3", port: 5004)
+        sdp.multicastTTL = 4
+        sdp.sourceFilter = "10.0.0.1"
+        let text = sdp.text
+        #expect(text.contains("c=IN IP4 239.1.2.3/4\r\n"))
+        #expect(text.contains("a=source-filter: incl IN IP4 239.1.2.3 10.0.0.1\r\n"))
+        let parsed = try SDPSessionDescription(parsing: text)
+        #expect(parsed.connectionAddress == "239.1.2.3")
+        #expect(parsed.multicastTTL == 4)
+        #expect(parsed.sourceFilter == "10.0.0.1")
+        #expect(parsed == sdp)
+    }
+
+    @Test func ipv6GroupHasNoTTL() throws {
+        var sdp = SDPSessionDescription(originAddress: "fd00::1", connectionAddress: "ff3e::1234", port: 5004)
+        sdp.multicastTTL = 4
+        #expect(sdp.text.contains("c=IN IP6 ff3e::1234\r\n"))
+        let parsed = try SDPSessionDescription(parsing: sdp.text)
+        #expect(parsed.connectionAddress == "ff3e::1234")
+        #expect(parsed.multicastTTL == nil)
+    }
+
+    @Test func badTTLAndSourceFilterAreErrors() {
+        let base = "v=0\r\no=- 1 1 IN IP4 10.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 5004 RTP/AVP 96\r\n"
+        #expect(throws: SDPError.self) { try SDPSessionDescription(parsing: base + "c=IN IP4 239.1.2.3/x\r\n") }
+        #expect(throws: SDPError.self) { try SDPSessionDescription(parsing: base + "c=IN IP4 239.1.2.3/300\r\n") }
+        #expect(throws: SDPError.self) {
+            try SDPSessionDescription(parsing: base + "c=IN IP4 239.1.2.3\r\na=source-filter: incl IN IP4 239.1.2.3\r\n")
+        }
+        let excluded = try? SDPSessionDescription(parsing: base + "c=IN IP4 239.1.2.3\r\na=source-filter: excl IN IP4 239.1.2.3 10.0.0.9\r\n")
+        #expect(excluded?.sourceFilter == nil)
+    }
+}

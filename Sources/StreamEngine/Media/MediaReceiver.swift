@@ -25,6 +25,11 @@ public struct MediaReceiverConfig: Sendable {
     /// decrypted before the receive session sees it (what fails is dropped and counted in
     /// `ReceiverStats.srtp`, nothing else), and the feedback is protected. nil: plain RTP.
     public var srtp: SRTPMasterKey?
+    /// With a multicast `listen` address (the group is joined on `init` and left on exit): only
+    /// datagrams from this source (source-specific, `MCAST_JOIN_SOURCE_GROUP`); nil: any source.
+    public var multicastSource: SocketAddress?
+    /// With a multicast `listen` address: the interface index to join on (0: the route's).
+    public var multicastInterface: UInt32 = 0
 
     /// Makes a configuration listening on `listen`.
     public init(listen: SocketAddress) { self.listen = listen }
@@ -52,18 +57,34 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         while true {
             attempt += 1
             let rtp = try UDPSocket(family: config.listen.family)
-            try rtp.bind(config.listen)
+            if config.listen.isMulticast {
+                // Bound to the group: several receivers of it on one host, each hearing only it.
+                try rtp.allowSharedPort()
+                try rtp.bind(config.listen.scoped(to: config.multicastInterface))
+                try rtp.joinMulticast(group: config.listen, source: config.multicastSource,
+                                      interface: config.multicastInterface)
+            } else {
+                try rtp.bind(config.listen)
+            }
             let bound = try rtp.localAddress()
             guard config.feedback && !config.rtcpMux else {
                 (socket, rtcpSocket, localAddress) = (rtp, nil, bound)
                 break
             }
-            var rtcpAddress = bound
+            // A multicast receiver's RTCP goes out from (and comes back to) its unicast address.
+            var rtcpAddress = config.listen.isMulticast
+                ? SocketAddress(ip: config.listen.family == .ipv6 ? "::" : "0.0.0.0", port: 0)! : bound
             rtcpAddress.port = bound.port &+ 1
             let rtcp = try UDPSocket(family: config.listen.family)
+            if config.listen.isMulticast { try rtcp.allowSharedPort() }
             do throws(SystemError) {
                 guard bound.port < 65_535 else { throw SystemError("cannot bind", errno: EADDRINUSE, context: "RTCP port") }
                 try rtcp.bind(rtcpAddress)
+                if config.listen.isMulticast {  // the sender's reports go to the group's RTCP port
+                    var group = config.listen
+                    group.port = rtcpAddress.port
+                    try rtcp.joinMulticast(group: group, source: config.multicastSource, interface: config.multicastInterface)
+                }
                 (socket, rtcpSocket, localAddress) = (rtp, rtcp, bound)
                 break
             } catch {

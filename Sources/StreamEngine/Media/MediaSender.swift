@@ -38,6 +38,15 @@ public struct MediaSenderConfig: Sendable {
     public var maxUnconfirmedBytes: Int?
     /// Local RTP port (RTCP on the next one unless muxed); nil: any free even/odd pair.
     public var localPort: UInt16?
+    /// With a multicast destination: the hop limit (IPv4 TTL, IPv6 hops), default 1 (this link).
+    public var multicastTTL = 1
+    /// With a multicast destination: the interface index it leaves by; nil: the route's.
+    public var multicastInterface: UInt32?
+    /// With a multicast destination: receivers on this host hear the stream too (`IP_MULTICAST_LOOP`).
+    public var multicastLoop = true
+    /// With a multicast destination: receivers whose reports are kept (the least recently heard
+    /// is dropped for a new one).
+    public var maxMulticastReceivers = 1024
     /// Feedback on the RTP ports themselves instead of RTP port + 1.
     public var rtcpMux = false
     /// After the last packet, how long to wait for the final feedback.

@@ -92,6 +92,8 @@ final class SenderFlow {
     private let bound: Int?
     private(set) var destination: SocketAddress
     private var lastForcedKeyframe: Int64 = -1 << 62
+    /// With a multicast destination: the receivers that report (nil for unicast).
+    private var multicastReceivers: MulticastReceivers?
     private var firstSend: Int64?
     private var lingerDeadline: Int64?
     private var nextSenderReport: Int64 = 0
@@ -116,6 +118,10 @@ final class SenderFlow {
         srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         let trailer = srtp?.outbound.overhead(.rtp) ?? 0  // the packetizer and the probes plan for the tag
         (socket, rtcpSocket) = try Self.openSockets(config)
+        if config.destination.isMulticast {
+            try socket.setMulticastSend(ttl: config.multicastTTL, interface: config.multicastInterface,
+                                        loop: config.multicastLoop)
+        }
         try socket.connect(config.destination)
         // DF always. With auto, IP_PMTUDISC_PROBE: the engine's own measured MTU is the clamp,
         // and probes above the kernel's cached path MTU (which lasts 10 minutes) must still go
@@ -126,8 +132,10 @@ final class SenderFlow {
         try socket.setTrafficMark(mark)
         socket.setSendBufferSize(4 << 20)
         feedbackSocket = config.rtcpMux ? socket : rtcpSocket
-        if config.feedback, let feedbackSocket {
-            if let rtcpSocket { try rtcpSocket.connect(Self.rtcpPeer(of: config.destination)) }  // only the receiver's RTCP
+        // A group's receivers report from their own addresses: its RTCP socket stays unconnected.
+        let multicast = config.destination.isMulticast && !config.rtcpMux
+        if config.feedback || multicast, let feedbackSocket {
+            if config.feedback, let rtcpSocket { try rtcpSocket.connect(Self.rtcpPeer(of: config.destination)) }  // only the receiver's RTCP
             try feedbackSocket.enableReceiveTimestamps()  // RTT from kernel arrival times
             try feedbackSocket.enableDropCounter()
             let receiver = try UDPMultishotReceiver(ring: ring, socket: feedbackSocket,
@@ -167,6 +175,7 @@ final class SenderFlow {
         }
         bound = flow.maxUnconfirmedBytes
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
+        if multicast { multicastReceivers = MulticastReceivers(capacity: config.maxMulticastReceivers) }
         local.pathMTU = pathMTU.mtu
         local.mtuSource = source == .configured ? source : pathMTU.source
         local.dscp = mark.dscp
@@ -229,7 +238,7 @@ final class SenderFlow {
             } catch where error.errno == EADDRINUSE && config.localPort == nil {
                 continue
             }
-            guard config.feedback && !config.rtcpMux else { return (rtp, nil) }
+            guard (config.feedback || config.destination.isMulticast) && !config.rtcpMux else { return (rtp, nil) }
             var rtcpAddress = try rtp.localAddress()
             guard rtcpAddress.port < 65_535 else { continue }
             rtcpAddress.port += 1
@@ -296,7 +305,9 @@ final class SenderFlow {
     /// a media batch every time, see the bottleneck queue at the low point of our own send
     /// rhythm, and the RTT would read low (measured: 0.1-1.3 ms below ping at 3 Mbit/s).
     func senderReportDue(now: Int64) -> Int64? {
-        guard config.feedback, feedbackSocket != nil, flow.log.sent > 0 else { return nil }
+        // A group's packets are not tracked (no log): its first written frame starts the reports.
+        let sending = flow.log.sent > 0 || (multicastReceivers != nil && flow.framesWritten > 0)
+        guard config.feedback || multicastReceivers != nil, feedbackSocket != nil, sending else { return nil }
         if nextSenderReport == 0 { scheduleSenderReport(after: now) }
         return nextSenderReport
     }
@@ -317,7 +328,9 @@ final class SenderFlow {
                                       packets: local.packetsSent, octets: local.bytesSent,
                                       mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
         guard let report = srtp.map({ $0.protectRTCP(plain) }) ?? plain else { return }  // counted in srtp.protectFailed
-        let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0)) != nil }
+        // To a group's RTCP port (its receivers join it there too); a unicast socket is connected.
+        let group = multicastReceivers != nil ? Self.rtcpPeer(of: destination) : nil
+        let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0, destination: group)) != nil }
         if sent { local.senderReports += 1 }
     }
 
@@ -419,6 +432,14 @@ final class SenderFlow {
 
     /// One RTCP datagram from the receiver (plaintext: authenticated first when SRTP is on).
     private func handleRTCP(_ payload: UnsafeRawBufferPointer, arrival: Int64) {
+        if multicastReceivers != nil {
+            // Reports of a group's receivers: their state, and their PLIs (rate-limited as any).
+            if multicastReceivers!.handle(payload, ssrc: flow.ssrc, clockRate: 90_000, now: monotonicNanoseconds(),
+                                          realtime: arrival) {
+                requestKeyframe(fromPLI: true)
+            }
+            return
+        }
         if rtcp.handle(payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
             requestKeyframe(fromPLI: true)
         }
@@ -457,6 +478,10 @@ final class SenderFlow {
         local.feedbackIntervalMs = rtcp.reportInterval.map { Double($0) / 1e6 }
         local.feedbackRejected = rtcp.rejected
         local.feedbackKernelDrops = Int(feedbackReceiver?.counters.kernelDrops ?? 0)
+        if let multicastReceivers {
+            local.receivers = multicastReceivers.reports
+            local.receiversEvicted = multicastReceivers.evicted
+        }
         local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull
         local.framesSent = flow.framesWritten
         local.keyframes = flow.keyframesWritten

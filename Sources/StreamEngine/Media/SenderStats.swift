@@ -155,4 +155,10 @@ public struct SenderStats: Sendable, Equatable {
     public var congestion: CongestionStats?
     /// SRTP counters of this flow, both directions (nil without SRTP).
     public var srtp: SRTPStats?
+    /// With a multicast destination: each receiver's last report, by SSRC (at most
+    /// `MediaSenderConfig.maxMulticastReceivers`).
+    public var receivers: [MulticastReceiverReport] = []
+    /// With a multicast destination: receivers dropped from `receivers` to make room for new
+    /// ones (the least recently heard).
+    public var receiversEvicted = 0
 }
