@@ -159,6 +159,7 @@ extension ReceiveRejection: StatsKeyed {
         case .timestampJump: "timestampJump"
         case .sequenceJump: "sequenceJump"
         case .rtcpForeignSource: "rtcp.foreignSource"
+        case .badRetransmission: "badRetransmission"
         case .rtcp(let kind): "rtcp." + kind.rawValue
         case .payload(let reason): "payload." + reason.rawValue
         }

@@ -29,6 +29,8 @@ struct ReceiverFeedback: Sendable {
     /// A sender report arrived that no report has answered yet.
     private(set) var senderReportUnanswered = false
     private var pictureLossPending = false
+    /// Generic NACK entries for the next report (RFC 4585 6.2.1).
+    private var retransmissionRequests: [RTCPGenericNACK.Entry] = []
     private var probesToConfirm: [RTCPPathMTUConfirmation.Entry] = []
     /// Reports built.
     private(set) var reportsBuilt = 0
@@ -54,6 +56,7 @@ struct ReceiverFeedback: Sendable {
     /// sample is fresh and each sender report is answered before the next one replaces it).
     var hasNews: Bool {
         !pending.isEmpty || pictureLossPending || !probesToConfirm.isEmpty || senderReportUnanswered
+            || !retransmissionRequests.isEmpty
     }
 
     /// Notes a path-MTU probe that arrived: the next report confirms it (RTCP APP "PMTU").
@@ -95,6 +98,9 @@ struct ReceiverFeedback: Sendable {
 
     /// Asks for a keyframe in the next report.
     mutating func requestKeyframe() { pictureLossPending = true }
+
+    /// Asks for retransmissions in the next report: one generic NACK with these entries.
+    mutating func requestRetransmission(_ entries: [RTCPGenericNACK.Entry]) { retransmissionRequests += entries }
 
     /// Sequence numbers one datagram's CCFB covers at most (keeps reports near 1 KB, under any MTU).
     static let metricsPerDatagram = 480
@@ -159,6 +165,10 @@ struct ReceiverFeedback: Sendable {
             packets.append(.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: ssrc, mediaSSRC: mediaSSRC)))
             pictureLossPending = false
             pictureLossIndications += 1
+        }
+        if !retransmissionRequests.isEmpty {
+            packets.append(.genericNACK(RTCPGenericNACK(senderSSRC: ssrc, mediaSSRC: mediaSSRC, entries: retransmissionRequests)))
+            retransmissionRequests.removeAll()
         }
         if !probesToConfirm.isEmpty {
             packets.append(.application(RTCPPathMTUConfirmation(senderSSRC: ssrc, entries: probesToConfirm).applicationPacket))

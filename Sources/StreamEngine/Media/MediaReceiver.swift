@@ -20,6 +20,17 @@ public struct MediaReceiverConfig: Sendable {
     public var rtcpMux = false
     /// How often feedback goes out while packets (or sender reports) arrive.
     public var reportInterval: Duration = .milliseconds(20)
+    /// Ask for lost packets (RFC 4585 generic NACK) and take their retransmissions (RFC 4588
+    /// RTX on its own SSRC with `rtxPayloadType`, or the original resent unchanged on the media
+    /// SSRC), holding the packets behind a gap in a playout buffer until the missing one comes
+    /// or its frame's deadline passes. Needs `feedback`.
+    public var retransmission = false
+    /// The payload type of RFC 4588 retransmissions.
+    public var rtxPayloadType: UInt8 = 97
+    /// With `retransmission`: the playout delay, how long a frame may wait for a missing packet
+    /// after its first packet arrived. nil: derived, max(50 ms, 2 x RTT + jitter), with the RTT
+    /// measured from NACK to retransmission (50 ms until measured).
+    public var latency: Duration?
 
     /// Makes a configuration listening on `listen`.
     public init(listen: SocketAddress) { self.listen = listen }
