@@ -41,6 +41,17 @@ final class SenderFeedback {
     private(set) var reportsAccepted = 0
     private(set) var keyframeRequests = 0
     private(set) var rejected: [FeedbackRejection: Int] = [:]
+    /// Generic NACKs about this flow's SSRC received and not yet taken (at most 256).
+    private(set) var nacks: [RTCPGenericNACK] = []
+    /// Generic NACKs about another SSRC.
+    private(set) var foreignNACKs = 0
+
+    /// The NACKs since the last call.
+    func takeNACKs() -> [RTCPGenericNACK] {
+        defer { nacks.removeAll() }
+        return nacks
+    }
+
     /// Path-MTU probe confirmations received and not yet taken.
     private(set) var probeConfirmations: [RTCPPathMTUConfirmation.Entry] = []
 
@@ -185,6 +196,10 @@ final class SenderFeedback {
                     accepted = true
                     probeConfirmations += confirmation.entries
                 }
+            case .genericNACK(let nack):
+                guard nack.mediaSSRC == ssrc, nacks.count < 256 else { foreignNACKs += 1; continue }
+                accepted = true
+                nacks.append(nack)
             case .pictureLossIndication(let pli) where pli.mediaSSRC == ssrc:
                 accepted = true
                 keyframeRequests += 1

@@ -65,6 +65,18 @@ public struct MediaSenderConfig: Sendable {
     /// again, a smaller interface MTU clamps the next packet. Off: the path is learned only from
     /// sends and feedback. On for any flow, the engine watches every flow's path.
     public var watchesPath = true
+    /// Answer the receiver's generic NACKs (RFC 4585) with retransmissions from a history of
+    /// the packets sent, through the pacer ahead of new media (needs `feedback`): RFC 4588 RTX
+    /// on an SSRC of its own with `rtxPayloadType`, or with `rtxSameSSRC` the original packet
+    /// unchanged. RTX packets are 2 bytes longer: media packets leave room for them.
+    public var retransmission = false
+    /// The payload type of RFC 4588 retransmissions.
+    public var rtxPayloadType: UInt8 = 97
+    /// How long a sent packet may be retransmitted (`rtx-time`, RFC 4588).
+    public var rtxTime: Duration = .milliseconds(500)
+    /// Retransmit the original packet unchanged on the media SSRC (for receivers that take one
+    /// payload type only, such as ffmpeg) instead of RFC 4588 RTX.
+    public var rtxSameSSRC = false
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -206,7 +218,7 @@ public final class MediaSender: Sendable {
         }
         // A flow's turn is about one pacing quantum: with several flows busy, a submission
         // carries some of each instead of one flow's whole frame.
-        let scheduler = FlowScheduler(senderFlows.map(\.pathMTU), paces: paces,
+        let scheduler = FlowScheduler(senderFlows.map(\.producer), paces: paces,
                                       burstQuanta: flowConfigs.map(\.burstQuantum), quantum: paced.pacer.burstQuantum)
         paced.queue.onReport = { report in
             var report = report

@@ -76,6 +76,10 @@ final class SenderFlow {
     let flow: MediaFlow
     let pathMTU: PathMTUController
     let rtcp: SenderFeedback
+    /// Retransmissions in front of the flow's datagrams (nil: `retransmission` off or no feedback).
+    let retransmitter: Retransmitter?
+    /// What the flow's scheduler takes datagrams from.
+    var producer: DatagramProducer { retransmitter ?? pathMTU }
     var local = SenderStats()
     /// The flow's path as the route monitor last reported it.
     var pathState = FlowPathState()
@@ -146,6 +150,8 @@ final class SenderFlow {
         }
         bound = flow.maxUnconfirmedBytes
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
+        retransmitter = config.retransmission && feedbackReceiver != nil
+            ? Self.makeRetransmitter(config, flow: flow, producer: pathMTU, paced: paced, socket: socket, mark: mark) : nil
         local.pathMTU = pathMTU.mtu
         local.mtuSource = source == .configured ? source : pathMTU.source
         local.dscp = mark.dscp
@@ -338,6 +344,7 @@ final class SenderFlow {
     /// A send completion of this flow's datagrams.
     func handleSendReport(_ report: SendReport) {
         if pathMTU.handleSendReport(report) { return }  // probes are not media
+        if retransmitter?.handleSendReport(report) == true { return }  // nor are retransmissions
         local.packetsSent += report.sentDatagrams
         local.bytesSent += report.sentBytes
         local.packetsFailed += report.failedDatagrams
@@ -352,6 +359,7 @@ final class SenderFlow {
             if rtcp.handle(datagram.payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
                 requestKeyframe(fromPLI: true)
             }
+            answerNACKs(from: datagram.source)
             if rtcp.receiverBack {
                 rtcp.receiverBack = false
                 requestKeyframe()
@@ -388,6 +396,7 @@ final class SenderFlow {
         local.feedbackIntervalMs = rtcp.reportInterval.map { Double($0) / 1e6 }
         local.feedbackRejected = rtcp.rejected
         local.feedbackKernelDrops = Int(feedbackReceiver?.counters.kernelDrops ?? 0)
+        publishRetransmissions()
         local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull
         local.framesSent = flow.framesWritten
         local.keyframes = flow.keyframesWritten

@@ -1,0 +1,105 @@
+import MediaFormats
+import UringIO
+
+/// A flow's retransmissions in the send path: a `DatagramProducer` in front of the flow's
+/// own (media and path-MTU probes), whose retransmissions go first, through the same pacer.
+/// It keeps every media packet written in a `RetransmissionHistory` and answers NACKs from it.
+///
+/// Retransmissions use a route of their own (same socket and marking): a send slot holds one
+/// route, so send reports of retransmissions (tag with `tagBit`) never count as media.
+final class Retransmitter: DatagramProducer {
+    /// Set in the tag of a retransmission's send slot.
+    static let tagBit: UInt64 = 1 << 62
+    /// Most retransmissions waiting for the pacer; past that the oldest are dropped (counted).
+    static let maxQueued = 4096
+
+    private let inner: DatagramProducer
+    private let flow: MediaFlow
+    private let route: Int
+    private let clock: () -> Int64
+    private(set) var history: RetransmissionHistory
+    private var queue: [[UInt8]] = []
+    private var queueHead = 0
+    private var queuedBytes = 0
+    private var peekedRetransmission = false
+    /// Retransmissions the kernel accepted, and their bytes; failed ones.
+    private(set) var sent = 0
+    private(set) var sentBytes = 0
+    private(set) var failed = 0
+    /// Retransmissions dropped because too many waited.
+    private(set) var overflowed = 0
+
+    init(inner: DatagramProducer, flow: MediaFlow, route: Int, history: RetransmissionHistory,
+         clock: @escaping () -> Int64 = monotonicNanoseconds) {
+        self.inner = inner
+        self.flow = flow
+        self.route = route
+        self.history = history
+        self.clock = clock
+    }
+
+    /// Answers a NACK about the flow's SSRC: its retransmissions wait for the pacer.
+    func handle(_ nack: RTCPGenericNACK) {
+        for datagram in history.answer(nack, now: clock()) {
+            if queue.count - queueHead >= Self.maxQueued {
+                queuedBytes -= queue[queueHead].count
+                queueHead += 1
+                overflowed += 1
+            }
+            queue.append(datagram)
+            queuedBytes += datagram.count
+        }
+    }
+
+    /// Counts a NACK that is not the flow's to answer.
+    func rejectForeign() { history.rejectForeign() }
+
+    /// A send completion: true when it was a retransmission's (counted here).
+    func handleSendReport(_ report: SendReport) -> Bool {
+        guard report.tag & Self.tagBit != 0 else { return false }
+        sent += report.sentDatagrams
+        sentBytes += report.sentBytes
+        failed += report.failedDatagrams
+        return true
+    }
+
+    // MARK: - DatagramProducer
+
+    func peekDatagram() -> PendingDatagram? {
+        if queueHead < queue.count && flow.pathViable {
+            peekedRetransmission = true
+            return PendingDatagram(route: route, size: queue[queueHead].count, tag: Self.tagBit | UInt64(queueHead))
+        }
+        peekedRetransmission = false
+        return inner.peekDatagram()
+    }
+
+    func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
+        if peekedRetransmission {
+            let datagram = queue[queueHead]
+            datagram.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            queuedBytes -= datagram.count
+            queueHead += 1
+            if queueHead == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                queueHead = 0
+            }
+            return
+        }
+        inner.writeDatagram(into: buffer)
+        // Media of the flow (not a path-MTU probe) goes into the history.
+        if buffer.count >= RTPHeader.fixedSize && buffer[1] & 0x7f == flow.payloadType {
+            history.record(UnsafeRawBufferPointer(buffer), at: clock())
+        }
+    }
+
+    var pendingBytes: Int {
+        let (sum, overflow) = inner.pendingBytes.addingReportingOverflow(queuedBytes)
+        return overflow ? .max : sum
+    }
+
+    func readyIn(now: Int64) -> Int64? { inner.readyIn(now: now) }
+}
+
+@available(*, unavailable, message: "owned by the sender's engine thread")
+extension Retransmitter: Sendable {}
