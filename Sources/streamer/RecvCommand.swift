@@ -6,7 +6,7 @@ import UringIO
 let recvHelp = """
 usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
                      [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--feedback-interval SECONDS]
-                     [--rtcp-mux] [--quiet]
+                     [--rtcp-mux] [--no-rtx] [--latency MS] [--quiet]
   --out PATH|-     write the decodable frames (complete, from a keyframe on) as Annex B H.265 (ffmpeg -i x.hevc)
   --frames N       stop after N frames;  --duration S  stop after S seconds
   --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
@@ -15,6 +15,10 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
                    or sender reports arrive, default 0.02 (at least 0.001)
   --rtcp-mux       RTCP on the RTP port itself (RFC 5761), both ways, not RTP port + 1
   --from HOST:PORT accept the stream only from this address (default: the first valid stream)
+  --no-rtx         ask for no retransmissions (default: NACK lost packets, take RFC 4588 RTX with
+                   payload type 97 or originals resent, hold frames behind a gap until their deadline)
+  --latency MS     playout delay: how long a frame waits for a missing packet after its first
+                   packet arrived (default: max(50, 2 x RTT + jitter), the RTT from NACK to retransmission)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {
@@ -30,6 +34,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var feedbackInterval: Double?
     var from: SocketAddress?
     var quiet = false
+    var rtx = true
+    var latency: Int?
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
         switch argument {
@@ -50,6 +56,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
             feedbackInterval = seconds
         case "--from": from = try parseAddress(try reader.value(for: argument), option: argument)
         case "--quiet": quiet = true
+        case "--no-rtx": rtx = false
+        case "--latency": latency = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1...10_000)
         default: throw UsageError("recv: unknown option '\(argument)' (see streamer recv --help)")
         }
     }
@@ -59,6 +67,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     config.rtcpMux = rtcpMux
     if let feedbackInterval { config.reportInterval = .seconds(feedbackInterval) }
     config.from = from
+    config.retransmission = rtx && feedback
+    config.latency = latency.map { .milliseconds($0) }
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }
     var output: FileHandle?

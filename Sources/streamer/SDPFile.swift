@@ -14,11 +14,12 @@ func sdpFilePath(_ path: String, flow index: Int) -> String {
 
 /// Writes an SDP that ffplay, VLC and GStreamer open to receive the stream at `destination`.
 func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int, payloadType: UInt8,
-              rtcpMux: Bool) throws {
+              rtcpMux: Bool, retransmission: SDPSessionDescription.Retransmission? = nil) throws {
     let sdp = SDPSessionDescription.hevc(
         parameterSets: headers, sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1,
         sessionName: "streamer", originAddress: destination.host, connectionAddress: destination.host,
-        port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1))
+        port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1),
+        retransmission: retransmission)
     try sdp.text.write(toFile: path, atomically: true, encoding: .utf8)
 }
 
@@ -27,6 +28,7 @@ func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], f
 func writeSDPFiles(_ path: String, flows: [MediaSenderConfig], parameterSets: [[UInt8]], frameRate: Int) throws {
     for (index, flow) in flows.enumerated() {
         try writeSDP(to: sdpFilePath(path, flow: index), destination: flow.destination, headers: parameterSets,
-                     fps: frameRate, payloadType: flow.payloadType, rtcpMux: flow.rtcpMux)
+                     fps: frameRate, payloadType: flow.payloadType, rtcpMux: flow.rtcpMux,
+                     retransmission: flow.sdpRetransmission)
     }
 }

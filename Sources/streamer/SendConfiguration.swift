@@ -65,6 +65,9 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed
     config.rtcpMux = options.rtcpMux
+    config.retransmission = options.rtx && !options.noFeedback
+    if let rtxTime = options.rtxTime { config.rtxTime = .milliseconds(rtxTime) }
+    config.rtxSameSSRC = options.rtxSameSSRC
     if let interval = options.reportInterval { config.senderReportInterval = .seconds(interval) }
     // A --stats file rewritten more often than the engine's default publishing shows every rewrite.
     if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, .seconds(every)) }

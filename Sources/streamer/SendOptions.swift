@@ -34,6 +34,9 @@ struct SendOptions {
     var statsEvery: Double?
     var mtuReprobe: Double?
     var reportInterval: Double?
+    var rtx = true
+    var rtxTime: Int?
+    var rtxSameSSRC = false
     var quiet = false
 
     static let help = """
@@ -63,6 +66,11 @@ struct SendOptions {
       --max-unconfirmed BYTES    bound on sent-but-unconfirmed bytes (needs feedback; see README)
       --no-feedback              expect no RTCP
       --report-interval SECONDS  mean time between RTCP sender reports (RTT samples), default 0.1
+      --no-rtx                   do not retransmit what the receiver NACKs (default: RFC 4588 RTX,
+                                 payload type 97, on an SSRC of its own; off with --no-feedback)
+      --rtx-time MS              how long sent packets can be retransmitted, default 500
+      --rtx-same-ssrc            retransmit the original packet on the media SSRC (for ffmpeg, which
+                                 takes one payload type; its SDP then offers NACK without rtx)
       --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
       --stats PATH|-             final stats as JSON
       --stats-every SECONDS      also rewrite the --stats file while running
@@ -113,6 +121,10 @@ struct SendOptions {
                 options.mtuReprobe = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--stats-every": options.statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--quiet": options.quiet = true
+            case "--no-rtx": options.rtx = false
+            case "--rtx-time":
+                options.rtxTime = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1...10_000)
+            case "--rtx-same-ssrc": options.rtxSameSSRC = true
             default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
             }
         }

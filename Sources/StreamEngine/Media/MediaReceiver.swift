@@ -133,7 +133,12 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             }
         }
 
-        try loop.run(checkInterval: min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000)), shouldStop: {
+        let checkInterval = min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000))
+        // The session's deadlines (NACKs, playout) are kept to within the wait's timer slack.
+        try loop.run(nextWait: {
+            guard config.retransmission, let deadline = session.nextDeadline else { return checkInterval }
+            return min(checkInterval, deadline - realtimeNanoseconds())
+        }, shouldStop: {
             stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
         }, tick: {
             let now = realtimeNanoseconds()

@@ -6,8 +6,9 @@ import MediaFormats
 /// receive timestamps).
 ///
 /// Packets in sequence go straight out: a complete frame waits for nothing. A gap gets a
-/// deadline when it is seen: the arrival of the first packet of the frame it may belong to
-/// plus the playout latency. When the deadline passes, the gap is given up and the packets
+/// deadline when it is seen: the arrival of the packet after it plus the playout latency (a
+/// frame comes out at most the latency after the packet that showed its loss). When the
+/// deadline passes, the gap is given up and the packets
 /// behind it go out (the depacketizer then sees the gap and the frame comes out incomplete,
 /// never corrupt). A packet whose gap was given up is late.
 ///
@@ -40,9 +41,6 @@ struct PlayoutBuffer: Sendable {
     private var held: [Int64: Packet] = [:]
     /// Missing sequence numbers (between `nextSequence` and the highest) and their deadlines.
     private(set) var deadlines: [Int64: Int64] = [:]
-    /// The highest packet's frame: its timestamp, its first packet's arrival, and whether the
-    /// highest packet carried the marker (the frame ended there).
-    private var frame: (timestamp: UInt32, start: Int64, ended: Bool)?
     /// The latest sequence numbers given up (to tell a late packet from a duplicate).
     private var givenUp: [Int64] = []
     private var givenUpNext = 0
@@ -70,7 +68,6 @@ struct PlayoutBuffer: Sendable {
         guard let next = nextSequence else {
             nextSequence = sequence + 1
             highestSequence = sequence
-            frame = (packet.header.timestamp, arrival, packet.header.marker)
             output.append(packet)
             return .accepted
         }
@@ -81,18 +78,11 @@ struct PlayoutBuffer: Sendable {
             return .duplicate
         }
         if sequence > highestSequence {
-            if sequence > highestSequence + 1, let frame {
-                // The missing packets belong to the highest packet's frame (unless it ended)
-                // or to frames that began no earlier than this packet's arrival.
-                let start = frame.ended ? arrival : frame.start
-                for missing in (highestSequence + 1)..<sequence where missing >= sequence - Int64(maxSpan) {
-                    deadlines[missing] = start + latency
-                }
-            }
-            if frame?.timestamp != packet.header.timestamp {
-                frame = (packet.header.timestamp, arrival, packet.header.marker)
-            } else {
-                frame?.ended = packet.header.marker
+            // The missing packets wait at most the latency from now: a frame whose packets all
+            // came is out by then, however long it took to arrive (a paced keyframe may take
+            // longer than the latency itself).
+            for missing in (highestSequence + 1)..<sequence where missing >= sequence - Int64(maxSpan) {
+                deadlines[missing] = arrival + latency
             }
             highestSequence = sequence
         }
@@ -125,7 +115,6 @@ struct PlayoutBuffer: Sendable {
         releaseUpTo(highestSequence + 1, into: &output)
         nextSequence = nil
         deadlines.removeAll()
-        frame = nil
     }
 
     /// Whether `sequence` is missing (seen as a gap and not yet given up).
