@@ -38,6 +38,12 @@ final class Retransmitter: DatagramProducer {
         self.clock = clock
     }
 
+    /// A packet is retransmitted at most once per this long (nanoseconds).
+    var minRepeatInterval: Int64 {
+        get { history.minRepeatInterval }
+        set { history.minRepeatInterval = newValue }
+    }
+
     /// Answers a NACK about the flow's SSRC: its retransmissions wait for the pacer.
     func handle(_ nack: RTCPGenericNACK) {
         for datagram in history.answer(nack, now: clock()) {
