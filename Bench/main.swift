@@ -7,6 +7,19 @@ import UringIO
 
 signal(SIGPIPE, SIG_IGN)
 
+if CommandLine.arguments.dropFirst().first == "encoder-rate" {
+    do {
+        try runEncoderRate(Array(CommandLine.arguments.dropFirst(2)))
+        exit(0)
+    } catch BenchError.usage("help") {
+        print(EncoderRateOptions.usage)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("bench encoder-rate: \(error)\n".utf8))
+        exit(2)
+    }
+}
+
 let options: BenchOptions
 do {
     options = try BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))

@@ -11,6 +11,10 @@ import Synchronization
 /// time) does not catch up in a burst afterwards: its schedule starts again from the late
 /// frame. Its ``stalls`` watch counts such gaps.
 ///
+/// An x265 source (synthetic or y4m) follows ``requestBitrate(kbps:)``: the engine's thread
+/// asks, the source thread applies the latest request before its next frame, and
+/// ``bitrateStats`` counts the changes. A `.hevc` file is sent as it is.
+///
 /// ```swift
 /// let source = LiveSource { event in print(event) }  // stalls, told once each way
 /// source.start(.hevcFile(path: "clip.hevc"), frameRate: 30, sink: sender)  // sender: a MediaSender
@@ -26,6 +30,15 @@ public final class LiveSource: Sendable {
     }
 
     private let outcome = Mutex(Outcome())
+    /// The latest bitrate request not yet taken by the source thread, and the counters.
+    private let bitrate = Mutex(BitrateState())
+
+    private struct BitrateState {
+        /// False for a `.hevc` file source, which has no encoder to ask.
+        var followsRequests = true
+        var pending: Int?
+        var stats = SourceBitrateStats()
+    }
     private let ready = DispatchSemaphore(value: 0)
     /// Notices (from the source's own thread and a watch thread) when this source stops
     /// delivering access units.
@@ -58,6 +71,7 @@ public final class LiveSource: Sendable {
     public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, frameLimit: Int? = nil,
                       sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
         stalls.start(frameRate: frameRate)
+        if case .hevcFile = source { bitrate.withLock { $0 = BitrateState(followsRequests: false) } }
         Thread { [self] in
             defer { stalls.sourceEnded(); sink.finish() }
             do throws(MediaSourceError) {
@@ -86,6 +100,65 @@ public final class LiveSource: Sendable {
 
     /// The source ended before it knew its parameter sets: ``waitUntilReady()`` returns anyway.
     fileprivate func releaseWaiters() { ready.signal() }
+
+    /// Asks the encoder for a new target bitrate in kbit/s, clamped to
+    /// ``EncoderConfig/bitrateRangeKbps``. Thread-safe and non-blocking (a congestion
+    /// controller on the engine's thread calls it): it only records the request; the source
+    /// thread applies the latest one before it encodes its next frame, without a keyframe
+    /// (``X265Encoder/setBitrate(kbps:)``), so of several requests between two frames the last
+    /// wins. A request before the encoder opens sets the rate it opens with. A `.hevc` file
+    /// source cannot change its rate: there the call does nothing.
+    public func requestBitrate(kbps: Int) {
+        let clamped = EncoderConfig.bitrateRangeKbps.clamped(kbps)
+        bitrate.withLock { state in
+            guard state.followsRequests, clamped != (state.pending ?? state.stats.targetKbps) else { return }
+            state.pending = clamped
+            state.stats.requested += 1
+        }
+    }
+
+    /// The bitrate the source encodes at and how its changes went (all zero for a `.hevc`
+    /// file).
+    public var bitrateStats: SourceBitrateStats { bitrate.withLock { $0.stats } }
+
+    /// The source thread takes the latest request (nil: none since the last call).
+    fileprivate func takeBitrateRequest() -> Int? {
+        bitrate.withLock { state in
+            defer { state.pending = nil }
+            return state.pending
+        }
+    }
+
+    /// The source thread reports what its encoder now does.
+    fileprivate func publish(encoder: X265Encoder) {
+        bitrate.withLock { state in
+            state.stats.targetKbps = encoder.bitrateKbps
+            state.stats.applied = encoder.rateChanges.applied
+            state.stats.fallbacks = encoder.rateChanges.fallbacks
+        }
+    }
+}
+
+/// A live source's target bitrate and the changes it was asked for
+/// (``LiveSource/requestBitrate(kbps:)``).
+public struct SourceBitrateStats: Sendable, Equatable {
+    /// The encoder's target in kbit/s now (0 before it opens, and for a `.hevc` file).
+    public var targetKbps = 0
+    /// Requests that differed from the target or the request before them. A request replaced
+    /// by a later one before the next frame counts here and in neither of the two below.
+    public var requested = 0
+    /// Changes the encoder made live, without a keyframe.
+    public var applied = 0
+    /// Changes made by reopening the encoder (one IDR each), when the live path failed.
+    public var fallbacks = 0
+
+    /// Makes the counters from their values.
+    public init(targetKbps: Int = 0, requested: Int = 0, applied: Int = 0, fallbacks: Int = 0) {
+        self.targetKbps = targetKbps
+        self.requested = requested
+        self.applied = applied
+        self.fallbacks = fallbacks
+    }
 }
 
 /// One run of a source on its thread: the frame schedule and the three kinds of source.
@@ -123,8 +196,14 @@ private struct SourceRun {
         if due > now { usleep(useconds_t((due - now).wholeNanoseconds / 1000)) }
     }
 
-    /// Hands over an access unit x265 made from `frame` (none while x265 holds frames back).
+    /// Hands over an access unit x265 made from `frame` (none while x265 holds frames back),
+    /// at the latest bitrate requested.
     func encode(_ frame: YUV420Frame, with encoder: X265Encoder) throws(MediaSourceError) {
+        if let kbps = source.takeBitrateRequest() {
+            // In range already, so only a failed reopen (above the peak) throws: the old rate stays.
+            try? encoder.setBitrate(kbps: kbps)
+            source.publish(encoder: encoder)
+        }
         let unit: AccessUnit?
         do { unit = try encoder.encode(frame, forceKeyframe: sink.takeKeyframeRequest()) } catch { throw .encoder(error) }
         if let unit { sink.send(unit) }
@@ -133,7 +212,8 @@ private struct SourceRun {
     /// The synthetic test pattern, encoded.
     mutating func encodeSynthetic(width: Int, height: Int, bitrateKbps: Int) throws(MediaSourceError) {
         let encoder = try Self.openEncoder(EncoderConfig(width: width, height: height, fpsNumerator: frameRate,
-                                                         bitrateKbps: bitrateKbps))
+                                                         bitrateKbps: source.takeBitrateRequest() ?? bitrateKbps))
+        source.publish(encoder: encoder)
         source.publish(parameterSets: encoder.headers)
         let pattern = SyntheticSource(width: width, height: height)
         var frame = YUV420Frame(blackWithWidth: width, height: height)
@@ -192,8 +272,10 @@ private struct SourceRun {
                         frameRate = max(1, header.frameRateNumerator / header.frameRateDenominator)
                     }
                     source.stalls.setFrameRate(frameRate)
-                    encoder = try Self.openEncoder(EncoderConfig(width: frame.width, height: frame.height,
-                                                                 fpsNumerator: frameRate, bitrateKbps: bitrateKbps))
+                    encoder = try Self.openEncoder(EncoderConfig(
+                        width: frame.width, height: frame.height, fpsNumerator: frameRate,
+                        bitrateKbps: source.takeBitrateRequest() ?? bitrateKbps))
+                    source.publish(encoder: encoder!)
                     source.publish(parameterSets: encoder!.headers)
                 }
                 try encode(YUV420Frame(width: frame.width, height: frame.height, bytes: frame.data), with: encoder!)

@@ -42,6 +42,15 @@ func parseRate(_ text: String, option: String) throws -> Double {
     return value * multiplier
 }
 
+/// A rate in bits per second as the options spell it: `4M`, `1.5M`, `500k`, `900`.
+func formatRate(_ bitsPerSecond: Double) -> String {
+    for (factor, suffix) in [(1e9, "G"), (1e6, "M"), (1e3, "k")] where bitsPerSecond >= factor {
+        let value = (bitsPerSecond / factor * 1000).rounded() / 1000
+        return (value == value.rounded() ? String(Int(value)) : String(value)) + suffix
+    }
+    return String(Int(bitsPerSecond.rounded()))
+}
+
 func parsePositiveInt(_ text: String, option: String, range: ClosedRange<Int> = 1...Int.max) throws -> Int {
     guard let value = Int(text), range.contains(value) else {
         throw UsageError("\(option): '\(text)' must be a whole number in \(range.lowerBound)...\(range.upperBound)")

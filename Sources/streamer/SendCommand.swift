@@ -16,7 +16,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     // Written once: at the end of the run, or by a second stop signal before it exits.
     let report = FinalReport {
         statsWriter.get()?.stop()
-        try reportSend(sender.allStats, source: source.stalls.stats, statsPath: options.statsPath)
+        try reportSend(sender.allStats, source: source, statsPath: options.statsPath)
     }
     let trap = SignalTrap(finalReport: report) { stopFlag.set(true); sender.finish() }
     let hangup = HangupTrap { reresolve(options.targets, sender: sender) }
@@ -32,14 +32,16 @@ func runSend(_ arguments: [String]) throws -> Int32 {
         progressLine(sender.stats) + (sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : "")
     }
     let eventPrinter = SenderEventPrinter(sender: sender, quiet: options.quiet)
+    let follower = configuration.congestionControl
+        ? TargetBitrateFollower(sender: sender, source: source, printChanges: options.printRateChanges) : nil
     statsWriter.set(StatsWriter(path: options.statsPath, interval: options.statsEvery) {
-        sendStatsObject(sender.allStats, source: source.stalls.stats)
+        sendStatsObject(sender.allStats, source: source)
     })
     try sender.run()
     progress.stop()
     eventPrinter.waitUntilDrained()
     statsWriter.get()?.stop()
-    withExtendedLifetime((trap, hangup)) {}
+    withExtendedLifetime((trap, hangup, follower)) {}
     if let failure = source.failure { printError("streamer send: \(failure)"); return 1 }
     try report.write()
     // Nothing at all got out to a receiver: that is a failure of the run, not a fault it rode through.
@@ -48,7 +50,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
 
 /// The run's summary on stderr (a line per flow, and one per flow whose sends failed) and
 /// the final `--stats` JSON.
-func reportSend(_ all: [SenderStats], source: SourceStallStats, statsPath: String?) throws {
+func reportSend(_ all: [SenderStats], source: LiveSource, statsPath: String?) throws {
     for stats in all {
         printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource))")
         if stats.packetsFailed > 0 {

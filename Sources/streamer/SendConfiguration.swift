@@ -19,6 +19,8 @@ struct SendConfiguration {
     var flows: [MediaSenderConfig]
     /// With `--rtsp`: the server, whose client's sender is configured like a `--to` flow.
     var rtsp: RTSPServerConfig?
+    /// The flows obey a congestion controller (`--cc`, by default on for x265 sources).
+    var congestionControl: Bool
 
     /// Resolves `--source` (a bad path is a usage error) and configures every flow.
     init(_ options: SendOptions) throws {
@@ -36,12 +38,28 @@ struct SendConfiguration {
         }
         let frameRate = options.fps ?? 30
         self.frameRate = frameRate
-        bitrateKbps = max(1, Int(options.bitrate / 1000))
+        var isFile = false
+        if case .hevcFile = source { isFile = true }
+        let congestionControl = options.congestionControl ?? (!isFile && !options.noFeedback && options.rtspListen == nil)
+        if isFile && options.congestionControl == nil,
+           let given = [("--min-bitrate", options.minBitrate), ("--max-bitrate", options.maxBitrate),
+                        ("--start-bitrate", options.startBitrate)].first(where: { $0.1 != nil }) {
+            throw UsageError("\(given.0): congestion control is off by default for .hevc files (add --cc on)")
+        }
+        self.congestionControl = congestionControl
+        // The encoder opens at the controller's start bitrate.
+        let bitrate = congestionControl ? options.congestionBitrates.start : options.bitrate
+        bitrateKbps = max(1, Int(bitrate / 1000))
         frameLimit = options.frames ?? options.duration.map { Int(($0 * Double(frameRate)).rounded(.up)) }
         flows = options.targets.enumerated().map { index, target in
             var config = senderConfig(options, destination: target.address, serviceClass: target.serviceClass,
                                       ecn: target.ecn, pace: target.pace)
             config.localPort = options.localPort.map { $0 + UInt16(2 * index) }
+            if congestionControl {
+                let rates = options.congestionBitrates
+                config.congestionControl = .scream(ScreamConfiguration(
+                    minBitrate: Int(rates.minimum), maxBitrate: Int(rates.maximum), startBitrate: Int(rates.start)))
+            }
             return config
         }
         if let listen = options.rtspListen {

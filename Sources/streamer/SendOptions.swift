@@ -38,6 +38,12 @@ struct SendOptions {
     var rtxTime: Int?
     var rtxSameSSRC = false
     var quiet = false
+    /// `--cc on|off`; nil: on for x265 sources (synthetic, y4m), off for `.hevc` files and `--rtsp`.
+    var congestionControl: Bool?
+    var minBitrate: Double?
+    var maxBitrate: Double?
+    var startBitrate: Double?
+    var printRateChanges = false
 
     static let help = """
     usage: streamer send --to HOST:PORT[,class=C][,ecn=E][,pace=RATE] [--to ...] | --rtsp [ADDR:]PORT [options]
@@ -74,6 +80,13 @@ struct SendOptions {
       --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
       --stats PATH|-             final stats as JSON
       --stats-every SECONDS      also rewrite the --stats file while running
+      --cc on|off                congestion control (SCReAM): the path sets the pace and the encoder's
+                                 bitrate (default on for synthetic and y4m sources, off for .hevc files,
+                                 which it can only pace and drop whole frames of, and for --rtsp)
+      --min-bitrate RATE         with --cc: the lowest target (default 150k, at most the others)
+      --max-bitrate RATE         with --cc: the highest target (default --bitrate)
+      --start-bitrate RATE       with --cc: the target before any feedback (default --bitrate, within min..max)
+      --print-rate-changes       say each new target bitrate on stderr
       --quiet                    no progress on stderr
     """
 
@@ -125,6 +138,14 @@ struct SendOptions {
             case "--rtx-time":
                 options.rtxTime = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1...10_000)
             case "--rtx-same-ssrc": options.rtxSameSSRC = true
+            case "--cc":
+                let text = try reader.value(for: argument)
+                guard text == "on" || text == "off" else { throw UsageError("--cc: '\(text)' is not one of on, off") }
+                options.congestionControl = text == "on"
+            case "--min-bitrate": options.minBitrate = try parseRate(try reader.value(for: argument), option: argument)
+            case "--max-bitrate": options.maxBitrate = try parseRate(try reader.value(for: argument), option: argument)
+            case "--start-bitrate": options.startBitrate = try parseRate(try reader.value(for: argument), option: argument)
+            case "--print-rate-changes": options.printRateChanges = true
             default: throw UsageError("send: unknown option '\(argument)' (see streamer send --help)")
             }
         }
@@ -140,7 +161,37 @@ struct SendOptions {
         if options.rtspListen != nil && options.sdpPath != nil {
             throw UsageError("--sdp: not with --rtsp (RTSP clients get the SDP from DESCRIBE)")
         }
+        try options.checkCongestionControl()
         return options
+    }
+
+    /// The congestion controller's bitrates (bits per second): what was given, and defaults that
+    /// fit around it (the maximum `--bitrate`, or above it when a given minimum or start is).
+    var congestionBitrates: (minimum: Double, start: Double, maximum: Double) {
+        let maximum = maxBitrate ?? max(bitrate, minBitrate ?? 0, startBitrate ?? 0)
+        let minimum = minBitrate ?? min(150_000, startBitrate ?? maximum, maximum)
+        return (minimum, startBitrate ?? min(max(bitrate, minimum), maximum), maximum)
+    }
+
+    /// `--cc` and its bitrates fit together: `--cc on` needs feedback and a `--to`; the bitrates
+    /// only with `--cc` (not `off`), with min <= start <= max.
+    private func checkCongestionControl() throws {
+        if congestionControl == true {
+            if noFeedback { throw UsageError("--cc on: needs RTCP feedback (not with --no-feedback)") }
+            if rtspListen != nil { throw UsageError("--cc on: not with --rtsp (RTSP clients send no per-packet feedback)") }
+        }
+        let given = [("--min-bitrate", minBitrate), ("--max-bitrate", maxBitrate), ("--start-bitrate", startBitrate)]
+            .filter { $0.1 != nil }.map(\.0)
+        if let first = given.first, congestionControl == false || noFeedback || rtspListen != nil {
+            throw UsageError("\(first): only with congestion control (--cc on)")
+        }
+        let rates = congestionBitrates
+        if rates.minimum > rates.maximum {
+            throw UsageError("--min-bitrate: \(formatRate(rates.minimum)) is above the maximum \(formatRate(rates.maximum)) (--max-bitrate)")
+        }
+        if rates.start < rates.minimum || rates.start > rates.maximum {
+            throw UsageError("--start-bitrate: \(formatRate(rates.start)) is not within \(formatRate(rates.minimum))..\(formatRate(rates.maximum)) (--min-bitrate..--max-bitrate)")
+        }
     }
 
     /// `HOST:PORT[,class=C][,ecn=E][,pace=RATE]`.

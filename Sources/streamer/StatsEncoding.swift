@@ -67,16 +67,36 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "nack": ["received": stats.nackReceived, "requested": stats.nackRequested,
                  "requestedBytes": stats.nackRequestedBytes, "rejected": stats.nackRejected.byStatsKey],
         "errors": stats.errorsByText,
+        "cc": congestionObject(stats.congestion),
     ]
+}
+
+/// The `cc` object: `enabled` false without a congestion controller, else its state.
+func congestionObject(_ stats: CongestionStats?) -> [String: Any] {
+    guard let stats else { return ["enabled": false] }
+    return ["enabled": true, "controller": stats.controller, "active": stats.active,
+            "targetBitrateBps": stats.targetBitrate, "windowBytes": stats.window, "bytesInFlight": stats.bytesInFlight,
+            "pacingRateBps": stats.pacingRate, "queueDelayMs": orNull(stats.queueDelayMs),
+            "ceFraction": (stats.ceFraction * 10_000).rounded() / 10_000, "rateChanges": stats.rateChanges,
+            "framesDropped": stats.framesDropped]
 }
 
 /// `value`, or JSON null.
 func orNull<T>(_ value: T?) -> Any { value.map { $0 as Any } ?? NSNull() }
 
-/// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's.
-func sendStatsObject(_ all: [SenderStats], source: SourceStallStats) -> [String: Any] {
+/// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's,
+/// and the encoder's rate changes in the top-level `cc` (`encoderReconfigs` made live,
+/// `encoderReopens` made by reopening it with a keyframe, `encoderTargetBps`).
+func sendStatsObject(_ all: [SenderStats], source: LiveSource) -> [String: Any] {
     var object = senderStatsObject(all)
-    object["source"] = sourceStatsObject(source)
+    object["source"] = sourceStatsObject(source.stalls.stats)
+    if var cc = object["cc"] as? [String: Any], cc["enabled"] as? Bool == true {
+        let bitrate = source.bitrateStats
+        cc["encoderReconfigs"] = bitrate.applied
+        cc["encoderReopens"] = bitrate.fallbacks
+        cc["encoderTargetBps"] = bitrate.targetKbps * 1000
+        object["cc"] = cc
+    }
     return object
 }
 

@@ -57,7 +57,7 @@ func senderEventLine(_ event: SenderEvent, sender: MediaSender) -> String? {
         return "\(prefix) path changed (now \(via.isEmpty ? "another route" : via)); probing its MTU again"
     case .sourceAddressChanged(_, let source):
         return "\(prefix) sending from \(source ?? "another address") now (the source address on the path changed); same SSRC and ports"
-    case .boundReached, .pathMTUChanged, .flowRedirected:
+    case .boundReached, .pathMTUChanged, .flowRedirected, .targetBitrate:
         return nil
     }
 }

@@ -117,7 +117,9 @@ struct X265EncoderTests {
         #expect(encoder.bitrateKbps == 3000)
         let high = try Self.encode(encoder, frames: 30, startingAt: 30)
         try #require(low.count == 30 && high.count == 30)
-        // The change reopens the encoder: an IDR with in-band parameter sets, timestamps continue.
+        // 3000 is above the peak of an encoder opened at 300 (4 x 300): the change reopens the
+        // encoder, an IDR with in-band parameter sets, timestamps continue.
+        #expect(encoder.rateChanges.fallbacks == 1)
         #expect(high[0].isKeyframe)
         #expect(Array(high[0].nalUnits.prefix(3)) == encoder.headers)
         #expect(high[0].timestamp == 30 * 3000)
@@ -129,9 +131,11 @@ struct X265EncoderTests {
         // 20 frames at 30 fps and 300 kbit/s is 25 kB; allow VBV slack but no runaway.
         #expect(lowBytes < 2 * 25_000, "300 kbit/s produced \(lowBytes) bytes in 20 frames")
 
-        // And back down.
+        // And back down, live this time (under the new peak): no keyframe.
         try encoder.setBitrate(kbps: 300)
         let lowAgain = try Self.encode(encoder, frames: 30, startingAt: 60)
+        #expect(!lowAgain.contains { $0.isKeyframe })
+        #expect(encoder.rateChanges == .init(requested: 2, applied: 1, fallbacks: 1))
         let lowAgainBytes = lowAgain.dropFirst(10).reduce(0) { $0 + $1.byteCount }
         #expect(3 * lowAgainBytes < highBytes, "back at 300 kbit/s: \(lowAgainBytes) bytes in 20 frames")
     }

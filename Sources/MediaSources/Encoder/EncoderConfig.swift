@@ -10,6 +10,8 @@ public struct EncoderConfig: Sendable, Equatable {
     public static let maxFrameRate = 1000
     /// Largest accepted bitrate, in kbit/s (HEVC level 6.2, high tier).
     public static let maxBitrateKbps = 800_000
+    /// Bitrates the encoder accepts, in kbit/s: 1...``maxBitrateKbps``.
+    public static let bitrateRangeKbps = 1...maxBitrateKbps
     /// Largest accepted keyframe interval, in frames (10 s at 60 fps): a receiver
     /// joining late must be able to start decoding within bounded time.
     public static let maxKeyframeInterval = 600
@@ -24,8 +26,12 @@ public struct EncoderConfig: Sendable, Equatable {
     public var fpsNumerator: Int
     /// Frame rate denominator, positive (1001 for NTSC rates such as 30000/1001).
     public var fpsDenominator: Int
-    /// Average bitrate in kbit/s; also the VBV maximum rate.
+    /// Target bitrate in kbit/s at open (``X265Encoder/setBitrate(kbps:)`` changes it later).
     public var bitrateKbps: Int
+    /// The highest bitrate ``X265Encoder/setBitrate(kbps:)`` can reach without reopening the
+    /// encoder, in kbit/s: x265's VBV rate and buffer (one second), which it fixes at open.
+    /// nil: four times ``bitrateKbps``, at most ``maxBitrateKbps``.
+    public var peakBitrateKbps: Int?
     /// Frames from one keyframe (IDR) to the next, 1...``maxKeyframeInterval``.
     public var keyframeInterval: Int
     /// x265 preset name ("ultrafast" ... "placebo").
@@ -41,7 +47,7 @@ public struct EncoderConfig: Sendable, Equatable {
     /// frames, clamped to 1...``maxKeyframeInterval``.
     public init(width: Int, height: Int,
                 fpsNumerator: Int = 30, fpsDenominator: Int = 1,
-                bitrateKbps: Int,
+                bitrateKbps: Int, peakBitrateKbps: Int? = nil,
                 keyframeInterval: Int? = nil,
                 preset: String = "ultrafast", tune: String = "zerolatency",
                 workerThreads: Int = 2) {
@@ -50,11 +56,17 @@ public struct EncoderConfig: Sendable, Equatable {
         self.fpsNumerator = fpsNumerator
         self.fpsDenominator = fpsDenominator
         self.bitrateKbps = bitrateKbps
+        self.peakBitrateKbps = peakBitrateKbps
         self.keyframeInterval = keyframeInterval
             ?? Self.defaultKeyframeInterval(fpsNumerator: fpsNumerator, fpsDenominator: fpsDenominator)
         self.preset = preset
         self.tune = tune
         self.workerThreads = workerThreads
+    }
+
+    /// ``peakBitrateKbps`` or its default, never below ``bitrateKbps``.
+    public var effectivePeakBitrateKbps: Int {
+        max(peakBitrateKbps ?? min(4 * bitrateKbps, Self.maxBitrateKbps), bitrateKbps)
     }
 
     /// Two seconds of frames at the given rate, clamped to 1...``maxKeyframeInterval``.
@@ -85,6 +97,10 @@ public struct EncoderConfig: Sendable, Equatable {
             throw .invalidParameter(parameter: "bitrateKbps", value: String(bitrateKbps),
                                     requirement: "in 1...\(Self.maxBitrateKbps)")
         }
+        if let peakBitrateKbps, !(bitrateKbps...Self.maxBitrateKbps).contains(peakBitrateKbps) {
+            throw .invalidParameter(parameter: "peakBitrateKbps", value: String(peakBitrateKbps),
+                                    requirement: "in \(bitrateKbps) (the bitrate)...\(Self.maxBitrateKbps)")
+        }
         guard keyframeInterval >= 1, keyframeInterval <= Self.maxKeyframeInterval else {
             throw .invalidParameter(parameter: "keyframeInterval", value: String(keyframeInterval),
                                     requirement: "in 1...\(Self.maxKeyframeInterval) frames")
@@ -94,4 +110,9 @@ public struct EncoderConfig: Sendable, Equatable {
                                     requirement: "in 0...\(Self.maxWorkerThreads)")
         }
     }
+}
+
+extension ClosedRange {
+    /// `value`, moved into the range when it lies outside.
+    func clamped(_ value: Bound) -> Bound { Swift.min(Swift.max(value, lowerBound), upperBound) }
 }

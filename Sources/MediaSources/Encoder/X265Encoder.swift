@@ -6,8 +6,13 @@ import MediaFormats
 /// Configured for live streaming: tune `zerolatency` (no B-frames, no
 /// lookahead, one access unit out per frame in), closed GOPs with an IDR every
 /// ``EncoderConfig/keyframeInterval`` frames, VPS/SPS/PPS repeated before each
-/// keyframe, ABR rate control capped by VBV at the configured bitrate, one
-/// frame thread and a small worker pool, and no logging to stderr.
+/// keyframe, one frame thread and a small worker pool, and no logging to stderr.
+///
+/// Rate control: x265 opens in ABR with VBV on (rate and buffer at
+/// ``EncoderConfig/effectivePeakBitrateKbps``, HRD off), and from then on every
+/// frame's QP comes from our own frame-level controller (`FrameRateController`,
+/// passed as `x265_picture.forceqp`), which follows ``bitrateKbps``. So
+/// ``setBitrate(kbps:)`` takes effect on the next frame, without a keyframe.
 ///
 /// Not thread-safe: one encoder thread owns an instance. Keep it off the
 /// network ring's thread so a slow frame never stalls sending.
@@ -20,6 +25,26 @@ public final class X265Encoder {
     public private(set) var headers: [[UInt8]]
     /// The current target bitrate in kbit/s (changed by ``setBitrate(kbps:)``).
     public private(set) var bitrateKbps: Int
+    /// How the bitrate changes went (``setBitrate(kbps:)``).
+    public private(set) var rateChanges = RateChangeCounts()
+    /// The highest bitrate reachable without reopening: x265's VBV rate, fixed at open.
+    public private(set) var peakBitrateKbps: Int
+    /// Plans each frame's QP for ``bitrateKbps``.
+    private var rateController: FrameRateController
+    /// The QP forced on each frame x265 still holds, by pts.
+    private var forcedQP: [Int64: Int] = [:]
+    /// Frames output since the last keyframe, that one included (nil before the first).
+    private var framesSinceKeyframe: Int?
+
+    /// Counters of ``X265Encoder/setBitrate(kbps:)``.
+    public struct RateChangeCounts: Sendable, Equatable {
+        /// Calls that asked for a bitrate other than the current one.
+        public var requested = 0
+        /// Changes made live, with no keyframe.
+        public var applied = 0
+        /// Changes made by reopening the encoder (one IDR each), when the live path failed.
+        public var fallbacks = 0
+    }
 
     /// The parameters the encoder was opened with (x265 keeps its own copy).
     private var param: UnsafeMutablePointer<x265_param>
@@ -53,6 +78,11 @@ public final class X265Encoder {
         cx265_picture_init(param, outputPicture)
         self.config = config
         self.bitrateKbps = config.bitrateKbps
+        self.peakBitrateKbps = config.effectivePeakBitrateKbps
+        self.rateController = FrameRateController(
+            targetBitsPerSecond: Double(config.bitrateKbps) * 1000,
+            frameRate: Double(config.fpsNumerator) / Double(config.fpsDenominator),
+            keyframeInterval: config.keyframeInterval)
         self.param = param
         self.encoder = encoder
         self.headers = headers
@@ -103,8 +133,17 @@ public final class X265Encoder {
         cx265_picture_set_i420(inputPicture, lumaBase, cbBase, crBase,
                                Int32(config.width), Int32(config.width / 2))
         inputPicture.pointee.pts = nextFrameIndex
-        inputPicture.pointee.sliceType = forceKeyframe || forceNextKeyframe ? X265_TYPE_IDR : X265_TYPE_AUTO
+        let forced = forceKeyframe || forceNextKeyframe
+        inputPicture.pointee.sliceType = forced ? X265_TYPE_IDR : X265_TYPE_AUTO
         forceNextKeyframe = false
+        // x265 (closed GOP, no scene cuts) makes a keyframe when forced or at the interval.
+        let keyframe = forced || framesSinceKeyframe.map { $0 >= config.keyframeInterval } ?? true
+        if let qp = rateController.nextQP(keyframe: keyframe) {
+            inputPicture.pointee.forceqp = Int32(qp + 1)  // 0 would mean "x265 decides"
+            forcedQP[nextFrameIndex] = qp
+        } else {
+            inputPicture.pointee.forceqp = 0
+        }
         // The planes are borrowed for this call only.
         defer { cx265_picture_set_i420(inputPicture, nil, nil, nil, 0, 0) }
         nextFrameIndex += 1
@@ -124,17 +163,22 @@ public final class X265Encoder {
         return units
     }
 
-    /// Changes the target bitrate (ABR target, VBV rate and buffer) from the
-    /// next frame on, and forces that frame to be an IDR.
+    /// Changes the target bitrate from the next frame on, without a keyframe.
     ///
-    /// Reopens the encoder at the new rate rather than calling
-    /// `x265_encoder_reconfig`: libx265 3.5 accepts a reconfigured bitrate
-    /// (and even a fixed `level-idc`) but its one-pass ABR/VBV rate control
-    /// keeps the old rate, so the change never shows in the output. The cost is
-    /// one keyframe per change, with VPS/SPS/PPS in band (repeat-headers) and
-    /// ``headers`` updated, so callers should change the rate at most every
-    /// second or so. Frame timestamps continue. On failure the old encoder
-    /// keeps running at the old rate. Calls `x265_encoder_open` and `x265_encoder_close`.
+    /// Up to ``peakBitrateKbps`` the change is live: the frame-level controller
+    /// plans the next frame's QP for the new rate (counted in
+    /// ``RateChangeCounts/applied``). Not through `x265_encoder_reconfig`:
+    /// libx265 3.5 accepts a new bitrate there and returns 0, but its rate
+    /// control never sees it (the reconfigured parameters go to a copy its
+    /// `RateControl` does not read: `Encoder::configure` repoints the encoder's
+    /// `m_param` at `m_latestParam` while `RateControl::m_param` keeps the block
+    /// from open), so the output keeps the old rate.
+    ///
+    /// Above ``peakBitrateKbps`` x265's VBV, fixed at open, would cap the output,
+    /// so the encoder is reopened with a VBV for the new rate: one IDR, VPS/SPS/PPS
+    /// in band and ``headers`` updated, frame timestamps continuing (counted in
+    /// ``RateChangeCounts/fallbacks``). On failure the old encoder keeps running at
+    /// the old rate. The reopen calls `x265_encoder_open` and `x265_encoder_close`.
     public func setBitrate(kbps: Int) throws(EncoderError) {
         guard !isFlushed else { throw .alreadyFlushed }
         guard kbps > 0, kbps <= EncoderConfig.maxBitrateKbps else {
@@ -142,15 +186,27 @@ public final class X265Encoder {
                                     requirement: "in 1...\(EncoderConfig.maxBitrateKbps)")
         }
         guard kbps != bitrateKbps else { return }
+        rateChanges.requested += 1
+        guard kbps > peakBitrateKbps else {
+            bitrateKbps = kbps
+            rateController.setTarget(bitsPerSecond: Double(kbps) * 1000)
+            rateChanges.applied += 1
+            return
+        }
         var newConfig = config
         newConfig.bitrateKbps = kbps
+        newConfig.peakBitrateKbps = nil
         let (newParam, newEncoder, newHeaders) = try Self.open(newConfig)
         cx265_encoder_close(encoder)
         cx265_param_free(param)
         (param, encoder, headers, bitrateKbps) = (newParam, newEncoder, newHeaders, kbps)
+        peakBitrateKbps = newConfig.effectivePeakBitrateKbps
+        rateController.setTarget(bitsPerSecond: Double(kbps) * 1000)
+        forcedQP.removeAll()
         cx265_picture_init(param, inputPicture)
         cx265_picture_init(param, outputPicture)
         forceNextKeyframe = true
+        rateChanges.fallbacks += 1
     }
 
     /// Runs one `x265_encoder_encode` (nil input: flush) and copies out the
@@ -162,12 +218,17 @@ public final class X265Encoder {
         guard result >= 0 else { throw .encodeFailed(code: result) }
         guard result > 0, nalCount > 0 else { return nil }
         let units = try Self.copyNALUnits(nals, count: nalCount)
+        let isKeyframe = units.contains { HEVCNALUnitType(nalUnit: $0)?.isIRAP == true }
+        let pts = outputPicture.pointee.pts
+        let qp = forcedQP.removeValue(forKey: pts) ?? Int(outputPicture.pointee.frameData.qp.rounded())
+        rateController.record(bits: 8 * units.reduce(0) { $0 + $1.count }, qp: qp, keyframe: isKeyframe)
+        framesSinceKeyframe = isKeyframe ? 1 : (framesSinceKeyframe ?? 0) + 1
         return AccessUnit(
             nalUnits: units,
             timestamp: Self.rtpTimestamp(frameIndex: outputPicture.pointee.pts,
                                          fpsNumerator: config.fpsNumerator,
                                          fpsDenominator: config.fpsDenominator),
-            isKeyframe: units.contains { HEVCNALUnitType(nalUnit: $0)?.isIRAP == true })
+            isKeyframe: isKeyframe)
     }
 
     /// The frame's time on the 90 kHz RTP clock, wrapping at 2^32.
@@ -231,18 +292,21 @@ public final class X265Encoder {
         for (name, value) in options {
             try parse(param, name, value)
         }
-        try setRateControl(param, kbps: config.bitrateKbps)
+        try setRateControl(param, kbps: config.bitrateKbps, peakKbps: config.effectivePeakBitrateKbps)
         guard cx265_param_apply_profile(param, "main") == 0 else {
             throw .optionRejected(name: "profile", value: "main")
         }
     }
 
-    /// ABR at `kbps`, capped by a VBV of the same rate with a one-second buffer
-    /// (room for a keyframe without starving the frames after it).
-    private static func setRateControl(_ param: UnsafeMutablePointer<x265_param>, kbps: Int) throws(EncoderError) {
+    /// ABR at `kbps` (x265's choice for a frame the controller has no QP for yet:
+    /// the first), capped by a VBV at `peakKbps` with a one-second buffer, HRD off.
+    /// The VBV is a ceiling, fixed for the encoder's life: the controller's QPs make the rate.
+    private static func setRateControl(_ param: UnsafeMutablePointer<x265_param>, kbps: Int,
+                                       peakKbps: Int) throws(EncoderError) {
         try parse(param, "bitrate", String(kbps))
-        try parse(param, "vbv-maxrate", String(kbps))
-        try parse(param, "vbv-bufsize", String(kbps))
+        try parse(param, "vbv-maxrate", String(peakKbps))
+        try parse(param, "vbv-bufsize", String(peakKbps))
+        try parse(param, "hrd", "0")
     }
 
     private static func parse(_ param: UnsafeMutablePointer<x265_param>,

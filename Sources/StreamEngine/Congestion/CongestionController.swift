@@ -25,6 +25,41 @@ public protocol CongestionController: Sendable {
     var pacingRate: Int { get }
     /// The bitrate the media source should produce, bits per second.
     var targetBitrate: Int { get }
+    /// The controller's estimate of the queue delay on the path (nil when it keeps none, or
+    /// before it has measured one): shown in `CongestionStats.queueDelayMs`.
+    var queueDelayEstimate: Duration? { get }
+}
+
+extension CongestionController {
+    /// No estimate: a controller that does not measure queue delay needs not say so.
+    public var queueDelayEstimate: Duration? { nil }
+}
+
+/// Which congestion controller a flow of a `MediaSender` obeys (`MediaSenderConfig.congestionControl`).
+public enum CongestionControlSetting: Sendable {
+    /// A `ScreamController` with this configuration; the flow sets its `l4s` (from the flow's
+    /// ECN codepoint: ECT(1)) and its `maxPacketSize` (from the flow's datagram size).
+    case scream(ScreamConfiguration)
+    /// A controller of the application's own: called once per flow when `MediaSender.run` starts.
+    case custom(@Sendable () -> any CongestionController)
+
+    /// The controller for a flow that sends `ecn` in datagrams of at most `maxPacketSize` bytes.
+    func makeController(ecn: ECNCodepoint, maxPacketSize: Int) -> any CongestionController {
+        switch self {
+        case .scream(var configuration):
+            configuration.l4s = ecn == .ect1
+            configuration.maxPacketSize = maxPacketSize
+            return ScreamController(configuration: configuration)
+        case .custom(let make):
+            return make()
+        }
+    }
+
+    /// The name in the stats: `scream` or `custom`.
+    var name: String {
+        if case .scream = self { return "scream" }
+        return "custom"
+    }
 }
 
 /// A packet handed to `CongestionController.packetSent`.

@@ -213,6 +213,10 @@ public struct ScreamController: CongestionController {
     /// The target bitrate with `pacingHeadroom`.
     public var pacingRate: Int { Int(Double(targetBitrate) * configuration.pacingHeadroom) }
 
+    /// The queue delay of the last report's packets (one-way delay over its minimum), once a
+    /// report has confirmed a packet.
+    public var queueDelayEstimate: Duration? { smoothedFeedbackDelay == nil ? nil : .nanoseconds(queueDelay) }
+
     /// How long without feedback, while packets are in flight, before the window collapses:
     /// four RTTs, and never under 100 ms (a receiver reporting every 20-50 ms skips a few).
     var feedbackTimeout: Int64 { max(4 * rtt, 100_000_000) }

@@ -54,6 +54,9 @@ final class SenderFeedback {
 
     /// Path-MTU probe confirmations received and not yet taken.
     private(set) var probeConfirmations: [RTCPPathMTUConfirmation.Entry] = []
+    /// The last RFC 8888 report timestamp (compact NTP) and its value unwrapped (in the same
+    /// 1/65536 s units): the compact form wraps every 18 hours, the controller's times must not.
+    private var reportClock: (compact: UInt32, unwrapped: Int64)?
 
     /// The probe confirmations since the last call.
     func takeProbeConfirmations() -> [RTCPPathMTUConfirmation.Entry] {
@@ -151,6 +154,9 @@ final class SenderFeedback {
         for error in parsed.errors { rejected[.rtcp(error.kind), default: 0] += 1 }
         var wantsKeyframe = false
         var accepted = false
+        let rttSRBefore = rttLastSR
+        var congestionReports: [CongestionFeedback.PacketReport] = []
+        var congestionReportTime: Duration?
         // Per-packet feedback anywhere in the compound decides how its RR is read: the RR
         // comes first, and must not confirm (without their ECN marks) what the CCFB reports.
         for packet in parsed.packets {
@@ -178,11 +184,25 @@ final class SenderFeedback {
                 for stream in feedback.reports where stream.mediaSSRC == ssrc {
                     accepted = true
                     perPacketFeedback = true
-                    for (offset, metric) in stream.metrics.enumerated() where metric.received {
+                    let reportTime = flow.congestion != nil ? unwrapReportTime(feedback.reportTimestamp) : 0
+                    congestionReportTime = .nanoseconds(reportTime)
+                    for (offset, metric) in stream.metrics.enumerated() {
                         let sequence = stream.beginSequence &+ UInt16(truncatingIfNeeded: offset)
+                        guard metric.received else {
+                            if flow.congestion != nil, let extended = flow.log.extend(sequence) {
+                                congestionReports.append(.init(sequence: extended, arrival: nil))
+                            }
+                            continue
+                        }
                         guard let extended = flow.log.extend(sequence) else {
                             rejected[.confirmsUnsentPacket, default: 0] += 1
                             continue
+                        }
+                        if flow.congestion != nil {
+                            // Arrival: the report's time less the offset (1/1024 s units).
+                            let offset = Int64(min(metric.arrivalTimeOffset, RTCPCongestionControlFeedback.maxArrivalTimeOffset))
+                            congestionReports.append(.init(sequence: extended, arrival: .nanoseconds(reportTime - offset * 1_000_000_000 / 1024),
+                                                           ecn: ECNCodepoint(rawValue: metric.ecn & 3) ?? .notECT))
                         }
                         switch flow.log.confirm(extended) {
                         case .confirmed: if metric.ecn == ECNCodepoint.ce.rawValue { ceReported += 1 }
@@ -208,6 +228,11 @@ final class SenderFeedback {
                 break
             }
         }
+        if !congestionReports.isEmpty {
+            let rttSample = rttLastSR != rttSRBefore ? rttLast.map { Duration.nanoseconds(Int64($0 * 1e6)) } : nil
+            flow.congestion?.feedbackReceived(CongestionFeedback(receivedAt: .nanoseconds(now), reportTime: congestionReportTime,
+                                                                 rttSample: rttSample, packets: congestionReports))
+        }
         if accepted {
             reportsAccepted += 1
             if feedbackSeen && !receiverGone {
@@ -223,6 +248,14 @@ final class SenderFeedback {
             }
         }
         return wantsKeyframe
+    }
+
+    /// An RFC 8888 report timestamp (compact NTP, 1/65536 s) as nanoseconds on the receiver's
+    /// clock, unwrapped against the last one.
+    private func unwrapReportTime(_ compact: UInt32) -> Int64 {
+        let unwrapped = reportClock.map { $0.unwrapped + Int64(Int32(bitPattern: compact &- $0.compact)) } ?? Int64(compact)
+        reportClock = (compact, unwrapped)
+        return unwrapped / 65_536 * 1_000_000_000 + unwrapped % 65_536 * 1_000_000_000 / 65_536
     }
 
     /// Takes the round trip of the sender report a block answers (RFC 3550 6.4.1), once per

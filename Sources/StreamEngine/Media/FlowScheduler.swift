@@ -23,7 +23,7 @@ final class FlowScheduler: DatagramProducer {
     /// Each flow's own rate cap (nil: unpaced, or the only flow, which the shared pacer caps).
     private var caps: [Pacer?]
     /// Whether any flow has a cap (not with a single flow): the per-datagram path skips them otherwise.
-    private let hasCaps: Bool
+    private var hasCaps: Bool
     private var current = 0
     private var credit: Int
     private var peeked = 0
@@ -59,6 +59,23 @@ final class FlowScheduler: DatagramProducer {
                          burstQuantum: burst ?? Pacer.defaultQuantum(rateBitsPerSecond: pace, minimum: 1500), now: now)
         }
         self.caps = caps
+        hasCaps = caps.contains { $0 != nil }
+    }
+
+    /// Changes one flow's own cap to `pace` (bits per second; nil: none) from now on, as a
+    /// congestion controller's pacing rate moves. A single flow has none: the shared pacer is its cap.
+    func setPace(_ pace: Double?, burstQuantum: Int?, flow index: Int) {
+        guard producers.count > 1 else { return }
+        if let pace, pace > 0 {
+            let burst = burstQuantum ?? Pacer.defaultQuantum(rateBitsPerSecond: pace, minimum: 1500)
+            if caps[index] == nil {
+                caps[index] = Pacer(rateBitsPerSecond: pace, burstQuantum: burst, now: clock())
+            } else {
+                caps[index]!.setRate(pace, burstQuantum: burst, now: clock())
+            }
+        } else {
+            caps[index] = nil
+        }
         hasCaps = caps.contains { $0 != nil }
     }
 

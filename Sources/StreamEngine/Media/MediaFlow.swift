@@ -12,6 +12,8 @@ final class MediaFlow: DatagramProducer {
     private let timestampOffset: UInt32
     private(set) var nextSequence: UInt16
     private var queue: [AccessUnit] = []
+    /// When each access unit in `queue` was enqueued (`now` then), by the same index.
+    private var enqueuedAt: [Int64] = []
     private var queueHead = 0
     /// Bytes of the access units in `queue` from `queueHead` on.
     private var queuedBytes = 0
@@ -35,6 +37,17 @@ final class MediaFlow: DatagramProducer {
     var maxUnconfirmedBytes: Int?
     /// After a frame was dropped for the bound, frames are dropped until a keyframe.
     private(set) var awaitingKeyframe = false
+    /// The congestion controller the flow obeys (nil: none).
+    var congestion: (any CongestionController)?
+    /// The flow obeys `congestion` now: its window holds packets back, and frames that waited
+    /// `maxFrameWait` are dropped. Off while the receiver gives no per-packet feedback.
+    var congestionActive = false
+    /// With `congestionActive`: how long a frame may wait in the queue (nanoseconds).
+    var maxFrameWait: Int64 = 500_000_000
+    /// Frames dropped for waiting too long (and those after them until a keyframe).
+    private(set) var framesDroppedCongestion = 0
+    /// The keyframe awaited is after frames dropped for congestion (its drops count there).
+    private var awaitingKeyframeForCongestion = false
     /// Set when the flow needs a keyframe from the source (taken by the sender).
     var keyframeWanted = false
     /// The receiver stopped reporting: only probe keyframes go out (`probeFrames` of them).
@@ -95,8 +108,10 @@ final class MediaFlow: DatagramProducer {
     /// True when nothing is waiting or half-written.
     var isEmpty: Bool { queuedAccessUnits == 0 && planIndex >= plan.count }
 
-    func enqueue(_ accessUnit: AccessUnit) {
+    /// Queues an access unit that arrived at `time` (default: `now`).
+    func enqueue(_ accessUnit: AccessUnit, at time: Int64? = nil) {
         queue.append(accessUnit)
+        enqueuedAt.append(time ?? now)
         queuedBytes += accessUnit.byteCount
         framesQueued += 1
     }
@@ -144,7 +159,7 @@ final class MediaFlow: DatagramProducer {
             probeFrames -= 1
         }
         if awaitingKeyframe && !accessUnit.isKeyframe {
-            framesDroppedUnconfirmed += 1
+            if awaitingKeyframeForCongestion { framesDroppedCongestion += 1 } else { framesDroppedUnconfirmed += 1 }
             return false
         }
         if log.unconfirmedBytes > 0 && log.unconfirmedBytes + wireBytes > bound {
@@ -152,10 +167,38 @@ final class MediaFlow: DatagramProducer {
             framesDroppedUnconfirmed += 1
             if !awaitingKeyframe { keyframeWanted = true }
             awaitingKeyframe = true
+            awaitingKeyframeForCongestion = false
             return false
         }
         awaitingKeyframe = false
         return true
+    }
+
+    /// With the congestion controller obeyed: frames that have waited `maxFrameWait` for the path
+    /// (it carries less than the source gives) are dropped whole, never one partly sent, and
+    /// the flow goes on at a keyframe, requested, as after the bound.
+    func dropFramesWaitingTooLong() {
+        guard congestionActive else { return }
+        while queueHead < queue.count && now - enqueuedAt[queueHead] > maxFrameWait {
+            _ = dequeue()
+            framesDroppedCongestion += 1
+            if !awaitingKeyframe { keyframeWanted = true }
+            awaitingKeyframe = true
+            awaitingKeyframeForCongestion = true
+        }
+    }
+
+    /// Takes the oldest access unit waiting.
+    private func dequeue() -> AccessUnit {
+        let next = queue[queueHead]
+        queueHead += 1
+        queuedBytes -= next.byteCount
+        if queueHead > 64 && queueHead * 2 > queue.count {
+            queue.removeFirst(queueHead)
+            enqueuedAt.removeFirst(queueHead)
+            queueHead = 0
+        }
+        return next
     }
 
     func peekDatagram() -> PendingDatagram? {
@@ -165,9 +208,17 @@ final class MediaFlow: DatagramProducer {
         }
         while true {
             guard let pending = peekPlanned() else { return nil }
-            if pending.size <= maxDatagramSize { return pending }
+            if pending.size <= maxDatagramSize { return congestionWindowAllows(pending.size) ? pending : nil }
             clampCurrentFrame()
         }
+    }
+
+    /// Whether the controller's window has room for `bytes` more in flight (always when the flow
+    /// does not obey one, and when nothing is in flight, so a window under a packet cannot stall it).
+    func congestionWindowAllows(_ bytes: Int) -> Bool {
+        guard congestionActive, let congestion else { return true }
+        let inFlight = congestion.bytesInFlight
+        return inFlight == 0 || inFlight + bytes <= congestion.window
     }
 
     /// No route: the rest of a frame under way and every frame waiting are dropped (counted).
@@ -202,13 +253,7 @@ final class MediaFlow: DatagramProducer {
     private func peekPlanned() -> PendingDatagram? {
         while planIndex >= plan.count {
             guard queueHead < queue.count else { return nil }
-            let next = queue[queueHead]
-            queueHead += 1
-            queuedBytes -= next.byteCount
-            if queueHead > 64 && queueHead * 2 > queue.count {
-                queue.removeFirst(queueHead)
-                queueHead = 0
-            }
+            let next = dequeue()
             let planned = packetizer.plan(next)
             let wireBytes = planned.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
             guard admit(next, wireBytes: wireBytes) else { continue }
@@ -235,6 +280,7 @@ final class MediaFlow: DatagramProducer {
         if tracksPackets {
             log.recordSent(sequence: extendedSequence, bytes: size, at: now)
             peakUnconfirmedBytes = max(peakUnconfirmedBytes, log.unconfirmedBytes)
+            congestion?.packetSent(SentPacketRecord(sequence: extendedSequence, bytes: size, sentAt: .nanoseconds(now)))
         }
         lastMediaWrite = now
         if let resumedAt, planIndex == 0, accessUnit.isKeyframe {

@@ -77,6 +77,21 @@ public struct MediaSenderConfig: Sendable {
     /// Retransmit the original packet unchanged on the media SSRC (for receivers that take one
     /// payload type only, such as ffmpeg) instead of RFC 4588 RTX.
     public var rtxSameSSRC = false
+    /// The congestion controller the flow obeys (nil: none; the flow paces at
+    /// `paceBitsPerSecond`, as it always has). Needs `feedback`. Its window limits the bytes in
+    /// flight (the unconfirmed bound stays the ceiling), its pacing rate paces the flow, and its
+    /// target bitrate goes to the application (`SenderEvent.targetBitrate`, `SenderStats.congestion`).
+    /// Until the receiver's first per-packet (RFC 8888) report, and while it is gone, the flow
+    /// runs as without one (`CongestionStats.active`): a receiver that sends no such feedback
+    /// (ffmpeg, GStreamer) is served as before.
+    public var congestionControl: CongestionControlSetting?
+    /// With `congestionControl`: a frame that has waited this long in the flow's queue (the path
+    /// carries less than the source gives, e.g. a file) is dropped whole, and so is every frame
+    /// after it until a keyframe, which is requested (counted in `CongestionStats.framesDropped`).
+    public var maxFrameWait: Duration = .milliseconds(500)
+    /// With `congestionControl`: the target bitrate is announced again once it has moved by this
+    /// fraction of the last one announced (an encoder need not be told of every small step).
+    public var targetBitrateStep = 0.05
 
     /// Makes a configuration for `destination` with the defaults.
     public init(destination: SocketAddress) { self.destination = destination }
@@ -115,6 +130,9 @@ public final class MediaSender: Sendable {
     public init(flows configs: [MediaSenderConfig]) throws {
         guard (1...FlowScheduler.maxFlows).contains(configs.count) else {
             throw ConfigurationError("flows", "\(configs.count) flows (1 to \(FlowScheduler.maxFlows))")
+        }
+        if configs.contains(where: { $0.congestionControl != nil && !$0.feedback }) {
+            throw ConfigurationError("congestionControl", "a congestion controller needs feedback")
         }
         let wakeEvent = try WakeEvent()
         self.wakeEvent = wakeEvent
@@ -196,9 +214,10 @@ public final class MediaSender: Sendable {
     public func run() throws {
         defer { eventHub.finish() }
         let ring = try Ring(entries: 256)
-        let paces = flowConfigs.map(\.paceBitsPerSecond)
-        let rate: Double? = paces.contains(nil) ? nil : paces.reduce(0) { $0 + ($1 ?? 0) }
-        var senderConfig = PacedSenderConfig(rateBitsPerSecond: rate, burstQuantum: flowConfigs[0].burstQuantum)
+        // Each flow's pace: the configured one, and its congestion controller's pacing rate once it obeys one.
+        var paces = flowConfigs.map(\.paceBitsPerSecond)
+        func sharedRate() -> Double? { paces.contains(nil) ? nil : paces.reduce(0) { $0 + ($1 ?? 0) } }
+        var senderConfig = PacedSenderConfig(rateBitsPerSecond: sharedRate(), burstQuantum: flowConfigs[0].burstQuantum)
         senderConfig.completionWindow = 2
         let paced = PacedSender(ring: ring, config: senderConfig)
         var senderFlows: [SenderFlow] = []
@@ -225,6 +244,17 @@ public final class MediaSender: Sendable {
             let index = FlowScheduler.flowIndex(ofTag: report.tag)
             report.tag = FlowScheduler.flowTag(report.tag)
             senderFlows[index].handleSendReport(report)
+        }
+        // A controller's pacing rate moves with every report: the flow's own cap and the
+        // shared pacer (at the sum of the paces) follow it before each fill.
+        func applyPaces() {
+            var changed = false
+            for (index, flow) in senderFlows.enumerated() where flow.pace != paces[index] {
+                paces[index] = flow.pace
+                scheduler.setPace(flow.pace, burstQuantum: flowConfigs[index].burstQuantum, flow: index)
+                changed = true
+            }
+            if changed { paced.setRate(sharedRate(), burstQuantum: flowConfigs[0].burstQuantum) }
         }
         func publish() {
             for flow in senderFlows {
@@ -255,6 +285,7 @@ public final class MediaSender: Sendable {
                 flow.takeInput()
                 flow.tick(now: now)
             }
+            applyPaces()
             try armSenderReportAlarm(now: now)  // no-op while one is armed
             if now - lastPublish >= publishInterval {
                 lastPublish = now

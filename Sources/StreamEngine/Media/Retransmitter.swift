@@ -2,7 +2,8 @@ import MediaFormats
 import UringIO
 
 /// A flow's retransmissions in the send path: a `DatagramProducer` in front of the flow's
-/// own (media and path-MTU probes), whose retransmissions go first, through the same pacer.
+/// own (media and path-MTU probes), whose retransmissions go first, through the same pacer
+/// and within the congestion controller's window.
 /// It keeps every media packet written in a `RetransmissionHistory` and answers NACKs from it.
 ///
 /// Retransmissions use a route of their own (same socket and marking): a send slot holds one
@@ -72,7 +73,9 @@ final class Retransmitter: DatagramProducer {
     // MARK: - DatagramProducer
 
     func peekDatagram() -> PendingDatagram? {
-        if queueHead < queue.count && flow.pathViable {
+        // Within the congestion controller's window when the flow obeys one (retransmissions
+        // wait while it is full; they are not counted in its bytes in flight).
+        if queueHead < queue.count && flow.pathViable && flow.congestionWindowAllows(queue[queueHead].count) {
             peekedRetransmission = true
             return PendingDatagram(route: route, size: queue[queueHead].count, tag: Self.tagBit | UInt64(queueHead))
         }

@@ -46,6 +46,10 @@ public enum SenderEvent: Sendable, Equatable {
     /// The kernel picks another source address toward the receiver (the old one removed, or a
     /// new one preferred): the flow's sockets now send from `source`, on the same ports.
     case sourceAddressChanged(flow: Int, source: String?)
+    /// The flow's congestion controller asks the source for another bitrate (bits per second):
+    /// feed it to the encoder. Announced when the target moved by
+    /// `MediaSenderConfig.targetBitrateStep` or more; also in `SenderStats.congestion`.
+    case targetBitrate(flow: Int, bitsPerSecond: Int)
 
     /// The flow the event concerns.
     public var flow: Int {
@@ -53,7 +57,7 @@ public enum SenderEvent: Sendable, Equatable {
         case .receiverGone(let flow, _), .receiverBack(let flow), .feedbackAbsent(let flow),
              .boundReached(let flow, _, _), .pathMTUChanged(let flow, _, _), .flowRedirected(let flow, _),
              .sendsFailing(let flow, _, _), .pathUnviable(let flow), .pathViable(let flow, _),
-             .pathChanged(let flow, _, _, _), .sourceAddressChanged(let flow, _):
+             .pathChanged(let flow, _, _, _), .sourceAddressChanged(let flow, _), .targetBitrate(let flow, _):
             return flow
         }
     }
@@ -104,6 +108,9 @@ struct SenderEventDetector {
                                             maxUnconfirmedBytes: new.maxUnconfirmedBytes))
             }
             lastBoundDrop = now
+        }
+        if let congestion = new.congestion, congestion.rateChanges != old.congestion?.rateChanges {
+            events.append(.targetBitrate(flow: flow, bitsPerSecond: congestion.targetBitrate))
         }
         for (failure, count) in new.errors.sorted(by: { "\($0.key)" < "\($1.key)" }) where old.errors[failure] == nil {
             events.append(.sendsFailing(flow: flow, failure: failure, datagrams: count))

@@ -96,6 +96,12 @@ final class SenderFlow {
     private var lastGoneProbe: Int64 = 0
     /// The source said it has no more and everything it handed over was taken.
     private(set) var inputFinished = false
+    /// The controller's target before any feedback: what the application is told while the flow
+    /// does not obey it (`CongestionStats.active` false).
+    private var startTarget = 0
+    /// Confirmed and CE-reported packets at the last publication that confirmed any (`CongestionStats.ceFraction`).
+    private var lastConfirmedForCE = 0
+    private var lastCEReported = 0
 
     init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender) throws {
         self.index = index
@@ -162,7 +168,24 @@ final class SenderFlow {
         local.maxUnconfirmedBytes = bound ?? 0
         local.flowIndex = index
         local.destination = "\(config.destination)"
+        if let setting = config.congestionControl {
+            let controller = setting.makeController(ecn: config.ecn, maxPacketSize: mtu - socket.headerOverhead)
+            flow.congestion = controller
+            flow.maxFrameWait = config.maxFrameWait.nanoseconds
+            startTarget = controller.targetBitrate
+            var congestion = CongestionStats()
+            congestion.controller = setting.name
+            congestion.targetBitrate = startTarget
+            local.congestion = congestion
+        }
         eventDetector = SenderEventDetector(initial: local)
+    }
+
+    /// The flow's pace now (bits per second; nil: unpaced): its controller's pacing rate while it
+    /// obeys one, the configured pace otherwise.
+    var pace: Double? {
+        if flow.congestionActive, let congestion = flow.congestion { return Double(congestion.pacingRate) }
+        return config.paceBitsPerSecond
     }
 
     private static func rtcpPeer(of destination: SocketAddress) -> SocketAddress {
@@ -207,7 +230,8 @@ final class SenderFlow {
             defer { box.newDestination = nil }
             return (taken, box.finished && box.accessUnits.isEmpty, box.dropped, box.newDestination)
         }
-        for accessUnit in incoming { flow.enqueue(accessUnit) }
+        let now = incoming.isEmpty ? 0 : monotonicNanoseconds()
+        for accessUnit in incoming { flow.enqueue(accessUnit, at: now) }
         inputFinished = isFinished
         local.framesDroppedQueueFull = dropped
         if let newDestination, newDestination != destination { redirect(to: newDestination) }
@@ -317,6 +341,15 @@ final class SenderFlow {
         local.maxUnconfirmedBytes = effectiveBound ?? 0
         _ = rtcp.checkLiveness(now: now, sending: flow.log.unconfirmedPackets > 0)
         flow.receiverGone = rtcp.receiverGone
+        if flow.congestion != nil {
+            flow.congestion?.advance(to: .nanoseconds(now))
+            // Only per-packet feedback from a receiver that is there can drive the controller: until
+            // the first such report (a third-party receiver sends none, or only receiver reports)
+            // and while the receiver is gone, the flow runs as without one (paced as configured,
+            // under its bound), so a receiver that cannot answer never stalls it.
+            flow.congestionActive = rtcp.perPacketFeedback && !silentSinceStart && !rtcp.receiverGone
+            flow.dropFramesWaitingTooLong()
+        }
         if rtcp.receiverGone && now - lastGoneProbe >= config.goneProbeInterval.nanoseconds {
             // A receiver that went away (or a new one in its place) can only answer what
             // reaches it: once a second, what waited unconfirmed counts as lost and one
@@ -336,6 +369,8 @@ final class SenderFlow {
     /// (or `finalFeedbackWait` passed). The engine stops when every flow is done.
     func isDone(now: Int64) -> Bool {
         guard inputFinished else { return false }
+        // A congestion window that holds packets back leaves the pump idle with frames still queued.
+        if flow.congestionActive && !flow.isEmpty { return false }
         guard config.feedback, !local.feedbackAbsent else { return true }
         if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait.nanoseconds }
         return flow.log.unconfirmedPackets == 0 || now >= lingerDeadline!
@@ -408,9 +443,35 @@ final class SenderFlow {
         local.enterCalls = ring.enterCalls
         local.flows = flows
         local.mixedSubmissions = mixedSubmissions
+        local.pacingRate = pace ?? 0
+        publishCongestion()
         let snapshot = local
         handle.statsBox.withLock { $0 = snapshot }
         handle.events.emit(eventDetector.update(snapshot, now: monotonicNanoseconds()))
+    }
+
+    /// The controller's state into `local.congestion`; a new target is announced once it moved
+    /// by `targetBitrateStep`.
+    private func publishCongestion() {
+        guard let congestion = flow.congestion, var stats = local.congestion else { return }
+        stats.active = flow.congestionActive
+        let target = flow.congestionActive ? congestion.targetBitrate : startTarget
+        if abs(Double(target - stats.targetBitrate)) >= config.targetBitrateStep * Double(stats.targetBitrate) {
+            stats.targetBitrate = target
+            stats.rateChanges += 1
+        }
+        stats.window = congestion.window
+        stats.bytesInFlight = congestion.bytesInFlight
+        stats.pacingRate = Int(pace ?? 0)
+        stats.queueDelayMs = congestion.queueDelayEstimate.map { Double($0.nanoseconds) / 1e6 }
+        let confirmed = flow.log.confirmed
+        if confirmed > lastConfirmedForCE {
+            stats.ceFraction = Double(max(0, rtcp.ceReported - lastCEReported)) / Double(confirmed - lastConfirmedForCE)
+            lastConfirmedForCE = confirmed
+            lastCEReported = rtcp.ceReported
+        }
+        stats.framesDropped = flow.framesDroppedCongestion
+        local.congestion = stats
     }
 }
 

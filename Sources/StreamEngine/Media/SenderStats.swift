@@ -165,4 +165,6 @@ public struct SenderStats: Sendable, Equatable {
     public var flows = 1
     /// Submissions that carried datagrams of more than one flow (engine-wide).
     public var mixedSubmissions = 0
+    /// The congestion controller's state (nil when the flow has none).
+    public var congestion: CongestionStats?
 }

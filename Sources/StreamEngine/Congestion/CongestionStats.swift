@@ -1,0 +1,33 @@
+/// What a flow's congestion controller says and what the flow did about it (`SenderStats.congestion`).
+public struct CongestionStats: Sendable, Equatable {
+    /// The controller: `scream`, or `custom` for one the application plugged in.
+    public var controller = ""
+    /// The flow obeys the controller now. False until the receiver's first per-packet (RFC 8888)
+    /// report (a third-party receiver sends none, or only receiver reports) and while it is gone:
+    /// the flow then paces at `MediaSenderConfig.paceBitsPerSecond` under its unconfirmed bound, as
+    /// without a controller, and the target announced is the controller's first.
+    public var active = false
+    /// The bitrate the source should produce, bits per second: the controller's target as last
+    /// announced (`SenderEvent.targetBitrate`), which happens when it moved by
+    /// `MediaSender.targetBitrateStep` or more.
+    public var targetBitrate = 0
+    /// The bytes the controller lets be in flight.
+    public var window = 0
+    /// The bytes in flight as the controller counts them.
+    public var bytesInFlight = 0
+    /// The rate the flow is paced at, bits per second.
+    public var pacingRate = 0
+    /// The controller's queue delay estimate, milliseconds (nil when it has none).
+    public var queueDelayMs: Double?
+    /// Of the packets confirmed since the previous publication that confirmed any, the
+    /// fraction reported CE-marked.
+    public var ceFraction = 0.0
+    /// Target bitrates announced after the first (each a `SenderEvent.targetBitrate`).
+    public var rateChanges = 0
+    /// Frames dropped whole because they waited longer than `MediaSenderConfig.maxFrameWait`
+    /// for the path (and those after them until a keyframe).
+    public var framesDropped = 0
+
+    /// Empty stats.
+    public init() {}
+}

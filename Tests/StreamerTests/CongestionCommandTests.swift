@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `streamer send --cc`, `--min-bitrate`, `--max-bitrate`, `--start-bitrate`, `--print-rate-changes`
+/// and the `cc` stats.
+@Suite struct CongestionCommandTests {
+    @Test(arguments: [
+        (["--cc", "maybe"], "--cc: 'maybe' is not one of on, off"),
+        (["--cc", "on", "--no-feedback"], "--cc on"),
+        (["--min-bitrate", "fast"], "--min-bitrate"),
+        (["--max-bitrate", "0"], "--max-bitrate"),
+        (["--start-bitrate", "-1M"], "--start-bitrate"),
+        (["--min-bitrate", "3M", "--max-bitrate", "2M"], "--min-bitrate: 3M is above the maximum 2M"),
+        (["--start-bitrate", "5M", "--max-bitrate", "2M"], "--start-bitrate: 5M is not within 150k..2M"),
+        (["--start-bitrate", "100k", "--min-bitrate", "200k"], "--start-bitrate: 100k is not within 200k..4M"),
+        (["--cc", "off", "--max-bitrate", "2M"], "--max-bitrate: only with congestion control"),
+        (["--no-feedback", "--min-bitrate", "1M"], "--min-bitrate: only with congestion control"),
+    ])
+    func badCongestionOptionsExitTwoWithOneLine(options: [String], mentions: String) throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let outcome = try run(binary, ["send", "--to", "127.0.0.1:5004"] + options)
+        #expect(outcome.status == 2)
+        #expect(outcome.stderrLines.count == 1, "stderr: \(outcome.stderr)")
+        #expect(outcome.stderr.contains(mentions), "stderr: \(outcome.stderr)")
+    }
+
+    /// Not with RTSP (its clients send no per-packet feedback), and the bitrates of a `.hevc`
+    /// file need `--cc on` (off by default there).
+    @Test func congestionOptionsRefusedWhereTheyCannotWork() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        // A file that passes `--source`'s readability check (the options are refused before it is read).
+        let directory = try temporaryDirectory("cce-refuse")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let dummyHEVC = directory.appendingPathComponent("dummy.hevc").path
+        _ = FileManager.default.createFile(atPath: dummyHEVC, contents: Data([0, 0, 0, 1, 0x40, 0x01]))
+        for (arguments, mentions) in [
+            (["send", "--rtsp", "8554", "--cc", "on"], "--cc on: not with --rtsp"),
+            (["send", "--rtsp", "8554", "--max-bitrate", "2M"], "--max-bitrate: only with congestion control"),
+            (["send", "--to", "127.0.0.1:5004", "--source", dummyHEVC, "--max-bitrate", "2M"], "add --cc on"),
+        ] {
+            let outcome = try run(binary, arguments)
+            #expect(outcome.status == 2, "\(arguments)")
+            #expect(outcome.stderrLines.count == 1 && outcome.stderr.contains(mentions), "stderr: \(outcome.stderr)")
+        }
+    }
+
+    /// On loopback: a synthetic source has congestion control by default; its target starts at
+    /// `--start-bitrate`, stays within min..max, goes to the encoder, and each change is one line
+    /// on stderr with `--print-rate-changes` (as many as `cc.rateChanges`). The file it
+    /// produced, sent again as a `.hevc` source, has none by default and obeys one with `--cc on`;
+    /// every frame arrives each time.
+    @Test(.enabled(if: uringEnabled, "io_uring is disabled here"))
+    func congestionControlDefaultsAndStats() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = try temporaryDirectory("cce-cli")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let clip = directory.appendingPathComponent("clip.hevc").path
+
+        let live = try sendAcrossLoopback(binary, directory, frames: 60, out: clip, options: [
+            "--size", "320x240", "--min-bitrate", "300k", "--start-bitrate", "500k", "--max-bitrate", "3M",
+            "--print-rate-changes"])
+        #expect(live.send.status == 0, "send: \(live.send.stderr)")
+        #expect(intField(live.stats, "frames.sent") == 60 && intField(live.received, "frames.complete") == 60)
+        #expect(field(live.stats, "cc.enabled") as? Bool == true && field(live.stats, "cc.controller") as? String == "scream")
+        let target = try #require(intField(live.stats, "cc.targetBitrateBps"))
+        #expect((300_000...3_000_000).contains(target), "target \(target)")
+        let changes = try #require(intField(live.stats, "cc.rateChanges"))
+        let lines = live.send.stderrLines.filter { $0.contains("target bitrate") }
+        #expect(lines.count == changes, "stderr: \(live.send.stderr)")
+        #expect(changes == 0 || intField(live.stats, "cc.encoderTargetBps") != 500_000, "the encoder followed")
+        for key in ["windowBytes", "bytesInFlight", "pacingRateBps", "queueDelayMs", "ceFraction", "framesDropped",
+                    "encoderReconfigs", "encoderReopens", "active"] {
+            #expect(field(live.stats, "cc." + key) != nil, "cc.\(key) missing")
+        }
+        let flow = try #require((live.stats["flows"] as? [[String: Any]])?.first)
+        #expect(intField(flow, "cc.targetBitrateBps") == target, "every flow has its own cc object")
+
+        let file = try sendAcrossLoopback(binary, directory, frames: 60, out: nil, options: ["--source", clip])
+        #expect(file.send.status == 0, "send: \(file.send.stderr)")
+        #expect(field(file.stats, "cc.enabled") as? Bool == false)
+        #expect(intField(file.received, "frames.complete") == 60)
+
+        let paced = try sendAcrossLoopback(binary, directory, frames: 60, out: nil,
+                                           options: ["--source", clip, "--cc", "on", "--max-bitrate", "20M"])
+        #expect(paced.send.status == 0, "send: \(paced.send.stderr)")
+        #expect(field(paced.stats, "cc.enabled") as? Bool == true && field(paced.stats, "cc.active") as? Bool == true)
+        #expect(intField(paced.received, "frames.complete") == intField(paced.stats, "frames.sent"))
+        #expect(intField(paced.stats, "frames.sent")! + intField(paced.stats, "cc.framesDropped")! == 60)
+    }
+
+    /// Runs `streamer recv` and `streamer send --frames N` with `options` on loopback; returns
+    /// send's outcome and both stats objects.
+    private func sendAcrossLoopback(_ binary: String, _ directory: URL, frames: Int, out: String?, options: [String])
+        throws -> (send: Outcome, stats: [String: Any], received: [String: Any]) {
+        let port = Int(nextPortPair())
+        let sendStats = directory.appendingPathComponent("send-\(port).json")
+        let recvStats = directory.appendingPathComponent("recv-\(port).json")
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: binary)
+        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--frames", String(frames), "--quiet",
+                              "--stats", recvStats.path] + (out.map { ["--out", $0] } ?? [])
+        receiver.standardError = FileHandle.nullDevice
+        try receiver.run()
+        try waitUntilBound(port: UInt16(port))
+        let sent = try run(binary, ["send", "--to", "127.0.0.1:\(port)", "--frames", String(frames), "--quiet",
+                                    "--stats", sendStats.path] + options)
+        waitForExit(receiver, seconds: 20)
+        return (sent, try readJSON(sendStats), try readJSON(recvStats))
+    }
+}
