@@ -25,7 +25,8 @@ struct LabRetransmissionTests {
         try lab.waitUntilBound("rcv", port: 5004)
         let sender = try lab.spawn("snd", binary, [
             "send", "--to", "10.77.2.2:5004", "--frames", "\(Self.frames)", "--size", "320x240", "--bitrate", "1M",
-            "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
+            // No congestion controller: every frame is sent, so frames are accounted for exactly.
+            "--cc", "off", "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
         ] + extra)
         Thread.sleep(forTimeInterval: 1)
         try lab.set(["--loss", "2"])

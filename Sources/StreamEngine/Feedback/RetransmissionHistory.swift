@@ -113,8 +113,9 @@ struct RetransmissionHistory: Sendable {
         }
     }
 
-    /// Answers a NACK: the datagrams to send (in the order asked), each counted.
-    mutating func answer(_ nack: RTCPGenericNACK, now: Int64) -> [[UInt8]] {
+    /// Answers a NACK: the datagrams to send (in the order asked), each counted. A packet for
+    /// which `isWaiting` says a retransmission still waits to be sent is not sent again (`repeated`).
+    mutating func answer(_ nack: RTCPGenericNACK, now: Int64, isWaiting: (UInt16) -> Bool = { _ in false }) -> [[UInt8]] {
         nacksReceived += 1
         expire(now: now)
         refill(now: now)
@@ -126,7 +127,7 @@ struct RetransmissionHistory: Sendable {
                 rejected[classifyMissing(sequence), default: 0] += 1
                 continue
             }
-            if let last = entry.lastRetransmission, now - last < minRepeatInterval {
+            if isWaiting(sequence) || entry.lastRetransmission.map({ now - $0 < minRepeatInterval }) == true {
                 rejected[.repeated, default: 0] += 1
                 continue
             }

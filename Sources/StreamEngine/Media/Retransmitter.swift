@@ -19,7 +19,9 @@ final class Retransmitter: DatagramProducer {
     private let route: Int
     private let clock: () -> Int64
     private(set) var history: RetransmissionHistory
-    private var queue: [[UInt8]] = []
+    private var queue: [(original: UInt16, datagram: [UInt8])] = []
+    /// The original sequence numbers of the retransmissions waiting in `queue`.
+    private var waiting = Set<UInt16>()
     private var queueHead = 0
     private var queuedBytes = 0
     private var peekedRetransmission = false
@@ -47,15 +49,33 @@ final class Retransmitter: DatagramProducer {
 
     /// Answers a NACK about the flow's SSRC: its retransmissions wait for the pacer.
     func handle(_ nack: RTCPGenericNACK) {
-        for datagram in history.answer(nack, now: clock()) {
+        let waiting = waiting
+        for datagram in history.answer(nack, now: clock(), isWaiting: waiting.contains) {
             if queue.count - queueHead >= Self.maxQueued {
-                queuedBytes -= queue[queueHead].count
-                queueHead += 1
+                take()
                 overflowed += 1
             }
-            queue.append(datagram)
+            // The original sequence number: the RTX payload's first two bytes, or the header's.
+            let original = history.sameSSRC ? UInt16(datagram[2]) << 8 | UInt16(datagram[3])
+                : UInt16(datagram[RTPHeader.fixedSize]) << 8 | UInt16(datagram[RTPHeader.fixedSize + 1])
+            queue.append((original, datagram))
+            self.waiting.insert(original)
             queuedBytes += datagram.count
         }
+    }
+
+    /// Takes the oldest waiting retransmission out of the queue.
+    @discardableResult
+    private func take() -> [UInt8] {
+        let (original, datagram) = queue[queueHead]
+        queuedBytes -= datagram.count
+        waiting.remove(original)
+        queueHead += 1
+        if queueHead == queue.count {
+            queue.removeAll(keepingCapacity: true)
+            queueHead = 0
+        }
+        return datagram
     }
 
     /// Counts a NACK that is not the flow's to answer.
@@ -75,9 +95,9 @@ final class Retransmitter: DatagramProducer {
     func peekDatagram() -> PendingDatagram? {
         // Within the congestion controller's window when the flow obeys one (retransmissions
         // wait while it is full; they are not counted in its bytes in flight).
-        if queueHead < queue.count && flow.pathViable && flow.congestionWindowAllows(queue[queueHead].count) {
+        if queueHead < queue.count && flow.pathViable && flow.congestionWindowAllows(queue[queueHead].datagram.count) {
             peekedRetransmission = true
-            return PendingDatagram(route: route, size: queue[queueHead].count, tag: Self.tagBit | UInt64(queueHead))
+            return PendingDatagram(route: route, size: queue[queueHead].datagram.count, tag: Self.tagBit | UInt64(queueHead))
         }
         peekedRetransmission = false
         return inner.peekDatagram()
@@ -85,14 +105,7 @@ final class Retransmitter: DatagramProducer {
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
         if peekedRetransmission {
-            let datagram = queue[queueHead]
-            datagram.withUnsafeBytes { buffer.copyMemory(from: $0) }
-            queuedBytes -= datagram.count
-            queueHead += 1
-            if queueHead == queue.count {
-                queue.removeAll(keepingCapacity: true)
-                queueHead = 0
-            }
+            take().withUnsafeBytes { buffer.copyMemory(from: $0) }
             return
         }
         inner.writeDatagram(into: buffer)

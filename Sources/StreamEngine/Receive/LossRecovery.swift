@@ -22,8 +22,10 @@ struct LossRecovery: Sendable {
     var rtxSSRC: UInt32?
     /// The configured playout latency (nanoseconds); nil: derived.
     let configuredLatency: Int64?
-    /// Smoothed RTT from ask to retransmission (nanoseconds), nil before the first sample.
+    /// Smoothed RTT from ask to retransmission (nanoseconds), nil before the first sample,
+    /// and its mean deviation (RFC 6298).
     private(set) var measuredRTT: Int64?
+    private var rttVariation: Int64 = 0
     /// The stream's interarrival jitter, RTP units (90 kHz), as the tracker has it.
     var jitter: UInt32 = 0
 
@@ -38,6 +40,10 @@ struct LossRecovery: Sendable {
 
     /// The RTT to plan with.
     var rtt: Int64 { measuredRTT ?? Self.initialRTT }
+
+    /// The RTT NACKs are timed with: the smoothed RTT and twice its deviation (an answer
+    /// delayed by the sender's pacer or window is not asked for again at once).
+    var nackRTT: Int64 { rtt + 2 * rttVariation }
 
     /// The playout latency now: configured, or max(50 ms, 2 x RTT + jitter).
     var latency: Int64 {
@@ -77,7 +83,13 @@ struct LossRecovery: Sendable {
                                      into output: inout [PlayoutBuffer.Packet]) -> PlayoutBuffer.Insertion {
         if let ask = nack.remove(packet.sequence), ask.asks == 1, let asked = ask.firstAsked, arrival > asked {
             let sample = arrival - asked
-            measuredRTT = measuredRTT.map { ($0 * 7 + sample) / 8 } ?? sample
+            if let smoothed = measuredRTT {
+                rttVariation = (rttVariation * 3 + abs(smoothed - sample)) / 4
+                measuredRTT = (smoothed * 7 + sample) / 8
+            } else {
+                rttVariation = sample / 2
+                measuredRTT = sample
+            }
         }
         guard playout.isMissing(packet.sequence) else {
             if let next = playout.nextSequence, packet.sequence < next, playout.wasGivenUp(packet.sequence) { return .late }
@@ -96,7 +108,7 @@ struct LossRecovery: Sendable {
 
     /// The NACK entries due now.
     mutating func due(now: Int64) -> [RTCPGenericNACK.Entry] {
-        nack.due(now: now, highest: playout.highestSequence, rtt: rtt)
+        nack.due(now: now, highest: playout.highestSequence, rtt: nackRTT)
     }
 
     /// Nothing before the buffer's next sequence number is asked for any more.

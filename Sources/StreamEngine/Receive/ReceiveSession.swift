@@ -285,7 +285,7 @@ public struct ReceiveSession: Sendable {
         var deadline = lastReport + wait
         if let recovery {
             if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
-            if let ask = recovery.nack.nextDue(rtt: recovery.rtt) { deadline = min(deadline, ask) }
+            if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
         }
         return deadline
     }
