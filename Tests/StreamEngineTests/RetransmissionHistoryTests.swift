@@ -83,6 +83,15 @@ import Testing
         #expect(history.retransmitted == 4 && history.requestedBytes == 4 * Self.packet(1).count)
     }
 
+    @Test func aRequestBeforeThePacketCouldHaveArrivedIsPremature() {
+        var history = Self.history()
+        history.minAge = 5 * Self.millisecond
+        // Packet 13 was sent at 19 ms: asked at 22 ms, too early; at 24 ms, answered.
+        #expect(history.answer(Self.nack([13]), now: 22 * Self.millisecond).isEmpty)
+        #expect(history.answer(Self.nack([13]), now: 24 * Self.millisecond).count == 1)
+        #expect(history.rejected == [.tooEarly: 1])
+    }
+
     @Test func theRateLimitHolds() {
         // 100 KB/s: a burst of 64 KB, then 100 bytes per millisecond.
         var history = Self.history(count: 200, rate: 100_000)

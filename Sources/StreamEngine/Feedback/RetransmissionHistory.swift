@@ -8,6 +8,9 @@ public enum NACKRejection: String, Sendable, CaseIterable {
     case tooOld
     /// Asked again sooner than the receiver could have seen the last retransmission.
     case repeated
+    /// Asked for sooner after it was sent than the receiver could have missed it (a receiver
+    /// that predicts arrivals, as GStreamer's jitter buffer does, asks for packets on their way).
+    case tooEarly
     /// The retransmission rate limit was reached.
     case rateLimited
     /// A NACK about another SSRC, or from another address than the receiver's.
@@ -43,6 +46,9 @@ struct RetransmissionHistory: Sendable {
     var maxBytes: Int
     /// A packet is retransmitted at most once per this long (nanoseconds).
     var minRepeatInterval: Int64 = 10_000_000
+    /// A packet is retransmitted only once it was sent at least this long ago (nanoseconds;
+    /// half the RTT: a request sent before the packet could have arrived is premature).
+    var minAge: Int64 = 0
     /// Rate limit of retransmitted bytes (nil: none).
     var rateBytesPerSecond: Double?
 
@@ -129,6 +135,10 @@ struct RetransmissionHistory: Sendable {
             }
             if isWaiting(sequence) || entry.lastRetransmission.map({ now - $0 < minRepeatInterval }) == true {
                 rejected[.repeated, default: 0] += 1
+                continue
+            }
+            if now - entry.sentAt < minAge {
+                rejected[.tooEarly, default: 0] += 1
                 continue
             }
             let size = entry.bytes.count + (sameSSRC ? 0 : 2)

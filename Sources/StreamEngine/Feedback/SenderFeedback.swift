@@ -217,8 +217,9 @@ final class SenderFeedback {
                     probeConfirmations += confirmation.entries
                 }
             case .genericNACK(let nack):
+                // Not a report: a NACK alone (AVPF early feedback, e.g. GStreamer's) must not make
+                // the receiver's report interval, and so the loss timeout, look short.
                 guard nack.mediaSSRC == ssrc, nacks.count < 256 else { foreignNACKs += 1; continue }
-                accepted = true
                 nacks.append(nack)
             case .pictureLossIndication(let pli) where pli.mediaSSRC == ssrc:
                 accepted = true

@@ -41,10 +41,12 @@ final class Retransmitter: DatagramProducer {
         self.clock = clock
     }
 
-    /// A packet is retransmitted at most once per this long (nanoseconds).
-    var minRepeatInterval: Int64 {
-        get { history.minRepeatInterval }
-        set { history.minRepeatInterval = newValue }
+    /// From the flow's RTT (milliseconds): a packet is retransmitted at most once per half of
+    /// it, and only once it was sent at least half of it ago.
+    func noteRTT(milliseconds rtt: Double) {
+        let half = min(max(Int64(rtt * 1e6) / 2, 1_000_000), 20_000_000)
+        history.minRepeatInterval = half
+        history.minAge = half
     }
 
     /// Answers a NACK about the flow's SSRC: its retransmissions wait for the pacer.

@@ -21,10 +21,8 @@ extension SenderFlow {
     func answerNACKs(from source: SocketAddress?) {
         let nacks = rtcp.takeNACKs()
         guard let retransmitter, !nacks.isEmpty else { return }
-        // A request repeated within half a round trip cannot have seen the last answer.
-        if let rtt = rtcp.rttSmoothed {
-            retransmitter.minRepeatInterval = min(max(Int64(rtt * 1e6) / 2, 1_000_000), 20_000_000)
-        }
+        // A request within half a round trip of the last answer, or of the packet itself, is premature.
+        if let rtt = rtcp.rttSmoothed { retransmitter.noteRTT(milliseconds: rtt) }
         var peer = destination
         if !config.rtcpMux { peer.port = peer.port &+ 1 }
         for nack in nacks {
