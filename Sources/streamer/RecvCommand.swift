@@ -18,7 +18,7 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
   --no-rtx         ask for no retransmissions (default: NACK lost packets, take RFC 4588 RTX with
                    payload type 97 or originals resent, hold frames behind a gap until their deadline)
   --latency MS     playout delay: how long a frame waits for a missing packet after its first
-                   packet arrived (default: max(50, 2 x RTT + jitter), the RTT from NACK to retransmission)
+                   gap was seen (default: max(50, 3 x RTT + jitter), the RTT from NACK to retransmission)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {

@@ -28,8 +28,9 @@ public struct MediaReceiverConfig: Sendable {
     /// The payload type of RFC 4588 retransmissions.
     public var rtxPayloadType: UInt8 = 97
     /// With `retransmission`: the playout delay, how long a frame may wait for a missing packet
-    /// after its first packet arrived. nil: derived, max(50 ms, 2 x RTT + jitter), with the RTT
-    /// measured from NACK to retransmission (50 ms until measured).
+    /// after the packet that showed the gap arrived. nil: derived, max(50 ms, 3 x RTT + jitter)
+    /// (two chances per loss), with the RTT measured from NACK to retransmission (50 ms until
+    /// measured).
     public var latency: Duration?
 
     /// Makes a configuration listening on `listen`.

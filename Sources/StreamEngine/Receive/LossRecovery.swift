@@ -45,9 +45,11 @@ struct LossRecovery: Sendable {
     /// delayed by the sender's pacer or window is not asked for again at once).
     var nackRTT: Int64 { rtt + 2 * rttVariation }
 
-    /// The playout latency now: configured, or max(50 ms, 2 x RTT + jitter).
+    /// The playout latency now: configured, or max(50 ms, 3 x RTT + jitter): a loss gets two
+    /// chances (ask, answer lost, ask again about an RTT later, answer). Measured in the lab at
+    /// 50 ms RTT and 10 % loss, 2 x RTT left one chance and 7 % of the frames broken.
     var latency: Int64 {
-        configuredLatency ?? max(Self.minimumLatency, 2 * rtt + Int64(jitter) * 100_000 / 9)
+        configuredLatency ?? max(Self.minimumLatency, 3 * rtt + Int64(jitter) * 100_000 / 9)
     }
 
     /// The extended sequence number of `sequence` near the highest one in the buffer; nil before the first packet.
