@@ -184,6 +184,19 @@ import UringIO
         #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
     }
 
+    @Test func theRTTDeviationDelaysReasksButNeverStopsAsks() {
+        // 52 ms answers under a 100 ms latency: after the first one the RTT's deviation
+        // (26 ms) puts RTT + 2 x deviation over the latency; the next losses are asked for all
+        // the same (an answer in one RTT still arrives in time).
+        let frames = Self.stream(frames: 40)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(latency: .milliseconds(100), rtxDelay: 52 * Self.millisecond)
+        link.send(datagrams, drop: [5, 40, 80])
+        link.run()
+        #expect(link.stats.recovered == 3 && link.stats.nackAbandoned == 0)
+        #expect(ReceiveSessionTests.same(link.units, frames))
+    }
+
     @Test func nothingIsAskedThatCannotArriveBeforeItsDeadline() {
         let frames = Self.stream(frames: 10)
         var link = Link(latency: .milliseconds(30))  // shorter than the 50 ms RTT assumed

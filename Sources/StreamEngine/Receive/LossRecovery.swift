@@ -41,8 +41,9 @@ struct LossRecovery: Sendable {
     /// The RTT to plan with.
     var rtt: Int64 { measuredRTT ?? Self.initialRTT }
 
-    /// The RTT NACKs are timed with: the smoothed RTT and twice its deviation (an answer
-    /// delayed by the sender's pacer or window is not asked for again at once).
+    /// The RTT asks again are timed with: the smoothed RTT and twice its deviation (an answer
+    /// delayed by the sender's pacer or window is not asked for again at once). Whether an
+    /// answer can still arrive in time is judged with the smoothed RTT alone.
     var nackRTT: Int64 { rtt + 2 * rttVariation }
 
     /// The playout latency now: configured, or max(50 ms, 3 x RTT + jitter): a loss gets two
@@ -110,7 +111,7 @@ struct LossRecovery: Sendable {
 
     /// The NACK entries due now.
     mutating func due(now: Int64) -> [RTCPGenericNACK.Entry] {
-        nack.due(now: now, highest: playout.highestSequence, rtt: nackRTT)
+        nack.due(now: now, highest: playout.highestSequence, rtt: rtt, reaskRTT: nackRTT)
     }
 
     /// Nothing before the buffer's next sequence number is asked for any more.

@@ -93,13 +93,15 @@ struct NACKGenerator: Sendable {
     /// The sequence numbers to ask for now (the highest received is `highest`, the RTT
     /// estimate `rtt`), packed as NACK entries within the byte budget, for the media
     /// stream of 16-bit sequence numbers. Marks them asked.
-    mutating func due(now: Int64, highest: Int64, rtt: Int64) -> [RTCPGenericNACK.Entry] {
+    /// `reaskRTT` (default `rtt`) times the asks again: an RTT with a margin for its deviation,
+    /// while `rtt` alone says whether an answer can still arrive in time.
+    mutating func due(now: Int64, highest: Int64, rtt: Int64, reaskRTT: Int64? = nil) -> [RTCPGenericNACK.Entry] {
         var ready: [Int64] = []
         var hopeless: [Int64] = []
         for (sequence, ask) in asks {
             let beyondReorder = highest - sequence >= reorderPackets
             let due = ask.lastAsked == nil ? (beyondReorder || now >= ask.detected + reorderTime)
-                                           : now >= dueTime(ask, rtt: rtt)
+                                           : now >= dueTime(ask, rtt: reaskRTT ?? rtt)
             guard due else { continue }
             if now + rtt > ask.deadline || ask.asks >= maxAsks {
                 hopeless.append(sequence)
