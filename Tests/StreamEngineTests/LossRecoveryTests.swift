@@ -130,6 +130,15 @@ import UringIO
         #expect(link.asked.map(\.sequence).sorted() == drop.sorted().map { UInt16(1000 + $0) })
         #expect(stats.nackRequested == drop.count && stats.nackSent == link.nacks.count)
         #expect(stats.rtxBytes == (sameSSRC ? 0 : drop.reduce(0) { $0 + datagrams[$1].count + 2 }))
+        // RFC 4588 retransmissions are reported per packet under the RTX SSRC, so the sender
+        // learns which arrived; originals resent on the media SSRC are not (they are not originals).
+        let rtxReported = link.harness.feedbackPackets.flatMap { packet -> [UInt16] in
+            guard case .congestionControlFeedback(let feedback) = packet else { return [] }
+            return feedback.reports.filter { $0.mediaSSRC == Self.rtxSSRC }.flatMap { report in
+                report.metrics.enumerated().filter(\.element.received).map { report.beginSequence &+ UInt16($0.offset) }
+            }
+        }
+        #expect(rtxReported.sorted() == (sameSSRC ? [] : (0..<drop.count).map { 501 + UInt16($0) }))
         // The RTT is measured from NACK to retransmission; the latency follows it.
         let rtt = stats.retransmissionRTTMs ?? 0
         #expect(rtt >= 20 && rtt < 22)

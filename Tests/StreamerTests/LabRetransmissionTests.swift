@@ -51,6 +51,10 @@ struct LabRetransmissionTests {
         // The router dropped originals (the receiver's lost, the sender's lost) and
         // retransmissions (sent, never received).
         #expect(lost + int(send, "rtx.sent") - int(recv, "rtx.received") == rtx.dropped)
+        // The sender knows which retransmissions arrived (per-packet feedback on the RTX SSRC).
+        #expect(int(send, "rtx.lost") == int(send, "rtx.sent") - int(recv, "rtx.received"))
+        #expect(int(send, "rtx.confirmed") == int(recv, "rtx.received"))
+        #expect(int(send, "packets.recovered") == int(recv, "packets.recovered"))
         #expect(int(send, "packets.lost") == lost)
         #expect(int(recv, "packets.received") + lost == int(send, "packets.sent"))
         #expect(int(send, "packets.confirmed") == int(recv, "packets.received") && int(send, "packets.unconfirmed") == 0)

@@ -46,6 +46,17 @@ final class SenderFeedback {
     /// Generic NACKs about another SSRC.
     private(set) var foreignNACKs = 0
 
+    /// The SSRC of this flow's RFC 4588 retransmissions (their per-packet feedback is taken).
+    var rtxSSRC: UInt32?
+    /// RTX sequence numbers per-packet feedback said arrived, not yet taken (at most 4096).
+    private(set) var retransmissionsReceived: [UInt16] = []
+
+    /// The retransmissions reported received since the last call.
+    func takeRetransmissionsReceived() -> [UInt16] {
+        defer { retransmissionsReceived.removeAll() }
+        return retransmissionsReceived
+    }
+
     /// The NACKs since the last call.
     func takeNACKs() -> [RTCPGenericNACK] {
         defer { nacks.removeAll() }
@@ -181,6 +192,11 @@ final class SenderFeedback {
                     noteRTT(block, realtime: realtime)
                 }
             case .congestionControlFeedback(let feedback):
+                for stream in feedback.reports where rtxSSRC != nil && stream.mediaSSRC == rtxSSRC {
+                    for (offset, metric) in stream.metrics.enumerated() where metric.received && retransmissionsReceived.count < 4096 {
+                        retransmissionsReceived.append(stream.beginSequence &+ UInt16(truncatingIfNeeded: offset))
+                    }
+                }
                 for stream in feedback.reports where stream.mediaSSRC == ssrc {
                     accepted = true
                     perPacketFeedback = true

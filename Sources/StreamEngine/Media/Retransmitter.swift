@@ -31,6 +31,19 @@ final class Retransmitter: DatagramProducer {
     private(set) var failed = 0
     /// Retransmissions dropped because too many waited.
     private(set) var overflowed = 0
+    /// RFC 4588 retransmissions on the wire by RTX sequence number: their original, when they
+    /// left, whether feedback confirmed them (the latest `maxTracked`, oldest first in `sentOrder`).
+    private var sentRetransmissions: [UInt16: (original: UInt16, sentAt: Int64, confirmed: Bool)] = [:]
+    private var sentOrder: [UInt16] = []
+    private var sentOrderHead = 0
+    static let maxTracked = 8192
+    /// Originals whose retransmission the receiver confirmed (recovered at the sender's count).
+    private var recoveredOriginals = Set<UInt16>()
+    /// Retransmissions the receiver confirmed; lost (unconfirmed for the loss timeout); and
+    /// originals recovered (a retransmission of theirs confirmed).
+    private(set) var confirmed = 0
+    private(set) var lost = 0
+    private(set) var recovered = 0
 
     init(inner: DatagramProducer, flow: MediaFlow, route: Int, history: RetransmissionHistory,
          clock: @escaping () -> Int64 = monotonicNanoseconds) {
@@ -80,6 +93,47 @@ final class Retransmitter: DatagramProducer {
         return datagram
     }
 
+    /// Remembers an RFC 4588 retransmission put on the wire, for the receiver's feedback.
+    private func track(_ datagram: [UInt8]) {
+        let sequence = UInt16(datagram[2]) << 8 | UInt16(datagram[3])
+        let original = UInt16(datagram[RTPHeader.fixedSize]) << 8 | UInt16(datagram[RTPHeader.fixedSize + 1])
+        if sentOrder.count - sentOrderHead >= Self.maxTracked { forgetOldest() }
+        sentRetransmissions[sequence] = (original, clock(), false)
+        sentOrder.append(sequence)
+    }
+
+    private func forgetOldest() {
+        let sequence = sentOrder[sentOrderHead]
+        sentOrderHead += 1
+        if let entry = sentRetransmissions.removeValue(forKey: sequence), !entry.confirmed { lost += 1 }
+        if sentOrderHead > 4096 && sentOrderHead * 2 > sentOrder.count {
+            sentOrder.removeFirst(sentOrderHead)
+            sentOrderHead = 0
+        }
+    }
+
+    /// Per-packet feedback says these retransmissions (RTX sequence numbers) arrived.
+    func confirm(_ sequences: [UInt16]) {
+        for sequence in sequences {
+            guard let entry = sentRetransmissions[sequence], !entry.confirmed else { continue }
+            sentRetransmissions[sequence]?.confirmed = true
+            confirmed += 1
+            if recoveredOriginals.insert(entry.original).inserted {
+                recovered += 1
+                if recoveredOriginals.count > Self.maxTracked { recoveredOriginals.removeAll() }
+            }
+        }
+    }
+
+    /// Retransmissions sent before `deadline` and not confirmed count as lost.
+    func expire(sentBefore deadline: Int64) {
+        while sentOrderHead < sentOrder.count {
+            guard let entry = sentRetransmissions[sentOrder[sentOrderHead]] else { sentOrderHead += 1; continue }
+            guard entry.confirmed || entry.sentAt < deadline else { break }
+            forgetOldest()
+        }
+    }
+
     /// Counts a NACK that is not the flow's to answer.
     func rejectForeign() { history.rejectForeign() }
 
@@ -107,7 +161,9 @@ final class Retransmitter: DatagramProducer {
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
         if peekedRetransmission {
-            take().withUnsafeBytes { buffer.copyMemory(from: $0) }
+            let datagram = take()
+            datagram.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            if !history.sameSSRC { track(datagram) }
             return
         }
         inner.writeDatagram(into: buffer)

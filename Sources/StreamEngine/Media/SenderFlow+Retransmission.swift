@@ -20,7 +20,9 @@ extension SenderFlow {
     /// receiver's they are rejected (counted).
     func answerNACKs(from source: SocketAddress?) {
         let nacks = rtcp.takeNACKs()
-        guard let retransmitter, !nacks.isEmpty else { return }
+        guard let retransmitter else { return }
+        retransmitter.confirm(rtcp.takeRetransmissionsReceived())
+        guard !nacks.isEmpty else { return }
         // A request within half a round trip of the last answer, or of the packet itself, is premature.
         if let rtt = rtcp.rttSmoothed { retransmitter.noteRTT(milliseconds: rtt) }
         var peer = destination
@@ -39,6 +41,13 @@ extension SenderFlow {
         guard let retransmitter else { return }
         let history = retransmitter.history
         local.rtxSSRC = history.sameSSRC ? nil : history.ssrc
+        if !history.sameSSRC {
+            // Only per-packet feedback (our receiver's) says which retransmissions arrived.
+            if rtcp.perPacketFeedback { retransmitter.expire(sentBefore: monotonicNanoseconds() - rtcp.lossTimeout) }
+            local.rtxConfirmed = retransmitter.confirmed
+            local.rtxLost = retransmitter.lost
+            local.packetsRecovered = retransmitter.recovered
+        }
         local.rtxSent = retransmitter.sent
         local.rtxBytes = retransmitter.sentBytes
         local.rtxFailed = retransmitter.failed

@@ -158,6 +158,7 @@ final class SenderFlow {
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
         retransmitter = config.retransmission && feedbackReceiver != nil
             ? Self.makeRetransmitter(config, flow: flow, producer: pathMTU, paced: paced, socket: socket, mark: mark) : nil
+        if let history = retransmitter?.history, !history.sameSSRC { rtcp.rtxSSRC = history.ssrc }
         local.pathMTU = pathMTU.mtu
         local.mtuSource = source == .configured ? source : pathMTU.source
         local.dscp = mark.dscp

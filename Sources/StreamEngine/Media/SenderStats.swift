@@ -84,6 +84,13 @@ public struct SenderStats: Sendable, Equatable {
     public var rtxBytes = 0
     /// Retransmissions that failed to send.
     public var rtxFailed = 0
+    /// RFC 4588 retransmissions the receiver's per-packet feedback confirmed, and those it did
+    /// not confirm within the loss timeout (lost on the path). Only from receivers that send
+    /// RFC 8888 feedback for the RTX SSRC (streamer recv); 0 otherwise.
+    public var rtxConfirmed = 0
+    public var rtxLost = 0
+    /// Originals lost whose retransmission the receiver confirmed (counted in `packetsLost` too).
+    public var packetsRecovered = 0
     /// Generic NACKs about this flow received from its receiver.
     public var nackReceived = 0
     /// Sequence numbers they asked for.

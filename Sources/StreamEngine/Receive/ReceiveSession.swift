@@ -161,7 +161,7 @@ public struct ReceiveSession: Sendable {
         }
         if let ssrc = lockedSSRC, parsed.header.ssrc != ssrc {
             if recovery != nil, parsed.header.payloadType == config.rtxPayloadType, lockedPayloadType != nil {
-                handleRTX(parsed, datagram: datagram, now: now, arrival: arrival)
+                handleRTX(parsed, datagram: datagram, tos: tos, now: now, arrival: arrival)
                 return
             }
             reject(.foreignSSRC)
@@ -446,7 +446,8 @@ public struct ReceiveSession: Sendable {
     /// An RFC 4588 retransmission: the original sequence number in the payload's first two
     /// bytes, then the original payload; header fields other than SSRC, payload type and
     /// sequence number are the original's.
-    private mutating func handleRTX(_ parsed: RTPParsedPacket, datagram: UnsafeRawBufferPointer, now: Int64, arrival: Int64) {
+    private mutating func handleRTX(_ parsed: RTPParsedPacket, datagram: UnsafeRawBufferPointer, tos: UInt8, now: Int64,
+                                    arrival: Int64) {
         guard let ssrc = lockedSSRC, let payloadType = lockedPayloadType else { return }
         let body = UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange])
         if let rtxSSRC = recovery!.rtxSSRC, rtxSSRC != parsed.header.ssrc {
@@ -460,6 +461,9 @@ public struct ReceiveSession: Sendable {
         recovery!.rtxSSRC = parsed.header.ssrc
         recovery!.counts.rtxReceived += 1
         recovery!.counts.rtxBytes += datagram.count
+        // Reported per packet under the RTX SSRC: the sender learns which retransmissions got through.
+        feedback.recordRetransmission(sequence: parsed.header.sequenceNumber, arrival: arrival > 0 ? arrival : now,
+                                      ecn: TrafficMark(tos: tos).ecn.rawValue)
         let originalSequence = UInt16(body[0]) << 8 | UInt16(body[1])
         let header = RTPHeader(marker: parsed.header.marker, payloadType: payloadType, sequenceNumber: originalSequence,
                                timestamp: parsed.header.timestamp, ssrc: ssrc)
@@ -588,7 +592,7 @@ public struct ReceiveSession: Sendable {
         guard due else { return }
         lastReport = now
         let pliBefore = feedback.pictureLossIndications
-        for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, tracker: &tracker) {
+        for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, rtxSSRC: recovery?.rtxSSRC, tracker: &tracker) {
             outputs.append(.transmit(Transmit(bytes: datagram, destination: destination)))
         }
         counts.keyframeRequests += feedback.pictureLossIndications - pliBefore
