@@ -63,7 +63,11 @@ struct SendConfiguration {
             return config
         }
         if let listen = options.rtspListen {
-            var server = RTSPServerConfig(listen: listen, sender: senderConfig(options, destination: listen))
+            var sender = senderConfig(options, destination: listen)
+            // RTSP clients are players (ffmpeg, GStreamer's rtspsrc) that take one payload type:
+            // the originals are sent again on the media SSRC.
+            sender.rtxSameSSRC = true
+            var server = RTSPServerConfig(listen: listen, sender: sender)
             server.frameLimit = frameLimit
             server.frameRate = frameRate
             rtsp = server

@@ -76,7 +76,8 @@ struct SendOptions {
                                  payload type 97, on an SSRC of its own; off with --no-feedback)
       --rtx-time MS              how long sent packets can be retransmitted, default 500
       --rtx-same-ssrc            retransmit the original packet on the media SSRC (for ffmpeg, which
-                                 takes one payload type; its SDP then offers NACK without rtx)
+                                 takes one payload type; its SDP then offers NACK without rtx);
+                                 always so with --rtsp
       --sdp PATH                 write an SDP for ffplay/VLC/GStreamer
       --stats PATH|-             final stats as JSON
       --stats-every SECONDS      also rewrite the --stats file while running
