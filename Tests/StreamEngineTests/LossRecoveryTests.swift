@@ -264,6 +264,20 @@ import UringIO
         #expect(ReceiveSessionTests.same(link.units, frames))
     }
 
+    @Test func aSecondSameSSRCAnswerIsADuplicateNotAnOriginal() {
+        let frames = Self.stream(frames: 10)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(rtxDelay: 5 * Self.millisecond)
+        link.sameSSRC = true
+        link.send(datagrams, drop: [6])
+        // The sender answers once more, later (a re-ask crossed the first answer).
+        link.pending.append((ReceiveSessionTests.start + 40 * Self.millisecond, datagrams[6]))
+        link.run()
+        let stats = link.stats
+        #expect(stats.lost == 1 && stats.recovered == 1 && stats.received == datagrams.count - 1)
+        #expect(stats.rtxReceived == 2 && stats.rtxDuplicate == 1)
+    }
+
     @Test func nackEntriesCarryPIDAndBLP() {
         var generator = NACKGenerator()
         let now: Int64 = 1_000_000_000

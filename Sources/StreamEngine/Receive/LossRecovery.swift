@@ -61,10 +61,27 @@ struct LossRecovery: Sendable {
     }
 
     /// Whether a packet of the media SSRC with `sequence` is a retransmission of the original
-    /// (resent unchanged): it is missing and was asked for, and the sender has not shown that it
-    /// retransmits on an RTX stream of its own (then such a packet is an original, late).
+    /// (resent unchanged): it is missing and was asked for, or it was recovered already (a
+    /// second answer), and the sender has not shown that it retransmits on an RTX stream of its
+    /// own (then such a packet is an original, late).
     func isSameSSRCRetransmission(_ sequence: Int64) -> Bool {
-        rtxSSRC == nil && playout.isMissing(sequence) && nack.asks[sequence]?.lastAsked != nil
+        rtxSSRC == nil && ((playout.isMissing(sequence) && nack.asks[sequence]?.lastAsked != nil)
+                           || recoveredSequences.contains(sequence))
+    }
+
+    /// Sequence numbers recovered lately (the last `recoveredMemory` to twice that), in order in `recoveredOrder`.
+    private var recoveredSequences = Set<Int64>()
+    private var recoveredOrder: [Int64] = []
+    static let recoveredMemory = 4096
+
+    /// Notes a packet recovered by a retransmission.
+    mutating func noteRecovered(_ sequence: Int64) {
+        recoveredSequences.insert(sequence)
+        recoveredOrder.append(sequence)
+        if recoveredOrder.count > 2 * Self.recoveredMemory {
+            for old in recoveredOrder.prefix(Self.recoveredMemory) { recoveredSequences.remove(old) }
+            recoveredOrder.removeFirst(Self.recoveredMemory)
+        }
     }
 
     /// An original packet into the playout buffer; the gaps it reveals go on the NACK list.

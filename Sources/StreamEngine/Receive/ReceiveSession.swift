@@ -479,7 +479,9 @@ public struct ReceiveSession: Sendable {
         var released: [PlayoutBuffer.Packet] = []
         let packet = PlayoutBuffer.Packet(header: header, payload: Array(payload), sequence: sequence)
         switch recovery!.takeRetransmission(packet, arrival: arrival > 0 ? arrival : now, now: now, into: &released) {
-        case .accepted: recovery!.counts.recovered += 1
+        case .accepted:
+            recovery!.counts.recovered += 1
+            recovery!.noteRecovered(sequence)
         case .late: recovery!.counts.rtxLate += 1
         case .duplicate: recovery!.counts.rtxDuplicate += 1
         }
