@@ -52,6 +52,30 @@ public struct SDPSessionDescription: Sendable, Hashable {
     /// For source-specific multicast, the one source address the group is received from
     /// (`a=source-filter: incl IN IP4 GROUP SOURCE`, RFC 4570); nil: any source.
     public var sourceFilter: String?
+    /// Loss recovery offered: RTP/AVPF with generic NACK feedback (RFC 4585), and RFC 4588
+    /// retransmissions on a payload type of their own when that has one. nil: plain RTP/AVP.
+    public var retransmission: Retransmission?
+
+    /// Retransmission as an SDP offers it.
+    public struct Retransmission: Sendable, Hashable {
+        /// The RTX payload type (`a=rtpmap:<pt> rtx/<clock>`, `a=fmtp:<pt> apt=<media pt>`);
+        /// nil: the original packets are resent on the media SSRC (`nack` feedback only).
+        public var payloadType: UInt8?
+        /// `rtx-time`: how long (milliseconds) the sender keeps packets to retransmit.
+        public var rtxTime: Int
+        /// The media and RTX SSRCs of `a=ssrc-group:FID` (both, when known).
+        public var mediaSSRC: UInt32?
+        /// See `mediaSSRC`.
+        public var rtxSSRC: UInt32?
+
+        /// Makes a retransmission offer.
+        public init(payloadType: UInt8? = 97, rtxTime: Int = 500, mediaSSRC: UInt32? = nil, rtxSSRC: UInt32? = nil) {
+            self.payloadType = payloadType
+            self.rtxTime = rtxTime
+            self.mediaSSRC = mediaSSRC
+            self.rtxSSRC = rtxSSRC
+        }
+    }
 
     /// Makes a description; H265/90000 on payload type ``RTPHeader/defaultHEVCPayloadType``
     /// unless told otherwise.
@@ -90,16 +114,19 @@ public struct SDPSessionDescription: Sendable, Hashable {
         parameterSets: [[UInt8]], sessionID: UInt64 = 0, sessionVersion: UInt64 = 0, sessionName: String = "streamer",
         originAddress: String = "127.0.0.1", connectionAddress: String, port: UInt16,
         payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType, rtcpPort: UInt16? = nil, rtcpMux: Bool = false,
-        frameRate: (numerator: Int, denominator: Int)? = nil, control: String? = nil, crypto: SDPCrypto? = nil
+        frameRate: (numerator: Int, denominator: Int)? = nil, control: String? = nil, crypto: SDPCrypto? = nil,
+        retransmission: Retransmission? = nil
     ) -> SDPSessionDescription {
         func units(_ type: HEVCNALUnitType) -> [[UInt8]] {
             parameterSets.filter { HEVCNALUnitType(nalUnit: $0) == type }
         }
-        return SDPSessionDescription(
+        var description = SDPSessionDescription(
             sessionID: sessionID, sessionVersion: sessionVersion, sessionName: sessionName,
             originAddress: originAddress, connectionAddress: connectionAddress, port: port, payloadType: payloadType,
             vps: units(.vps), sps: units(.sps), pps: units(.pps), rtcpPort: rtcpPort, rtcpMux: rtcpMux,
             frameRate: frameRate, control: control, crypto: crypto)
+        description.retransmission = retransmission
+        return description
     }
 
     /// Equal when every field is.
@@ -112,6 +139,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
             && lhs.frameRate?.numerator == rhs.frameRate?.numerator
             && lhs.frameRate?.denominator == rhs.frameRate?.denominator && lhs.control == rhs.control
             && lhs.crypto == rhs.crypto && lhs.multicastTTL == rhs.multicastTTL && lhs.sourceFilter == rhs.sourceFilter
+            && lhs.retransmission == rhs.retransmission
     }
 
     /// Hashes the identifying fields.
@@ -133,13 +161,27 @@ public struct SDPSessionDescription: Sendable, Hashable {
         let ttl = multicastTTL.map { Self.family(connectionAddress) == "IP4" ? "/\($0)" : "" } ?? ""
         lines.append("c=IN \(Self.family(connectionAddress)) \(Self.clean(connectionAddress))\(ttl)")
         lines.append("t=0 0")
-        lines.append("m=video \(port) \(crypto == nil ? "RTP/AVP" : "RTP/SAVP") \(payloadType)")
+        let rtxType = retransmission?.payloadType.map { " \($0)" } ?? ""
+        // RTP/AVP; S for SRTP (RFC 3711), F for feedback (RFC 4585): RTP/SAVPF with both (RFC 5124).
+        let profile = "RTP/" + (crypto == nil ? "" : "S") + "AVP" + (retransmission == nil ? "" : "F")
+        lines.append("m=video \(port) \(profile) \(payloadType)\(rtxType)")
         lines.append("a=rtpmap:\(payloadType) \(Self.clean(encodingName))/\(clockRate)")
         var sprops = [String]()
         for (name, units) in [("sprop-vps", vps), ("sprop-sps", sps), ("sprop-pps", pps)] where !units.isEmpty {
             sprops.append("\(name)=" + units.map(Base64.encode).joined(separator: ","))
         }
         if !sprops.isEmpty { lines.append("a=fmtp:\(payloadType) " + sprops.joined(separator: ";")) }
+        if let retransmission {
+            lines.append("a=rtcp-fb:\(payloadType) nack")
+            lines.append("a=rtcp-fb:\(payloadType) nack pli")
+            if let rtx = retransmission.payloadType {
+                lines.append("a=rtpmap:\(rtx) rtx/\(clockRate)")
+                lines.append("a=fmtp:\(rtx) apt=\(payloadType);rtx-time=\(retransmission.rtxTime)")
+                if let media = retransmission.mediaSSRC, let rtxSSRC = retransmission.rtxSSRC {
+                    lines.append("a=ssrc-group:FID \(media) \(rtxSSRC)")
+                }
+            }
+        }
         if let rtcpPort { lines.append("a=rtcp:\(rtcpPort)") }
         if rtcpMux { lines.append("a=rtcp-mux") }
         if let frameRate, let formatted = Self.format(frameRate) { lines.append("a=framerate:\(formatted)") }
@@ -208,6 +250,9 @@ public struct SDPSessionDescription: Sendable, Hashable {
                 sawVideo = true
                 port = mediaPort
                 payloadType = type
+                if fields[2] == "RTP/AVPF" || fields[2] == "RTP/SAVPF" {
+                    retransmission = Retransmission(payloadType: nil)
+                }
             case "a" where inVideo || !sawMedia:
                 try parseAttribute(value, line: number)
             default:
@@ -224,6 +269,10 @@ public struct SDPSessionDescription: Sendable, Hashable {
         switch name {
         case "rtpmap":
             let (type, mapping) = Self.splitOnce(argument, at: " ")
+            if retransmission != nil, mapping.lowercased().hasPrefix("rtx/"), let rtx = UInt8(type) {
+                retransmission?.payloadType = rtx
+                return
+            }
             guard UInt8(type) == payloadType else { return }
             let parts = mapping.split(separator: "/")
             guard parts.count >= 2, let rate = UInt32(parts[1]) else {
@@ -233,6 +282,13 @@ public struct SDPSessionDescription: Sendable, Hashable {
             clockRate = rate
         case "fmtp":
             let (type, parameters) = Self.splitOnce(argument, at: " ")
+            if let rtx = retransmission?.payloadType, UInt8(type) == rtx {
+                for parameter in parameters.split(separator: ";") {
+                    let (key, rawValue) = Self.splitOnce(String(parameter), at: "=")
+                    if key.trimmingSpaces == "rtx-time", let time = Int(rawValue.trimmingSpaces) { retransmission?.rtxTime = time }
+                }
+                return
+            }
             guard UInt8(type) == payloadType else { return }
             for parameter in parameters.split(separator: ";") {
                 let (key, rawValue) = Self.splitOnce(String(parameter), at: "=")
@@ -259,6 +315,11 @@ public struct SDPSessionDescription: Sendable, Hashable {
             rtcpPort = rtcp
         case "rtcp-mux":
             rtcpMux = true
+        case "ssrc-group":
+            let fields = argument.split(separator: " ")
+            guard fields.count == 3, fields[0] == "FID", retransmission != nil else { return }
+            retransmission?.mediaSSRC = UInt32(fields[1])
+            retransmission?.rtxSSRC = UInt32(fields[2])
         case "framerate":
             frameRate = Self.parseRate(argument)
         case "control":

@@ -6,7 +6,8 @@ import UringIO
 let recvHelp = """
 usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --duration SECONDS] [--stats PATH | -]
                      [--stats-every SECONDS] [--from HOST:PORT] [--no-feedback] [--feedback-interval SECONDS]
-                     [--rtcp-mux] [--srtp-key @FILE [--srtp-suite NAME] | --sdp FILE] [--quiet]
+                     [--rtcp-mux] [--srtp-key @FILE [--srtp-suite NAME] | --sdp FILE] [--no-rtx] [--latency MS]
+                     [--quiet]
   --out PATH|-     write the decodable frames (complete, from a keyframe on) as Annex B H.265 (ffmpeg -i x.hevc)
   --frames N       stop after N frames;  --duration S  stop after S seconds
   --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
@@ -23,6 +24,10 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
                    reports, PLIs) goes to the sender's unicast address (--feedback-interval default 1)
   --source ADDR    with a multicast --listen: source-specific, only from ADDR (SSM join)
   --iface IFACE    with a multicast --listen: join on this interface (default: the route's)
+  --no-rtx         ask for no retransmissions (default: NACK lost packets, take RFC 4588 RTX with
+                   payload type 97 or originals resent, hold frames behind a gap until their deadline)
+  --latency MS     playout delay: how long a frame waits for a missing packet after the gap was
+                   seen (default: max(50, 3 x RTT + jitter), the RTT from NACK to retransmission)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {
@@ -41,6 +46,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     var srtp = SRTPOptions()
     var multicastSource: SocketAddress?
     var multicastInterface: UInt32 = 0
+    var rtx = true
+    var latency: Int?
     var reader = ArgumentReader(arguments)
     while let argument = reader.next() {
         switch argument {
@@ -61,6 +68,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
             feedbackInterval = seconds
         case "--from": from = try parseAddress(try reader.value(for: argument), option: argument)
         case "--quiet": quiet = true
+        case "--no-rtx": rtx = false
+        case "--latency": latency = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1...10_000)
         case "--source":
             let text = try reader.value(for: argument)
             guard let address = SocketAddress(ip: text, port: 0) else { throw UsageError("--source: '\(text)' is not a numeric address") }
@@ -92,6 +101,8 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     config.from = from
     guard !srtp.fresh else { throw UsageError("recv: --srtp makes a new key; give the sender's with --srtp-key @FILE or --sdp FILE") }
     config.srtp = try srtp.key()
+    config.retransmission = rtx && feedback && !listen.isMulticast  // a group's sender answers no NACKs
+    config.latency = latency.map { .milliseconds($0) }
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }
     var output: FileHandle?

@@ -16,11 +16,13 @@ func sdpFilePath(_ path: String, flow index: Int) -> String {
 /// With `crypto` (SRTP) the file holds the key: only its owner may read it.
 /// A multicast `destination` gets its TTL on the c= line and, with `ssmSource`, an `a=source-filter`.
 func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], fps: Int, payloadType: UInt8,
-              rtcpMux: Bool, crypto: SDPCrypto? = nil, multicastTTL: Int = 1, ssmSource: String? = nil) throws {
+              rtcpMux: Bool, crypto: SDPCrypto? = nil, multicastTTL: Int = 1, ssmSource: String? = nil,
+              retransmission: SDPSessionDescription.Retransmission? = nil) throws {
     var sdp = SDPSessionDescription.hevc(
         parameterSets: headers, sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1,
         sessionName: "streamer", originAddress: destination.host, connectionAddress: destination.host,
-        port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1), crypto: crypto)
+        port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1), crypto: crypto,
+        retransmission: retransmission)
     if destination.isMulticast {
         sdp.multicastTTL = multicastTTL
         sdp.sourceFilter = ssmSource
@@ -41,6 +43,7 @@ func writeSDPFiles(_ path: String, flows: [MediaSenderConfig], parameterSets: [[
         try writeSDP(to: sdpFilePath(path, flow: index), destination: flow.destination, headers: parameterSets,
                      fps: frameRate, payloadType: flow.payloadType, rtcpMux: flow.rtcpMux,
                      crypto: flow.srtp.map { SDPCrypto(suite: $0.suite.rawValue, inlineKey: $0.inlineBase64) },
-                     multicastTTL: flow.multicastTTL, ssmSource: ssmSource)
+                     multicastTTL: flow.multicastTTL, ssmSource: ssmSource,
+                     retransmission: flow.sdpRetransmission)
     }
 }

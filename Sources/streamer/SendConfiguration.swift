@@ -81,7 +81,11 @@ struct SendConfiguration {
             return config
         }
         if let listen = options.rtspListen {
-            var server = RTSPServerConfig(listen: listen, sender: senderConfig(options, destination: listen))
+            var sender = senderConfig(options, destination: listen)
+            // RTSP clients are players (ffmpeg, GStreamer's rtspsrc) that take one payload type:
+            // the originals are sent again on the media SSRC.
+            sender.rtxSameSSRC = true
+            var server = RTSPServerConfig(listen: listen, sender: sender)
             server.frameLimit = frameLimit
             server.frameRate = frameRate
             rtsp = server
@@ -101,6 +105,9 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed
     config.rtcpMux = options.rtcpMux
+    config.retransmission = options.rtx && !options.noFeedback
+    if let rtxTime = options.rtxTime { config.rtxTime = .milliseconds(rtxTime) }
+    config.rtxSameSSRC = options.rtxSameSSRC
     if let interval = options.reportInterval { config.senderReportInterval = .seconds(interval) }
     // A --stats file rewritten more often than the engine's default publishing shows every rewrite.
     if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, .seconds(every)) }

@@ -36,6 +36,9 @@ struct SendOptions {
     var statsEvery: Double?
     var mtuReprobe: Double?
     var reportInterval: Double?
+    var rtx = true
+    var rtxTime: Int?
+    var rtxSameSSRC = false
     var quiet = false
     /// `--cc on|off`; nil: on for x265 sources (synthetic, y4m), off for `.hevc` files, a pinned
     /// pace and `--rtsp`.
@@ -86,6 +89,12 @@ struct SendOptions {
       --max-unconfirmed BYTES    bound on sent-but-unconfirmed bytes (needs feedback; see README)
       --no-feedback              expect no RTCP
       --report-interval SECONDS  mean time between RTCP sender reports (RTT samples), default 0.1
+      --no-rtx                   do not retransmit what the receiver NACKs (default: RFC 4588 RTX,
+                                 payload type 97, on an SSRC of its own; off with --no-feedback)
+      --rtx-time MS              how long sent packets can be retransmitted, default 500
+      --rtx-same-ssrc            retransmit the original packet on the media SSRC (for ffmpeg, which
+                                 takes one payload type; its SDP then offers NACK without rtx);
+                                 always so with --rtsp
       --sdp PATH                 write an SDP for ffplay/VLC/GStreamer (with SRTP: RTP/SAVP, a=crypto
                                  with the key, the file readable by its owner only)
       --srtp                     SRTP/SRTCP (RFC 3711) with a fresh random key (written into the --sdp)
@@ -152,6 +161,10 @@ struct SendOptions {
                 options.mtuReprobe = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--stats-every": options.statsEvery = try parseSeconds(try reader.value(for: argument), option: argument)
             case "--quiet": options.quiet = true
+            case "--no-rtx": options.rtx = false
+            case "--rtx-time":
+                options.rtxTime = try parsePositiveInt(try reader.value(for: argument), option: argument, range: 1...10_000)
+            case "--rtx-same-ssrc": options.rtxSameSSRC = true
             case "--cc":
                 let text = try reader.value(for: argument)
                 guard text == "on" || text == "off" else { throw UsageError("--cc: '\(text)' is not one of on, off") }

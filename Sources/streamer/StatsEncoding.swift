@@ -41,6 +41,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "redirects": stats.redirects,
         "packets": ["sent": stats.packetsSent, "confirmed": stats.packetsConfirmed, "lost": stats.packetsLost,
                     "unconfirmed": stats.packetsUnconfirmed, "abandoned": stats.packetsAbandoned,
+                    "recovered": stats.packetsRecovered,
                     "failed": stats.packetsFailed],
         "bytes": ["sent": stats.bytesSent, "unconfirmed": stats.bytesUnconfirmed,
                   "peakUnconfirmed": stats.peakUnconfirmedBytes, "maxUnconfirmed": stats.maxUnconfirmedBytes],
@@ -74,6 +75,11 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                      "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],
         "receiverGone": stats.receiverGone,
         "receiverGoneEvents": stats.receiverGoneEvents,
+        "rtx": ["sent": stats.rtxSent, "bytes": stats.rtxBytes, "failed": stats.rtxFailed,
+                "confirmed": stats.rtxConfirmed, "lost": stats.rtxLost,
+                "ssrc": orNull(stats.rtxSSRC.map { Int($0) })],
+        "nack": ["received": stats.nackReceived, "requested": stats.nackRequested,
+                 "requestedBytes": stats.nackRequestedBytes, "rejected": stats.nackRejected.byStatsKey],
         "errors": stats.errorsByText,
         "cc": congestionObject(stats.congestion),
     ]
@@ -149,12 +155,18 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "version": streamerVersion,
         "packets": ["received": stats.received, "lost": stats.lost, "late": stats.late,
                     "duplicate": stats.duplicate, "reordered": stats.reordered, "truncated": stats.truncated,
-                    "timestampRestarts": stats.timestampRestarts],
+                    "timestampRestarts": stats.timestampRestarts, "recovered": stats.recovered],
         "probes": ["received": stats.probesReceived],
         "ecn": ["notEct": stats.ecn[0], "ect0": stats.ecn[2], "ect1": stats.ecn[1], "ce": stats.ecn[3]],
         "dscp": dscp,
         "frames": ["complete": stats.framesComplete, "incomplete": stats.framesIncomplete, "missing": stats.framesMissing,
-                   "keyframes": stats.keyframes, "undecodable": stats.framesUndecodable],
+                   "keyframes": stats.keyframes, "undecodable": stats.framesUndecodable, "late": stats.framesLate],
+        "rtx": ["received": stats.rtxReceived, "bytes": stats.rtxBytes, "late": stats.rtxLate,
+                "duplicate": stats.rtxDuplicate],
+        "nack": ["sent": stats.nackSent, "requested": stats.nackRequested, "bytes": stats.nackBytes,
+                 "abandoned": stats.nackAbandoned, "budgetLimited": stats.nackBudgetLimited],
+        "playout": ["latencyMs": orNull(stats.playoutLatencyMs), "derived": stats.playoutLatencyDerived,
+                    "rttMs": orNull(stats.retransmissionRTTMs)],
         "srtp": srtpStatsObject(stats.srtp),
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
@@ -192,6 +204,7 @@ extension ReceiveRejection: StatsKeyed {
         case .timestampJump: "timestampJump"
         case .sequenceJump: "sequenceJump"
         case .rtcpForeignSource: "rtcp.foreignSource"
+        case .badRetransmission: "badRetransmission"
         case .rtcp(let kind): "rtcp." + kind.rawValue
         case .payload(let reason): "payload." + reason.rawValue
         }
@@ -206,6 +219,11 @@ extension FeedbackRejection: StatsKeyed {
         case .confirmsUnsentPacket: "confirmsUnsentPacket"
         }
     }
+}
+
+extension NACKRejection: StatsKeyed {
+    /// The sender's `nack.rejected` keys: the reason's name.
+    var statsKey: String { rawValue }
 }
 
 extension Dictionary where Key: StatsKeyed, Value == Int {

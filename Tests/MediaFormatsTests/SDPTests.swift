@@ -67,6 +67,21 @@ struct SDPTests {
         #expect(try SDPSessionDescription(parsing: sdp.text) == sdp)
     }
 
+    @Test func retransmissionIsOfferedWithAVPFAndRTX() throws {
+        var sdp = SDPSessionDescription.hevc(parameterSets: [], connectionAddress: "10.0.0.2", port: 5004,
+                                             retransmission: .init(payloadType: 97, rtxTime: 300, mediaSSRC: 11, rtxSSRC: 22))
+        #expect(sdp.text == "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=streamer\r\nc=IN IP4 10.0.0.2\r\nt=0 0\r\n"
+            + "m=video 5004 RTP/AVPF 96 97\r\na=rtpmap:96 H265/90000\r\n"
+            + "a=rtcp-fb:96 nack\r\na=rtcp-fb:96 nack pli\r\na=rtpmap:97 rtx/90000\r\n"
+            + "a=fmtp:97 apt=96;rtx-time=300\r\na=ssrc-group:FID 11 22\r\n")
+        #expect(try SDPSessionDescription(parsing: sdp.text) == sdp)
+        // Originals resent on the media SSRC (for ffmpeg): AVPF and NACK feedback, one payload type.
+        sdp.retransmission = .init(payloadType: nil)
+        #expect(sdp.text.contains("m=video 5004 RTP/AVPF 96\r\n") && !sdp.text.contains("rtx"))
+        #expect(sdp.text.contains("a=rtcp-fb:96 nack\r\n"))
+        #expect(try SDPSessionDescription(parsing: sdp.text) == sdp)
+    }
+
     @Test func parsesFFmpegStyleSDP() throws {
         // As ffmpeg writes it (LF endings, session-level c= with TTL, extra lines).
         let text = """

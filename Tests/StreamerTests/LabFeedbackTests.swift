@@ -15,14 +15,15 @@ struct LabFeedbackTests {
         let directory = try temporaryDirectory("lab")
         defer { try? FileManager.default.removeItem(at: directory) }
         let seconds = Double(frames) / 30
+        // Originals only: retransmissions would cross the router's loss too (LabRetransmissionTests counts them).
         let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", "5004", "--duration", String(seconds + 5), "--quiet",
+            "recv", "--listen", "5004", "--duration", String(seconds + 5), "--quiet", "--no-rtx",
             "--stats", directory.appendingPathComponent("recv.json").path,
         ])
         try lab.waitUntilBound("rcv", port: 5004)
         let sender = try lab.spawn("snd", binary, [
             "send", "--to", "10.77.2.2:5004", "--frames", "\(frames)", "--size", "320x240", "--bitrate", "1M",
-            "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
+            "--quiet", "--no-rtx", "--stats", directory.appendingPathComponent("send.json").path,
         ] + sendArguments)
         try during()
         #expect(waitForExit(sender, seconds: seconds + 20) == 0)

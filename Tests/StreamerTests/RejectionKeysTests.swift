@@ -11,7 +11,7 @@ import Testing
         #expect(keys == [
             "rtp.tooShort", "rtp.badVersion", "rtp.badCSRCLength", "rtp.badExtension", "rtp.badPadding",
             "foreignSource", "foreignSSRC", "badProbe", "unexpectedPayloadType", "timestampJump", "sequenceJump",
-            "rtcp.foreignSource",
+            "rtcp.foreignSource", "badRetransmission",
             "rtcp.tooShort", "rtcp.badVersion", "rtcp.badLength", "rtcp.badPadding", "rtcp.badReportCount",
             "rtcp.badFCI", "rtcp.badSDES", "rtcp.badBye",
             "payload.truncatedPayloadHeader", "payload.forbiddenBitSet", "payload.aggregationSizeOverrun",

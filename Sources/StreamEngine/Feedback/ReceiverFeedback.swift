@@ -24,11 +24,17 @@ struct ReceiverFeedback: Sendable {
     /// At most this many reported arrivals are kept for a report again.
     static let maxRecent = 2048
     private var highest: Int64 = -1
+    /// RFC 4588 retransmissions that arrived since the last report (their RTX sequence
+    /// numbers), reported per packet under the RTX SSRC: the sender learns which got through.
+    private var retransmissionsPending: [Arrival] = []
+    private var retransmissionHighest: Int64 = -1
     private var lastSRCompact: UInt32 = 0
     private var lastSRArrival: Int64 = 0
     /// A sender report arrived that no report has answered yet.
     private(set) var senderReportUnanswered = false
     private var pictureLossPending = false
+    /// Generic NACK entries for the next report (RFC 4585 6.2.1).
+    private var retransmissionRequests: [RTCPGenericNACK.Entry] = []
     private var probesToConfirm: [RTCPPathMTUConfirmation.Entry] = []
     /// Reports built.
     private(set) var reportsBuilt = 0
@@ -54,6 +60,7 @@ struct ReceiverFeedback: Sendable {
     /// sample is fresh and each sender report is answered before the next one replaces it).
     var hasNews: Bool {
         !pending.isEmpty || pictureLossPending || !probesToConfirm.isEmpty || senderReportUnanswered
+            || !retransmissionRequests.isEmpty || !retransmissionsPending.isEmpty
     }
 
     /// Notes a path-MTU probe that arrived: the next report confirms it (RTCP APP "PMTU").
@@ -66,6 +73,20 @@ struct ReceiverFeedback: Sendable {
 
     /// Notes a received media packet (its 16-bit sequence number, arrival, ECN bits).
     mutating func record(sequence: UInt16, arrival: Int64, ecn: UInt8) {
+        let extended = Self.extend(sequence, highest: &highest)
+        if pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
+    }
+
+    /// Notes a received RFC 4588 retransmission (its RTX sequence number, arrival, ECN bits).
+    mutating func recordRetransmission(sequence: UInt16, arrival: Int64, ecn: UInt8) {
+        let extended = Self.extend(sequence, highest: &retransmissionHighest)
+        if retransmissionsPending.count < Self.metricsPerDatagram {
+            retransmissionsPending.append(Arrival(sequence: extended, time: arrival, ecn: ecn))
+        }
+    }
+
+    /// `sequence` extended near `highest` (which follows it up).
+    private static func extend(_ sequence: UInt16, highest: inout Int64) -> Int64 {
         let extended: Int64
         if highest < 0 {
             extended = Int64(sequence) + (1 << 16)  // room below for reordered early packets
@@ -73,7 +94,7 @@ struct ReceiverFeedback: Sendable {
             extended = highest + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: highest)))
         }
         highest = max(highest, extended)
-        if pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
+        return extended
     }
 
     /// The sender moved to another address: the arrivals reported since `time` (at most
@@ -96,13 +117,18 @@ struct ReceiverFeedback: Sendable {
     /// Asks for a keyframe in the next report.
     mutating func requestKeyframe() { pictureLossPending = true }
 
+    /// Asks for retransmissions in the next report: one generic NACK with these entries.
+    mutating func requestRetransmission(_ entries: [RTCPGenericNACK.Entry]) { retransmissionRequests += entries }
+
     /// Sequence numbers one datagram's CCFB covers at most (keeps reports near 1 KB, under any MTU).
     static let metricsPerDatagram = 480
 
     /// Builds the RTCP datagrams for now and starts a new interval: the first is a compound
     /// RR (with the tracker's report block) + CCFB + PLI if asked; when more packets arrived
     /// than one datagram's CCFB covers, further datagrams carry the rest (RR + CCFB each).
-    mutating func makeReports(now: Int64, mediaSSRC: UInt32, tracker: inout RTPSequenceTracker) -> [[UInt8]] {
+    /// Retransmissions that arrived are reported in the first datagram, under `rtxSSRC`.
+    mutating func makeReports(now: Int64, mediaSSRC: UInt32, rtxSSRC: UInt32? = nil,
+                              tracker: inout RTPSequenceTracker) -> [[UInt8]] {
         pending.sort { $0.sequence < $1.sequence }
         senderReportUnanswered = false
         var all = pending
@@ -114,12 +140,14 @@ struct ReceiverFeedback: Sendable {
             }
             pending = Array(all[..<cut])
             all.removeFirst(cut)
-            datagrams.append(makeReport(now: now, mediaSSRC: mediaSSRC, tracker: &tracker))
+            datagrams.append(makeReport(now: now, mediaSSRC: mediaSSRC, rtxSSRC: datagrams.isEmpty ? rtxSSRC : nil,
+                                        tracker: &tracker))
         } while !all.isEmpty
         return datagrams
     }
 
-    private mutating func makeReport(now: Int64, mediaSSRC: UInt32, tracker: inout RTPSequenceTracker) -> [UInt8] {
+    private mutating func makeReport(now: Int64, mediaSSRC: UInt32, rtxSSRC: UInt32?,
+                                     tracker: inout RTPSequenceTracker) -> [UInt8] {
         reportsBuilt += 1
         let nowNTP = NTPTime(unixSeconds: now / 1_000_000_000, nanoseconds: UInt32(now % 1_000_000_000))
         var packets: [RTCPPacket] = []
@@ -127,28 +155,13 @@ struct ReceiverFeedback: Sendable {
         let block = tracker.makeReportBlock(ssrc: mediaSSRC, lastSR: lastSRCompact, delaySinceLastSR: delay)
         packets.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reportBlocks: block.map { [$0] } ?? [])))
         packets.append(sourceDescription)
-        if !pending.isEmpty {
-            var reports: [RTCPCongestionControlFeedback.StreamReport] = []
-            var index = 0
-            while index < pending.count {
-                // One stream report covers a contiguous range of sequence numbers.
-                let begin = pending[index].sequence
-                var metrics: [RTCPCongestionControlFeedback.Metric] = []
-                var next = begin
-                while index < pending.count && pending[index].sequence - begin < Int64(Self.metricsPerDatagram) {
-                    let arrival = pending[index]
-                    if arrival.sequence < next { index += 1; continue }  // duplicate
-                    while next < arrival.sequence { metrics.append(.notReceived); next += 1 }
-                    let delayCompact = UInt32(clamping: max(0, now - arrival.time) * 65_536 / 1_000_000_000)
-                    metrics.append(.init(received: true, ecn: arrival.ecn,
-                                         arrivalTimeOffset: RTCPCongestionControlFeedback.arrivalTimeOffset(
-                                             compactNTPDelay: delayCompact)))
-                    next += 1
-                    index += 1
-                }
-                reports.append(.init(mediaSSRC: mediaSSRC, beginSequence: UInt16(truncatingIfNeeded: begin),
-                                     metrics: metrics))
-            }
+        var reports = Self.streamReports(pending, ssrc: mediaSSRC, now: now)
+        if let rtxSSRC, !retransmissionsPending.isEmpty {
+            retransmissionsPending.sort { $0.sequence < $1.sequence }
+            reports += Self.streamReports(retransmissionsPending, ssrc: rtxSSRC, now: now)
+            retransmissionsPending.removeAll(keepingCapacity: true)
+        }
+        if !reports.isEmpty {
             packets.append(.congestionControlFeedback(RTCPCongestionControlFeedback(
                 senderSSRC: ssrc, reports: reports, reportTimestamp: nowNTP.compact)))
             recent += pending
@@ -160,10 +173,41 @@ struct ReceiverFeedback: Sendable {
             pictureLossPending = false
             pictureLossIndications += 1
         }
+        if !retransmissionRequests.isEmpty {
+            packets.append(.genericNACK(RTCPGenericNACK(senderSSRC: ssrc, mediaSSRC: mediaSSRC, entries: retransmissionRequests)))
+            retransmissionRequests.removeAll()
+        }
         if !probesToConfirm.isEmpty {
             packets.append(.application(RTCPPathMTUConfirmation(senderSSRC: ssrc, entries: probesToConfirm).applicationPacket))
             probesToConfirm.removeAll()
         }
         return RTCPCompoundBuilder.build(packets)
+    }
+
+    /// RFC 8888 stream reports of `arrivals` (sorted by sequence number) for `ssrc`: one per
+    /// contiguous run of at most `metricsPerDatagram` sequence numbers.
+    private static func streamReports(_ arrivals: [Arrival], ssrc: UInt32, now: Int64)
+        -> [RTCPCongestionControlFeedback.StreamReport] {
+        var reports: [RTCPCongestionControlFeedback.StreamReport] = []
+        var index = 0
+        while index < arrivals.count {
+            // One stream report covers a contiguous range of sequence numbers.
+            let begin = arrivals[index].sequence
+            var metrics: [RTCPCongestionControlFeedback.Metric] = []
+            var next = begin
+            while index < arrivals.count && arrivals[index].sequence - begin < Int64(metricsPerDatagram) {
+                let arrival = arrivals[index]
+                if arrival.sequence < next { index += 1; continue }  // duplicate
+                while next < arrival.sequence { metrics.append(.notReceived); next += 1 }
+                let delayCompact = UInt32(clamping: max(0, now - arrival.time) * 65_536 / 1_000_000_000)
+                metrics.append(.init(received: true, ecn: arrival.ecn,
+                                     arrivalTimeOffset: RTCPCongestionControlFeedback.arrivalTimeOffset(
+                                         compactNTPDelay: delayCompact)))
+                next += 1
+                index += 1
+            }
+            reports.append(.init(mediaSSRC: ssrc, beginSequence: UInt16(truncatingIfNeeded: begin), metrics: metrics))
+        }
+        return reports
     }
 }

@@ -41,6 +41,28 @@ final class SenderFeedback {
     private(set) var reportsAccepted = 0
     private(set) var keyframeRequests = 0
     private(set) var rejected: [FeedbackRejection: Int] = [:]
+    /// Generic NACKs about this flow's SSRC received and not yet taken (at most 256).
+    private(set) var nacks: [RTCPGenericNACK] = []
+    /// Generic NACKs about another SSRC.
+    private(set) var foreignNACKs = 0
+
+    /// The SSRC of this flow's RFC 4588 retransmissions (their per-packet feedback is taken).
+    var rtxSSRC: UInt32?
+    /// RTX sequence numbers per-packet feedback said arrived, not yet taken (at most 4096).
+    private(set) var retransmissionsReceived: [UInt16] = []
+
+    /// The retransmissions reported received since the last call.
+    func takeRetransmissionsReceived() -> [UInt16] {
+        defer { retransmissionsReceived.removeAll() }
+        return retransmissionsReceived
+    }
+
+    /// The NACKs since the last call.
+    func takeNACKs() -> [RTCPGenericNACK] {
+        defer { nacks.removeAll() }
+        return nacks
+    }
+
     /// Path-MTU probe confirmations received and not yet taken.
     private(set) var probeConfirmations: [RTCPPathMTUConfirmation.Entry] = []
     /// The last RFC 8888 report timestamp (compact NTP) and its value unwrapped (in the same
@@ -170,6 +192,11 @@ final class SenderFeedback {
                     noteRTT(block, realtime: realtime)
                 }
             case .congestionControlFeedback(let feedback):
+                for stream in feedback.reports where rtxSSRC != nil && stream.mediaSSRC == rtxSSRC {
+                    for (offset, metric) in stream.metrics.enumerated() where metric.received && retransmissionsReceived.count < 4096 {
+                        retransmissionsReceived.append(stream.beginSequence &+ UInt16(truncatingIfNeeded: offset))
+                    }
+                }
                 for stream in feedback.reports where stream.mediaSSRC == ssrc {
                     accepted = true
                     perPacketFeedback = true
@@ -205,6 +232,11 @@ final class SenderFeedback {
                     accepted = true
                     probeConfirmations += confirmation.entries
                 }
+            case .genericNACK(let nack):
+                // Not a report: a NACK alone (AVPF early feedback, e.g. GStreamer's) must not make
+                // the receiver's report interval, and so the loss timeout, look short.
+                guard nack.mediaSSRC == ssrc, nacks.count < 256 else { foreignNACKs += 1; continue }
+                nacks.append(nack)
             case .pictureLossIndication(let pli) where pli.mediaSSRC == ssrc:
                 accepted = true
                 keyframeRequests += 1

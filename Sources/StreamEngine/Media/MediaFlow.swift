@@ -23,6 +23,11 @@ final class MediaFlow: DatagramProducer {
     private var packetizer: HEVCPacketizer
     /// The largest UDP payload allowed on this flow's path.
     private(set) var maxDatagramSize: Int
+    /// Bytes media packets leave free under `maxDatagramSize` (2 for RFC 4588 retransmissions,
+    /// whose original sequence number makes them longer). Takes effect from the next access unit.
+    var payloadReserve = 0 {
+        didSet { try? setMaxDatagramSize(maxDatagramSize) }
+    }
     /// Every packet sent and what became of it (kept only when feedback is expected).
     var log = SentPacketLog()
     /// Record packets in `log`: off when no feedback will ever confirm them.
@@ -123,7 +128,7 @@ final class MediaFlow: DatagramProducer {
 
     /// Changes the datagram budget from the next access unit on.
     func setMaxDatagramSize(_ size: Int) throws(HEVCPacketizerError) {
-        packetizer = try HEVCPacketizer(maxPayloadSize: size - RTPHeader.fixedSize)
+        packetizer = try HEVCPacketizer(maxPayloadSize: size - RTPHeader.fixedSize - payloadReserve)
         maxDatagramSize = size
     }
 
@@ -210,7 +215,7 @@ final class MediaFlow: DatagramProducer {
 
     /// Whether the controller's window has room for `bytes` more in flight (always when the flow
     /// does not obey one, and when nothing is in flight, so a window under a packet cannot stall it).
-    private func congestionWindowAllows(_ bytes: Int) -> Bool {
+    func congestionWindowAllows(_ bytes: Int) -> Bool {
         guard congestionActive, let congestion else { return true }
         let inFlight = congestion.bytesInFlight
         return inFlight == 0 || inFlight + bytes <= congestion.window

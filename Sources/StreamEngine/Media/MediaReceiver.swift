@@ -30,6 +30,18 @@ public struct MediaReceiverConfig: Sendable {
     public var multicastSource: SocketAddress?
     /// With a multicast `listen` address: the interface index to join on (0: the route's).
     public var multicastInterface: UInt32 = 0
+    /// Ask for lost packets (RFC 4585 generic NACK) and take their retransmissions (RFC 4588
+    /// RTX on its own SSRC with `rtxPayloadType`, or the original resent unchanged on the media
+    /// SSRC), holding the packets behind a gap in a playout buffer until the missing one comes
+    /// or its frame's deadline passes. Needs `feedback`.
+    public var retransmission = false
+    /// The payload type of RFC 4588 retransmissions.
+    public var rtxPayloadType: UInt8 = 97
+    /// With `retransmission`: the playout delay, how long a frame may wait for a missing packet
+    /// after the packet that showed the gap arrived. nil: derived, max(50 ms, 3 x RTT + jitter)
+    /// (two chances per loss), with the RTT measured from NACK to retransmission (50 ms until
+    /// measured).
+    public var latency: Duration?
 
     /// Makes a configuration listening on `listen`.
     public init(listen: SocketAddress) { self.listen = listen }
@@ -154,7 +166,12 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             }
         }
 
-        try loop.run(checkInterval: min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000)), shouldStop: {
+        let checkInterval = min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000))
+        // The session's deadlines (NACKs, playout) are kept to within the wait's timer slack.
+        try loop.run(nextWait: {
+            guard config.retransmission, let deadline = session.nextDeadline else { return checkInterval }
+            return min(checkInterval, deadline - realtimeNanoseconds())
+        }, shouldStop: {
             stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
         }, tick: {
             let now = realtimeNanoseconds()

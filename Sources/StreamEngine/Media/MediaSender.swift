@@ -75,6 +75,18 @@ public struct MediaSenderConfig: Sendable {
     /// again, a smaller interface MTU clamps the next packet. Off: the path is learned only from
     /// sends and feedback. On for any flow, the engine watches every flow's path.
     public var watchesPath = true
+    /// Answer the receiver's generic NACKs (RFC 4585) with retransmissions from a history of
+    /// the packets sent, through the pacer ahead of new media (needs `feedback`): RFC 4588 RTX
+    /// on an SSRC of its own with `rtxPayloadType`, or with `rtxSameSSRC` the original packet
+    /// unchanged. RTX packets are 2 bytes longer: media packets leave room for them.
+    public var retransmission = false
+    /// The payload type of RFC 4588 retransmissions.
+    public var rtxPayloadType: UInt8 = 97
+    /// How long a sent packet may be retransmitted (`rtx-time`, RFC 4588).
+    public var rtxTime: Duration = .milliseconds(500)
+    /// Retransmit the original packet unchanged on the media SSRC (for receivers that take one
+    /// payload type only, such as ffmpeg) instead of RFC 4588 RTX.
+    public var rtxSameSSRC = false
     /// The congestion controller the flow obeys (nil: none; the flow paces at
     /// `paceBitsPerSecond`, as it always has). Needs `feedback`. Its window limits the bytes in
     /// flight (the unconfirmed bound stays the ceiling), its pacing rate paces the flow, and its

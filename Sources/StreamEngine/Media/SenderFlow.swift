@@ -79,8 +79,10 @@ final class SenderFlow {
     let rtcp: SenderFeedback
     /// SRTP (nil: plain RTP).
     let srtp: SRTPEndpoint?
-    /// What the scheduler takes this flow's datagrams from: the path-MTU controller (probes,
-    /// then media), through SRTP when it is on.
+    /// Retransmissions in front of the flow's datagrams (nil: `retransmission` off or no feedback).
+    let retransmitter: Retransmitter?
+    /// What the scheduler takes this flow's datagrams from: retransmissions first, then the
+    /// path-MTU controller (probes, then media), all through SRTP when it is on.
     let producer: DatagramProducer
     var local = SenderStats()
     /// The flow's path as the route monitor last reported it.
@@ -167,7 +169,6 @@ final class SenderFlow {
             $0.reprobeInterval = config.pathMTUReprobeInterval.nanoseconds
             if socket.family == .ipv4 { $0.baseMTU = config.pathMTUBaseIPv4 }
         }, now: monotonicNanoseconds())
-        if let srtp { producer = SRTPProtectingProducer(pathMTU, session: srtp.outbound) } else { producer = pathMTU }
         flow.tracksPackets = config.feedback
         if config.feedback {
             flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
@@ -176,6 +177,11 @@ final class SenderFlow {
         bound = flow.maxUnconfirmedBytes
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
         if multicast { multicastReceivers = MulticastReceivers(capacity: config.maxMulticastReceivers) }
+        retransmitter = config.retransmission && feedbackReceiver != nil
+            ? Self.makeRetransmitter(config, flow: flow, producer: pathMTU, paced: paced, socket: socket, mark: mark) : nil
+        if let history = retransmitter?.history, !history.sameSSRC { rtcp.rtxSSRC = history.ssrc }
+        let inner: DatagramProducer = retransmitter ?? pathMTU
+        if let srtp { producer = SRTPProtectingProducer(inner, session: srtp.outbound) } else { producer = inner }
         local.pathMTU = pathMTU.mtu
         local.mtuSource = source == .configured ? source : pathMTU.source
         local.dscp = mark.dscp
@@ -413,6 +419,7 @@ final class SenderFlow {
     /// A send completion of this flow's datagrams.
     func handleSendReport(_ report: SendReport) {
         if pathMTU.handleSendReport(report) { return }  // probes are not media
+        if retransmitter?.handleSendReport(report) == true { return }  // nor are retransmissions
         local.packetsSent += report.sentDatagrams
         local.bytesSent += report.sentBytes
         local.packetsFailed += report.failedDatagrams
@@ -424,14 +431,16 @@ final class SenderFlow {
         guard let feedbackReceiver else { return }
         try? feedbackReceiver.handle(completion) { datagram in
             let arrival = datagram.timestampNanoseconds > 0 ? datagram.timestampNanoseconds : realtimeNanoseconds()
-            guard let srtp else { return handleRTCP(datagram.payload, arrival: arrival) }
+            guard let srtp else { return handleRTCP(datagram.payload, from: datagram.source, arrival: arrival) }
             // Only what authenticates reaches the feedback logic; the rest is counted in srtp.rejected.
-            _ = srtp.inbound.unprotect(datagram.payload, kind: .rtcp) { handleRTCP($0, arrival: arrival) }
+            _ = srtp.inbound.unprotect(datagram.payload, kind: .rtcp) {
+                handleRTCP($0, from: datagram.source, arrival: arrival)
+            }
         }
     }
 
     /// One RTCP datagram from the receiver (plaintext: authenticated first when SRTP is on).
-    private func handleRTCP(_ payload: UnsafeRawBufferPointer, arrival: Int64) {
+    private func handleRTCP(_ payload: UnsafeRawBufferPointer, from source: SocketAddress?, arrival: Int64) {
         if multicastReceivers != nil {
             // Reports of a group's receivers: their state, and their PLIs (rate-limited as any).
             if multicastReceivers!.handle(payload, ssrc: flow.ssrc, clockRate: 90_000, now: monotonicNanoseconds(),
@@ -443,6 +452,7 @@ final class SenderFlow {
         if rtcp.handle(payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
             requestKeyframe(fromPLI: true)
         }
+        answerNACKs(from: source)
         if rtcp.receiverBack {
             rtcp.receiverBack = false
             requestKeyframe()
@@ -482,6 +492,7 @@ final class SenderFlow {
             local.receivers = multicastReceivers.reports
             local.receiversEvicted = multicastReceivers.evicted
         }
+        publishRetransmissions()
         local.framesEncoded = flow.framesQueued + local.framesDroppedQueueFull
         local.framesSent = flow.framesWritten
         local.keyframes = flow.keyframesWritten

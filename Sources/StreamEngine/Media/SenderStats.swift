@@ -78,6 +78,28 @@ public struct SenderStats: Sendable, Equatable {
     public var gsoSends = 0
     /// Calls to io_uring_enter, engine-wide.
     public var enterCalls = 0
+    /// The SSRC of RFC 4588 retransmissions (nil: none, or retransmitted on the media SSRC).
+    public var rtxSSRC: UInt32?
+    /// Retransmissions the kernel accepted (not in `packetsSent`), and their bytes.
+    public var rtxSent = 0
+    public var rtxBytes = 0
+    /// Retransmissions that failed to send.
+    public var rtxFailed = 0
+    /// RFC 4588 retransmissions the receiver's per-packet feedback confirmed, and those it did
+    /// not confirm within the loss timeout (lost on the path). Only from receivers that send
+    /// RFC 8888 feedback for the RTX SSRC (streamer recv); 0 otherwise.
+    public var rtxConfirmed = 0
+    public var rtxLost = 0
+    /// Originals lost whose retransmission the receiver confirmed (counted in `packetsLost` too).
+    public var packetsRecovered = 0
+    /// Generic NACKs about this flow received from its receiver.
+    public var nackReceived = 0
+    /// Sequence numbers they asked for.
+    public var nackRequested = 0
+    /// Bytes of the original packets retransmitted for them: what the NACKs asked for.
+    public var nackRequestedBytes = 0
+    /// Requests not answered, by reason (each sequence number counts once per NACK).
+    public var nackRejected: [NACKRejection: Int] = [:]
     /// The SSRC of the stream.
     public var ssrc: UInt32 = 0
     /// Failed sends by what failed (datagrams per errno; redirect attempts).

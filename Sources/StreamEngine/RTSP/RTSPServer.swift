@@ -250,7 +250,7 @@ private struct RTSPSession {
             parameterSets: parameterSets, sessionID: UInt64(realtimeNanoseconds() / 1_000_000_000), sessionVersion: 1,
             sessionName: "streamer", originAddress: local.host,
             connectionAddress: local.family == .ipv6 ? "::" : "0.0.0.0", port: 0, payloadType: config.sender.payloadType,
-            frameRate: config.frameRate.map { ($0, 1) }, control: "track1")
+            frameRate: config.frameRate.map { ($0, 1) }, control: "track1", retransmission: config.sender.sdpRetransmission)
         let base = "rtsp://\(local)/\(config.path)/"
         return RTSPResponse(status: 200, cseq: cseq, headers: [("Content-Base", base), ("Content-Type", "application/sdp")],
                             body: Array(sdp.text.utf8))

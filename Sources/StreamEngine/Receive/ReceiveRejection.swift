@@ -24,6 +24,8 @@ public enum ReceiveRejection: Hashable, Sendable, CaseIterable {
     case rtcpForeignSource
     /// A malformed packet in an RTCP datagram from the sender.
     case rtcp(RTCPParseError.Kind)
+    /// An RFC 4588 retransmission too short to carry an original sequence number and payload.
+    case badRetransmission
     /// A media payload the depacketizer could not read.
     case payload(HEVCPayloadRejection)
 
@@ -31,7 +33,7 @@ public enum ReceiveRejection: Hashable, Sendable, CaseIterable {
     public static var allCases: [ReceiveRejection] {
         RTPPacketError.allCases.map(ReceiveRejection.rtp)
             + [.foreignSource, .foreignSSRC, .badProbe, .unexpectedPayloadType, .timestampJump, .sequenceJump,
-               .rtcpForeignSource]
+               .rtcpForeignSource, .badRetransmission]
             + RTCPParseError.Kind.allCases.map(ReceiveRejection.rtcp)
             + HEVCPayloadRejection.allCases.map(ReceiveRejection.payload)
     }

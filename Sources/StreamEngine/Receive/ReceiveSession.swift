@@ -26,6 +26,13 @@ import UringIO
 /// `rtcpMux`) every `reportInterval` while there is news, every 250 ms anyway, at once when
 /// its memory of arrivals is full, and in answer to each sender report.
 ///
+/// With `config.retransmission` it also recovers losses (`LossRecovery`): packets behind a gap
+/// wait in a playout buffer (`PlayoutBuffer`) until the missing one comes or the frame's
+/// deadline passes, missing packets are asked for with generic NACKs (`NACKGenerator`), and
+/// RFC 4588 retransmissions (or originals resent on the media SSRC) fill the gaps. Only
+/// originals count in `received` and `lost` (and in the RFC 8888 feedback); a retransmission
+/// that fills a gap in time counts in `recovered`.
+///
 /// Memory is bounded whatever arrives: the depacketizer's window and one access unit, the
 /// tracker's bitmap, the feedback's pending arrivals, two datagrams kept aside, and the
 /// outputs of one input (drain them after each).
@@ -88,6 +95,8 @@ public struct ReceiveSession: Sendable {
     private var chainIntact = false
     private var outputs: [Output] = []
     private var nextOutput = 0
+    /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout buffer).
+    private var recovery: LossRecovery?
 
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     static let maxTimestampStep: Int32 = 900_000
@@ -101,8 +110,12 @@ public struct ReceiveSession: Sendable {
                 cname: String = RTCPSourceDescription.randomCNAME()) {
         self.config = config
         feedback = ReceiverFeedback(ssrc: ssrc, cname: cname)
-        depacketizer = HEVCDepacketizer(maxAccessUnitSize: config.maxAccessUnitSize, reorderWindow: config.reorderWindow)
+        let recovers = config.retransmission && config.feedback
+        // With a playout buffer, packets reach the depacketizer in order: a gap it sees was given up.
+        depacketizer = HEVCDepacketizer(maxAccessUnitSize: config.maxAccessUnitSize,
+                                        reorderWindow: recovers ? 0 : config.reorderWindow)
         lockedSource = config.from
+        if recovers { recovery = LossRecovery(latency: config.latency?.nanoseconds) }
     }
 
     // MARK: Inputs
@@ -147,6 +160,10 @@ public struct ReceiveSession: Sendable {
             moveCandidate = nil  // the stream's own source is alive: no move
         }
         if let ssrc = lockedSSRC, parsed.header.ssrc != ssrc {
+            if recovery != nil, parsed.header.payloadType == config.rtxPayloadType, lockedPayloadType != nil {
+                handleRTX(parsed, datagram: datagram, tos: tos, now: now, arrival: arrival)
+                return
+            }
             reject(.foreignSSRC)
             return
         }
@@ -252,6 +269,10 @@ public struct ReceiveSession: Sendable {
     /// Time has passed: sends the feedback that is due (see `nextDeadline`). Calling it early,
     /// or often, does no harm.
     public mutating func handleTimeout(now: Int64) {
+        if recovery != nil {
+            releaseDue(now: now)
+            askForRetransmissions(now: now)
+        }
         sendFeedback(now: now)
     }
 
@@ -261,12 +282,22 @@ public struct ReceiveSession: Sendable {
         guard config.feedback, lockedSSRC != nil, lockedSource != nil else { return nil }
         if feedback.isFull { return Int64.min }
         let wait = feedback.hasNews ? min(config.reportInterval.nanoseconds, Self.maxReportInterval) : Self.maxReportInterval
-        return lastReport + wait
+        var deadline = lastReport + wait
+        if let recovery {
+            if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
+            if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
+        }
+        return deadline
     }
 
     /// The stream ends: gives up every gap, outputs what is left and, with feedback, the last
     /// report (everything received is reported before the receiver goes).
     public mutating func finish(now: Int64) {
+        if recovery != nil {
+            var released: [PlayoutBuffer.Packet] = []
+            recovery!.playout.flush(into: &released)
+            pushReleased(released, now: now)
+        }
         emit(depacketizer.flush(), now: now)
         guard config.feedback else { return }
         lastReport = 0
@@ -309,6 +340,7 @@ public struct ReceiveSession: Sendable {
         stats.duplicate = tracker.duplicate
         stats.reordered = tracker.reordered
         stats.late = tracker.late + depacketizer.counters.late
+        if let recovery { recovery.addStats(to: &stats) }
         stats.ssrc = lockedSSRC
         stats.source = lockedSource?.description
         for (reason, count) in depacketizer.counters.rejected { stats.rejected[.payload(reason)] = count }
@@ -328,6 +360,16 @@ public struct ReceiveSession: Sendable {
         counts.ecn[Int(mark.ecn.rawValue)] += 1
         counts.dscp[Int(mark.dscp)] += 1
         counts.bytesReceived += datagram.count
+        if recovery != nil {
+            recovery!.nack.noteMediaBytes(datagram.count)
+            if let sequence = recovery!.extend(header.sequenceNumber), recovery!.isSameSSRCRetransmission(sequence) {
+                // The original resent unchanged on the media SSRC (RFC 4588's alternative for
+                // receivers of one payload type): a retransmission, not an original's arrival.
+                recovery!.counts.rtxReceived += 1
+                takeRetransmission(header, payload: payload, sequence: sequence, arrival: arrival, now: now)
+                return
+            }
+        }
         // 90 kHz units, at 10 us resolution (no overflow for any realtime clock value).
         let arrival90kHz = UInt32(truncatingIfNeeded: arrival / 100_000 * 9)
         var tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: arrival90kHz)
@@ -348,8 +390,9 @@ public struct ReceiveSession: Sendable {
                 feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn)
                 let restart = RTPSequenceTracker.Tracked(outcome: .restarted, extendedSequence: tracked.extendedSequence - 1)
                 let candidatePayload = sequenceJumpPayload
-                let units = candidatePayload.withUnsafeBytes { depacketizer.push(candidate.header, payload: $0, tracked: restart) }
-                emit(units, now: now)
+                candidatePayload.withUnsafeBytes {
+                    push(candidate.header, payload: $0, tracked: restart, arrival: candidate.arrival, now: now)
+                }
                 tracked.outcome = .inOrder
             }
         case .first, .inOrder, .reordered:
@@ -357,8 +400,108 @@ public struct ReceiveSession: Sendable {
         }
         sequenceJumpCandidate = nil
         lastAcceptedTimestamp = header.timestamp
+        recovery?.jitter = tracker.jitter
         feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: mark.ecn.rawValue)
-        emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
+        push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
+        if recovery != nil { askForRetransmissions(now: now) }
+    }
+
+    /// A packet of the stream into the frames: straight into the depacketizer, or with loss
+    /// recovery through the playout buffer (which releases packets in order).
+    private mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer, tracked: RTPSequenceTracker.Tracked,
+                               arrival: Int64, now: Int64) {
+        guard recovery != nil else {
+            emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
+            return
+        }
+        var released: [PlayoutBuffer.Packet] = []
+        if tracked.outcome == .restarted {
+            // A new sequence: what waited for the old one goes out first, and nothing of it is asked for again.
+            recovery!.playout.flush(into: &released)
+            recovery!.nack.forget(through: Int64.max)
+            pushReleased(released, now: now)
+            released.removeAll()
+            emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
+            // The buffer starts the new sequence at this packet (released at once; pushed above).
+            _ = recovery!.insert(.init(header: header, payload: [], sequence: tracked.extendedSequence),
+                                 arrival: arrival, now: now, into: &released)
+            return
+        }
+        let packet = PlayoutBuffer.Packet(header: header, payload: Array(payload), sequence: tracked.extendedSequence)
+        if recovery!.insert(packet, arrival: arrival, now: now, into: &released) == .late { recovery!.counts.late += 1 }
+        pushReleased(released, now: now)
+    }
+
+    /// Packets the playout buffer released, in order, into the depacketizer.
+    private mutating func pushReleased(_ packets: [PlayoutBuffer.Packet], now: Int64) {
+        for packet in packets {
+            let tracked = RTPSequenceTracker.Tracked(outcome: .inOrder, extendedSequence: packet.sequence)
+            let units = packet.payload.withUnsafeBytes { depacketizer.push(packet.header, payload: $0, tracked: tracked) }
+            emit(units, now: now)
+        }
+    }
+
+    // MARK: Loss recovery
+
+    /// An RFC 4588 retransmission: the original sequence number in the payload's first two
+    /// bytes, then the original payload; header fields other than SSRC, payload type and
+    /// sequence number are the original's.
+    private mutating func handleRTX(_ parsed: RTPParsedPacket, datagram: UnsafeRawBufferPointer, tos: UInt8, now: Int64,
+                                    arrival: Int64) {
+        guard let ssrc = lockedSSRC, let payloadType = lockedPayloadType else { return }
+        let body = UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange])
+        if let rtxSSRC = recovery!.rtxSSRC, rtxSSRC != parsed.header.ssrc {
+            reject(.foreignSSRC)
+            return
+        }
+        guard body.count > 2 else {
+            reject(.badRetransmission)
+            return
+        }
+        recovery!.rtxSSRC = parsed.header.ssrc
+        recovery!.counts.rtxReceived += 1
+        recovery!.counts.rtxBytes += datagram.count
+        // Reported per packet under the RTX SSRC: the sender learns which retransmissions got through.
+        feedback.recordRetransmission(sequence: parsed.header.sequenceNumber, arrival: arrival > 0 ? arrival : now,
+                                      ecn: TrafficMark(tos: tos).ecn.rawValue)
+        let originalSequence = UInt16(body[0]) << 8 | UInt16(body[1])
+        let header = RTPHeader(marker: parsed.header.marker, payloadType: payloadType, sequenceNumber: originalSequence,
+                               timestamp: parsed.header.timestamp, ssrc: ssrc)
+        guard let sequence = recovery!.extend(originalSequence) else { return }
+        takeRetransmission(header, payload: UnsafeRawBufferPointer(rebasing: body[2...]), sequence: sequence,
+                           arrival: arrival, now: now)
+    }
+
+    /// A retransmitted packet (RTX restored, or the original resent): into the playout buffer
+    /// if its gap still waits (recovered), else counted late or duplicate.
+    private mutating func takeRetransmission(_ header: RTPHeader, payload: UnsafeRawBufferPointer, sequence: Int64,
+                                             arrival: Int64, now: Int64) {
+        var released: [PlayoutBuffer.Packet] = []
+        let packet = PlayoutBuffer.Packet(header: header, payload: Array(payload), sequence: sequence)
+        switch recovery!.takeRetransmission(packet, arrival: arrival > 0 ? arrival : now, now: now, into: &released) {
+        case .accepted:
+            recovery!.counts.recovered += 1
+            recovery!.noteRecovered(sequence)
+        case .late: recovery!.counts.rtxLate += 1
+        case .duplicate: recovery!.counts.rtxDuplicate += 1
+        }
+        pushReleased(released, now: now)
+    }
+
+    /// Gives up the gaps whose deadline passed.
+    private mutating func releaseDue(now: Int64) {
+        var released: [PlayoutBuffer.Packet] = []
+        recovery!.release(now: now, into: &released)
+        pushReleased(released, now: now)
+    }
+
+    /// Sends a NACK (in a feedback report, at once) for the missing packets due for an ask.
+    private mutating func askForRetransmissions(now: Int64) {
+        guard lockedSSRC != nil, lockedSource != nil else { return }
+        let entries = recovery!.due(now: now)
+        guard !entries.isEmpty else { return }
+        feedback.requestRetransmission(entries)
+        sendFeedback(now: now, now: true)
     }
 
     private mutating func emit(_ units: [DepacketizedAccessUnit], now: Int64) {
@@ -368,6 +511,8 @@ public struct ReceiveSession: Sendable {
                 counts.framesComplete += 1
             } else {
                 counts.framesIncomplete += 1
+                // With a playout buffer a missing packet was waited for until the frame's deadline.
+                if recovery != nil && unit.missingPackets > 0 { recovery!.counts.framesLate += 1 }
                 if now - lastKeyframeRequest > Self.keyframeRequestInterval {
                     lastKeyframeRequest = now
                     feedback.requestKeyframe()
@@ -436,20 +581,20 @@ public struct ReceiveSession: Sendable {
     }
 
     /// Queues the feedback datagrams if a report is due.
-    private mutating func sendFeedback(now: Int64, answeringSenderReport: Bool = false) {
+    private mutating func sendFeedback(now: Int64, answeringSenderReport: Bool = false, now immediately: Bool = false) {
         guard config.feedback, let ssrc = lockedSSRC, var destination = lockedSource else { return }
         if !config.rtcpMux { destination.port = destination.port &+ 1 }
         // A sender report about to be replaced by a newer one is answered first (at most one
         // report per quarter interval), so every one gives the sender its RTT sample: SRs
         // that a draining queue delivers close together would otherwise leave only the
         // later, less delayed one answered, and the sender's RTT would read low.
-        let due = feedback.isFull || now - lastReport >= Self.maxReportInterval
+        let due = immediately || feedback.isFull || now - lastReport >= Self.maxReportInterval
             || (feedback.hasNews && now - lastReport >= config.reportInterval.nanoseconds)
             || (answeringSenderReport && now - lastReport >= config.reportInterval.nanoseconds / 4)
         guard due else { return }
         lastReport = now
         let pliBefore = feedback.pictureLossIndications
-        for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, tracker: &tracker) {
+        for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, rtxSSRC: recovery?.rtxSSRC, tracker: &tracker) {
             outputs.append(.transmit(Transmit(bytes: datagram, destination: destination)))
         }
         counts.keyframeRequests += feedback.pictureLossIndications - pliBefore

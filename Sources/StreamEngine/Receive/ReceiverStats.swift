@@ -59,6 +59,38 @@ public struct ReceiverStats: Sendable, Equatable {
     /// the counters above.
     public var srtp: SRTPStats?
 
+    /// With retransmission: lost originals (counted in `lost`) whose retransmission arrived
+    /// before their frame's deadline and went into the frame.
+    public var recovered = 0
+    /// With retransmission: frames that waited for a missing packet until their playout
+    /// deadline and went out incomplete (counted in `framesIncomplete` too).
+    public var framesLate = 0
+    /// Retransmissions received (RFC 4588 RTX, or originals resent on the media SSRC for a
+    /// packet asked for).
+    public var rtxReceived = 0
+    /// Bytes of RFC 4588 RTX datagrams received (not in `bytesReceived`).
+    public var rtxBytes = 0
+    /// Retransmissions that came after their frame's deadline: dropped.
+    public var rtxLate = 0
+    /// Retransmissions of a packet already here (or never missing): dropped.
+    public var rtxDuplicate = 0
+    /// NACK packets (RFC 4585 generic NACK) sent, each in a feedback datagram.
+    public var nackSent = 0
+    /// Sequence numbers asked for, each ask counted (a re-ask counts again).
+    public var nackRequested = 0
+    /// Bytes of NACK packets (header and FCI) sent: bounded by a share of the media bytes.
+    public var nackBytes = 0
+    /// Missing packets no longer asked for: no answer could arrive before their deadline.
+    public var nackAbandoned = 0
+    /// Times due asks waited for the NACK byte budget.
+    public var nackBudgetLimited = 0
+    /// The playout latency in use (milliseconds), nil without retransmission.
+    public var playoutLatencyMs: Double?
+    /// Whether the playout latency is derived from the RTT and jitter (not configured).
+    public var playoutLatencyDerived = false
+    /// The RTT measured from NACK to retransmission (milliseconds), nil before one came.
+    public var retransmissionRTTMs: Double?
+
     /// Zeroed counters.
     public init() {}
 }

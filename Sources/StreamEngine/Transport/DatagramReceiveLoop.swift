@@ -42,10 +42,17 @@ public final class DatagramReceiveLoop {
     /// `checkInterval` nanoseconds).
     public func run(checkInterval: Int64, shouldStop: () -> Bool, tick: () -> Void,
                     handle: (Int, ReceivedDatagram) -> Void) throws(SystemError) {
+        try run(nextWait: { checkInterval }, shouldStop: shouldStop, tick: tick, handle: handle)
+    }
+
+    /// Like `run(checkInterval:shouldStop:tick:handle:)`, each wait at most `nextWait()`
+    /// nanoseconds (asked before each wait: a protocol core's next deadline).
+    public func run(nextWait: () -> Int64, shouldStop: () -> Bool, tick: () -> Void,
+                    handle: (Int, ReceivedDatagram) -> Void) throws(SystemError) {
         for receiver in receivers { try receiver.arm() }
         var failure: SystemError?
         while !shouldStop() {
-            try ring.submit(waitingFor: 1, timeoutNanoseconds: checkInterval)
+            try ring.submit(waitingFor: 1, timeoutNanoseconds: max(nextWait(), 50_000))
             _ = ring.reap { completion in
                 guard completion.tag.kind == CompletionTag.receiveKind else { return }
                 let index = Int(completion.tag.payload) - 1

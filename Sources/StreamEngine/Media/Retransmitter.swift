@@ -1,0 +1,185 @@
+import MediaFormats
+import UringIO
+
+/// A flow's retransmissions in the send path: a `DatagramProducer` in front of the flow's
+/// own (media and path-MTU probes), whose retransmissions go first, through the same pacer
+/// and within the congestion controller's window.
+/// It keeps every media packet written in a `RetransmissionHistory` and answers NACKs from it.
+///
+/// Retransmissions use a route of their own (same socket and marking): a send slot holds one
+/// route, so send reports of retransmissions (tag with `tagBit`) never count as media.
+final class Retransmitter: DatagramProducer {
+    /// Set in the tag of a retransmission's send slot.
+    static let tagBit: UInt64 = 1 << 62
+    /// Most retransmissions waiting for the pacer; past that the oldest are dropped (counted).
+    static let maxQueued = 4096
+
+    private let inner: DatagramProducer
+    private let flow: MediaFlow
+    private let route: Int
+    private let clock: () -> Int64
+    private(set) var history: RetransmissionHistory
+    private var queue: [(original: UInt16, datagram: [UInt8])] = []
+    /// The original sequence numbers of the retransmissions waiting in `queue`.
+    private var waiting = Set<UInt16>()
+    private var queueHead = 0
+    private var queuedBytes = 0
+    private var peekedRetransmission = false
+    /// Retransmissions the kernel accepted, and their bytes; failed ones.
+    private(set) var sent = 0
+    private(set) var sentBytes = 0
+    private(set) var failed = 0
+    /// Retransmissions dropped because too many waited.
+    private(set) var overflowed = 0
+    /// RFC 4588 retransmissions on the wire by RTX sequence number: their original, when they
+    /// left, whether feedback confirmed them (the latest `maxTracked`, oldest first in `sentOrder`).
+    private var sentRetransmissions: [UInt16: (original: UInt16, sentAt: Int64, confirmed: Bool)] = [:]
+    private var sentOrder: [UInt16] = []
+    private var sentOrderHead = 0
+    static let maxTracked = 8192
+    /// Originals whose retransmission the receiver confirmed (recovered at the sender's count).
+    private var recoveredOriginals = Set<UInt16>()
+    /// Retransmissions the receiver confirmed; lost (unconfirmed for the loss timeout); and
+    /// originals recovered (a retransmission of theirs confirmed).
+    private(set) var confirmed = 0
+    private(set) var lost = 0
+    private(set) var recovered = 0
+
+    init(inner: DatagramProducer, flow: MediaFlow, route: Int, history: RetransmissionHistory,
+         clock: @escaping () -> Int64 = monotonicNanoseconds) {
+        self.inner = inner
+        self.flow = flow
+        self.route = route
+        self.history = history
+        self.clock = clock
+    }
+
+    /// From the flow's RTT (milliseconds): a packet is retransmitted at most once per half of
+    /// it, and only once it was sent at least half of it ago.
+    func noteRTT(milliseconds rtt: Double) {
+        let half = min(max(Int64(rtt * 1e6) / 2, 1_000_000), 20_000_000)
+        history.minRepeatInterval = half
+        history.minAge = half
+    }
+
+    /// Answers a NACK about the flow's SSRC: its retransmissions wait for the pacer.
+    func handle(_ nack: RTCPGenericNACK) {
+        let waiting = waiting
+        for datagram in history.answer(nack, now: clock(), isWaiting: waiting.contains) {
+            if queue.count - queueHead >= Self.maxQueued {
+                take()
+                overflowed += 1
+            }
+            // The original sequence number: the RTX payload's first two bytes, or the header's.
+            let original = history.sameSSRC ? UInt16(datagram[2]) << 8 | UInt16(datagram[3])
+                : UInt16(datagram[RTPHeader.fixedSize]) << 8 | UInt16(datagram[RTPHeader.fixedSize + 1])
+            queue.append((original, datagram))
+            self.waiting.insert(original)
+            queuedBytes += datagram.count
+        }
+    }
+
+    /// Takes the oldest waiting retransmission out of the queue.
+    @discardableResult
+    private func take() -> [UInt8] {
+        let (original, datagram) = queue[queueHead]
+        queuedBytes -= datagram.count
+        waiting.remove(original)
+        queueHead += 1
+        if queueHead == queue.count {
+            queue.removeAll(keepingCapacity: true)
+            queueHead = 0
+        }
+        return datagram
+    }
+
+    /// Remembers an RFC 4588 retransmission put on the wire, for the receiver's feedback.
+    private func track(_ datagram: [UInt8]) {
+        let sequence = UInt16(datagram[2]) << 8 | UInt16(datagram[3])
+        let original = UInt16(datagram[RTPHeader.fixedSize]) << 8 | UInt16(datagram[RTPHeader.fixedSize + 1])
+        if sentOrder.count - sentOrderHead >= Self.maxTracked { forgetOldest() }
+        sentRetransmissions[sequence] = (original, clock(), false)
+        sentOrder.append(sequence)
+    }
+
+    private func forgetOldest() {
+        let sequence = sentOrder[sentOrderHead]
+        sentOrderHead += 1
+        if let entry = sentRetransmissions.removeValue(forKey: sequence), !entry.confirmed { lost += 1 }
+        if sentOrderHead > 4096 && sentOrderHead * 2 > sentOrder.count {
+            sentOrder.removeFirst(sentOrderHead)
+            sentOrderHead = 0
+        }
+    }
+
+    /// Per-packet feedback says these retransmissions (RTX sequence numbers) arrived.
+    func confirm(_ sequences: [UInt16]) {
+        for sequence in sequences {
+            guard let entry = sentRetransmissions[sequence], !entry.confirmed else { continue }
+            sentRetransmissions[sequence]?.confirmed = true
+            confirmed += 1
+            if recoveredOriginals.insert(entry.original).inserted {
+                recovered += 1
+                if recoveredOriginals.count > Self.maxTracked { recoveredOriginals.removeAll() }
+            }
+        }
+    }
+
+    /// Retransmissions sent before `deadline` and not confirmed count as lost.
+    func expire(sentBefore deadline: Int64) {
+        while sentOrderHead < sentOrder.count {
+            guard let entry = sentRetransmissions[sentOrder[sentOrderHead]] else { sentOrderHead += 1; continue }
+            guard entry.confirmed || entry.sentAt < deadline else { break }
+            forgetOldest()
+        }
+    }
+
+    /// Counts a NACK that is not the flow's to answer.
+    func rejectForeign() { history.rejectForeign() }
+
+    /// A send completion: true when it was a retransmission's (counted here).
+    func handleSendReport(_ report: SendReport) -> Bool {
+        guard report.tag & Self.tagBit != 0 else { return false }
+        sent += report.sentDatagrams
+        sentBytes += report.sentBytes
+        failed += report.failedDatagrams
+        return true
+    }
+
+    // MARK: - DatagramProducer
+
+    func peekDatagram() -> PendingDatagram? {
+        // Within the congestion controller's window when the flow obeys one (retransmissions
+        // wait while it is full; they are not counted in its bytes in flight).
+        if queueHead < queue.count && flow.pathViable && flow.congestionWindowAllows(queue[queueHead].datagram.count) {
+            peekedRetransmission = true
+            return PendingDatagram(route: route, size: queue[queueHead].datagram.count, tag: Self.tagBit | UInt64(queueHead))
+        }
+        peekedRetransmission = false
+        return inner.peekDatagram()
+    }
+
+    func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
+        if peekedRetransmission {
+            let datagram = take()
+            datagram.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            if !history.sameSSRC { track(datagram) }
+            return
+        }
+        inner.writeDatagram(into: buffer)
+        // Media of the flow (not a path-MTU probe) goes into the history.
+        if buffer.count >= RTPHeader.fixedSize && buffer[1] & 0x7f == flow.payloadType {
+            history.record(UnsafeRawBufferPointer(buffer), at: clock())
+        }
+    }
+
+    var pendingBytes: Int {
+        let (sum, overflow) = inner.pendingBytes.addingReportingOverflow(queuedBytes)
+        return overflow ? .max : sum
+    }
+
+    func readyIn(now: Int64) -> Int64? { inner.readyIn(now: now) }
+}
+
+@available(*, unavailable, message: "owned by the sender's engine thread")
+extension Retransmitter: Sendable {}

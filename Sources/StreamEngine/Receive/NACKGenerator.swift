@@ -1,0 +1,141 @@
+import MediaFormats
+
+/// Which lost packets to ask the sender for again (RFC 4585 generic NACK), and when. Pure:
+/// times are passed in (nanoseconds).
+///
+/// A missing packet is asked for once it is beyond the reorder allowance (`reorderPackets`
+/// higher sequence numbers arrived, or `reorderTime` passed since the gap was seen): a packet
+/// merely reordered asks nothing. Still missing about one RTT after an ask (`reaskDelay`), it
+/// is asked again, at most `maxAsks` times. It is never asked for once the answer cannot
+/// arrive before its deadline (now + RTT past it): then it is dropped from the list, counted
+/// `abandoned`. NACK bytes are bounded by a token bucket filled by a share (`share`) of the
+/// media bytes received, at most `burst` bytes ahead: what the bucket cannot pay waits
+/// (counted `budgetLimited`).
+struct NACKGenerator: Sendable {
+    struct Ask: Sendable {
+        /// When the gap was seen.
+        var detected: Int64
+        /// The playout deadline of the packet.
+        var deadline: Int64
+        /// When it was last asked for, nil before the first ask.
+        var lastAsked: Int64?
+        /// When it was first asked for.
+        var firstAsked: Int64?
+        var asks = 0
+    }
+
+    /// Higher sequence numbers that must arrive before a gap is asked for.
+    var reorderPackets: Int64 = 3
+    /// Or this long since the gap was seen (nanoseconds).
+    var reorderTime: Int64 = 5_000_000
+    /// Most asks per packet.
+    var maxAsks = 8
+    /// Share of the media bytes NACKs may use.
+    var share = 0.02
+    /// Bytes of NACK the bucket holds at most.
+    var burst = 1500.0
+
+    private(set) var asks: [Int64: Ask] = [:]
+    private var tokens = 1500.0
+    /// Sequence numbers asked for (each ask of each one).
+    private(set) var requested = 0
+    /// Sequence numbers dropped from the list because no answer could arrive in time.
+    private(set) var abandoned = 0
+    /// Times a due ask waited for the byte budget.
+    private(set) var budgetLimited = 0
+    /// NACK bytes (RTCP feedback packets, header and FCI) built.
+    private(set) var bytes = 0
+    /// NACK packets built.
+    private(set) var packets = 0
+
+    /// Most FCI entries in one NACK (800 bytes).
+    static let maxEntriesPerPacket = 200
+    /// Most missing sequence numbers remembered (older ones are forgotten).
+    static let maxAsksKept = 4096
+
+    /// Sequence numbers seen missing at `now`, with their playout deadline.
+    mutating func noteMissing(_ sequences: Range<Int64>, now: Int64, deadline: Int64) {
+        for sequence in sequences.suffix(Self.maxAsksKept) where asks[sequence] == nil {
+            asks[sequence] = Ask(detected: now, deadline: deadline)
+        }
+        if asks.count > Self.maxAsksKept, let cut = asks.keys.sorted().dropLast(Self.maxAsksKept).last {
+            forget(through: cut)
+        }
+    }
+
+    /// A packet arrived (or was given up): no more asks for it. Returns what was asked.
+    @discardableResult
+    mutating func remove(_ sequence: Int64) -> Ask? { asks.removeValue(forKey: sequence) }
+
+    /// Forgets every sequence number up to `sequence`.
+    mutating func forget(through sequence: Int64) {
+        asks = asks.filter { $0.key > sequence }
+    }
+
+    /// Media bytes arrived: the NACK budget grows by its share of them.
+    mutating func noteMediaBytes(_ count: Int) {
+        tokens = min(burst, tokens + share * Double(count))
+    }
+
+    /// When an ask comes due next, if ever.
+    func nextDue(rtt: Int64) -> Int64? {
+        asks.values.lazy.map { self.dueTime($0, rtt: rtt) }.min()
+    }
+
+    private func dueTime(_ ask: Ask, rtt: Int64) -> Int64 {
+        if let last = ask.lastAsked { return last + reaskDelay(rtt: rtt) }
+        return ask.detected + reorderTime
+    }
+
+    /// Re-ask delay: one RTT and a quarter (the answer is paced and may queue behind media).
+    func reaskDelay(rtt: Int64) -> Int64 { rtt + rtt / 4 + 1_000_000 }
+
+    /// The sequence numbers to ask for now (the highest received is `highest`, the RTT
+    /// estimate `rtt`), packed as NACK entries within the byte budget, for the media
+    /// stream of 16-bit sequence numbers. Marks them asked.
+    /// `reaskRTT` (default `rtt`) times the asks again: an RTT with a margin for its deviation,
+    /// while `rtt` alone says whether an answer can still arrive in time.
+    mutating func due(now: Int64, highest: Int64, rtt: Int64, reaskRTT: Int64? = nil) -> [RTCPGenericNACK.Entry] {
+        var ready: [Int64] = []
+        var hopeless: [Int64] = []
+        for (sequence, ask) in asks {
+            let beyondReorder = highest - sequence >= reorderPackets
+            let due = ask.lastAsked == nil ? (beyondReorder || now >= ask.detected + reorderTime)
+                                           : now >= dueTime(ask, rtt: reaskRTT ?? rtt)
+            guard due else { continue }
+            if now + rtt > ask.deadline || ask.asks >= maxAsks {
+                hopeless.append(sequence)
+            } else {
+                ready.append(sequence)
+            }
+        }
+        for sequence in hopeless {
+            asks[sequence] = nil
+            abandoned += 1
+        }
+        guard !ready.isEmpty else { return [] }
+        ready.sort()
+        var entries = RTCPGenericNACK(senderSSRC: 0, mediaSSRC: 0,
+                                      sequenceNumbers: ready.map { UInt16(truncatingIfNeeded: $0) }).entries
+        let affordable = max(0, Int((tokens - 12) / 4))
+        if affordable < entries.count {
+            budgetLimited += 1
+            entries.removeLast(entries.count - affordable)
+        }
+        // One NACK stays well inside a datagram; the rest goes in the next.
+        if entries.count > Self.maxEntriesPerPacket { entries.removeLast(entries.count - Self.maxEntriesPerPacket) }
+        guard !entries.isEmpty else { return [] }
+        let asked = Set(entries.flatMap(\.sequenceNumbers))
+        for sequence in ready where asked.contains(UInt16(truncatingIfNeeded: sequence)) {
+            asks[sequence]?.lastAsked = now
+            if asks[sequence]?.firstAsked == nil { asks[sequence]?.firstAsked = now }
+            asks[sequence]?.asks += 1
+            requested += 1
+        }
+        let cost = 12 + 4 * entries.count
+        tokens -= Double(cost)
+        bytes += cost
+        packets += 1
+        return entries
+    }
+}

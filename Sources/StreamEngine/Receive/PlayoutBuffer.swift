@@ -1,0 +1,160 @@
+import MediaFormats
+
+/// The receiver's playout (jitter) buffer: packets of the stream in sequence order, held
+/// behind a gap until the missing packet comes (late original or retransmission) or the
+/// gap's deadline passes. Pure: times are passed in (nanoseconds, the clock of kernel
+/// receive timestamps).
+///
+/// Packets in sequence go straight out: a complete frame waits for nothing. A gap gets a
+/// deadline when it is seen: the arrival of the packet after it plus the playout latency (a
+/// frame comes out at most the latency after the packet that showed its loss). When the
+/// deadline passes, the gap is given up and the packets
+/// behind it go out (the depacketizer then sees the gap and the frame comes out incomplete,
+/// never corrupt). A packet whose gap was given up is late.
+///
+/// Memory is bounded: at most `maxSpan` sequence numbers between the next one to release
+/// and the highest; a packet further ahead gives up the oldest gaps at once.
+struct PlayoutBuffer: Sendable {
+    /// A packet of the stream, owned.
+    struct Packet: Sendable {
+        var header: RTPHeader
+        var payload: [UInt8]
+        /// Extended sequence number (the receive tracker's numbering).
+        var sequence: Int64
+    }
+
+    /// What `insert` made of a packet.
+    enum Insertion: Sendable, Equatable {
+        /// Taken: released now or held behind a gap.
+        case accepted
+        /// Its sequence number was given up (its deadline passed).
+        case late
+        /// Already released or held.
+        case duplicate
+    }
+
+    /// Most sequence numbers held between the next one out and the highest.
+    let maxSpan: Int
+    /// Next sequence number to release; nil before the first packet.
+    private(set) var nextSequence: Int64?
+    private(set) var highestSequence: Int64 = 0
+    private var held: [Int64: Packet] = [:]
+    /// Missing sequence numbers (between `nextSequence` and the highest) and their deadlines.
+    private(set) var deadlines: [Int64: Int64] = [:]
+    /// The latest sequence numbers given up (to tell a late packet from a duplicate).
+    private var givenUp: [Int64] = []
+    private var givenUpNext = 0
+    static let givenUpMemory = 1024
+    /// Sequence numbers given up at their deadline (or for room).
+    private(set) var gaveUp = 0
+
+    init(maxSpan: Int = 4096) {
+        self.maxSpan = maxSpan
+    }
+
+    /// Packets held behind a gap.
+    var heldCount: Int { held.count }
+
+    /// When the earliest gap's deadline passes, if there is a gap.
+    var nextDeadline: Int64? {
+        guard let next = nextSequence, !held.isEmpty else { return nil }
+        return deadlines[next]
+    }
+
+    /// Takes a packet that arrived at `arrival`; `latency` sets the deadline of the gaps it
+    /// reveals. Released packets are appended to `output` in sequence order.
+    mutating func insert(_ packet: Packet, arrival: Int64, latency: Int64, into output: inout [Packet]) -> Insertion {
+        let sequence = packet.sequence
+        guard let next = nextSequence else {
+            nextSequence = sequence + 1
+            highestSequence = sequence
+            output.append(packet)
+            return .accepted
+        }
+        if sequence < next {
+            return wasGivenUp(sequence) ? .late : .duplicate
+        }
+        if held[sequence] != nil || (sequence <= highestSequence && deadlines[sequence] == nil) {
+            return .duplicate
+        }
+        if sequence > highestSequence {
+            // The missing packets wait at most the latency from now: a frame whose packets all
+            // came is out by then, however long it took to arrive (a paced keyframe may take
+            // longer than the latency itself).
+            for missing in (highestSequence + 1)..<sequence where missing >= sequence - Int64(maxSpan) {
+                deadlines[missing] = arrival + latency
+            }
+            highestSequence = sequence
+        }
+        deadlines[sequence] = nil
+        if sequence == next {
+            output.append(packet)
+            nextSequence = next + 1
+        } else {
+            held[sequence] = packet
+        }
+        // No more than maxSpan sequence numbers wait.
+        if highestSequence - (nextSequence ?? 0) >= Int64(maxSpan) {
+            releaseUpTo(highestSequence - Int64(maxSpan) + 1, into: &output)
+        }
+        releaseContiguous(into: &output)
+        return .accepted
+    }
+
+    /// Gives up the gaps whose deadline is at or before `now`, releasing what waited behind them.
+    mutating func release(now: Int64, into output: inout [Packet]) {
+        while let next = nextSequence, !held.isEmpty, let deadline = deadlines[next], deadline <= now {
+            giveUp(next)
+            releaseContiguous(into: &output)
+        }
+    }
+
+    /// The stream ends or restarts: every gap is given up and everything held goes out; the
+    /// next packet starts a new sequence.
+    mutating func flush(into output: inout [Packet]) {
+        releaseUpTo(highestSequence + 1, into: &output)
+        nextSequence = nil
+        deadlines.removeAll()
+    }
+
+    /// Whether `sequence` is missing (seen as a gap and not yet given up).
+    func isMissing(_ sequence: Int64) -> Bool { deadlines[sequence] != nil }
+
+    private mutating func releaseUpTo(_ target: Int64, into output: inout [Packet]) {
+        while let next = nextSequence, next < target, !held.isEmpty {
+            if let packet = held.removeValue(forKey: next) {
+                output.append(packet)
+                nextSequence = next + 1
+            } else {
+                giveUp(next)
+            }
+        }
+        if let next = nextSequence, next < target {
+            // Nothing held: the rest of the range is gaps at most.
+            for sequence in next..<target where deadlines[sequence] != nil { giveUp(sequence) }
+            nextSequence = target
+        }
+    }
+
+    private mutating func releaseContiguous(into output: inout [Packet]) {
+        while let next = nextSequence, let packet = held.removeValue(forKey: next) {
+            output.append(packet)
+            nextSequence = next + 1
+        }
+        // Nothing waits: the gaps left are at the head and wait only for their own packets.
+    }
+
+    private mutating func giveUp(_ sequence: Int64) {
+        deadlines[sequence] = nil
+        gaveUp += 1
+        if givenUp.count < Self.givenUpMemory {
+            givenUp.append(sequence)
+        } else {
+            givenUp[givenUpNext] = sequence
+            givenUpNext = (givenUpNext + 1) % Self.givenUpMemory
+        }
+        if nextSequence == sequence { nextSequence = sequence + 1 }
+    }
+
+    func wasGivenUp(_ sequence: Int64) -> Bool { givenUp.contains(sequence) }
+}

@@ -1,0 +1,362 @@
+@testable import StreamEngine
+import MediaFormats
+import Testing
+import UringIO
+
+/// The receive session's loss recovery (playout buffer, NACK, RTX) driven by a simulated
+/// link with a fake clock: no sockets.
+@Suite struct LossRecoveryTests {
+    typealias Frame = ReceiveSessionTests.Frame
+    static let millisecond = ReceiveSessionTests.millisecond
+    static let rtxSSRC: UInt32 = 0x0BAD_F00D
+
+    /// A sender and a link around a receive session: originals on a schedule (some dropped),
+    /// and answers to the session's NACKs (RFC 4588 RTX, or the original resent on the media
+    /// SSRC) `rtxDelay` after each NACK, unless `answer` says no.
+    struct Link {
+        var harness: ReceiveSessionTests.Harness
+        var rtxDelay: Int64 = 20 * LossRecoveryTests.millisecond
+        var sameSSRC = false
+        var answer: (UInt16) -> Bool = { _ in true }
+        /// Originals by sequence number (what a sender's history holds).
+        var history: [UInt16: [UInt8]] = [:]
+        var pending: [(time: Int64, datagram: [UInt8])] = []
+        var rtxSequence: UInt16 = 500
+        /// Every sequence number a NACK asked for, with the time.
+        var asked: [(time: Int64, sequence: UInt16)] = []
+        /// Every NACK sent.
+        var nacks: [RTCPGenericNACK] = []
+        private var transmitsSeen = 0
+        private var lastTimeout: Int64 = 0
+
+        init(latency: Duration? = nil, rtxDelay: Int64 = 20 * LossRecoveryTests.millisecond) {
+            self.rtxDelay = rtxDelay
+            harness = ReceiveSessionTests.Harness()
+            var config = harness.session.config
+            config.retransmission = true
+            config.latency = latency
+            harness.session = ReceiveSession(config: config, ssrc: 0xFEED, cname: "test")
+        }
+
+        var stats: ReceiverStats { harness.session.stats }
+        var units: [DepacketizedAccessUnit] { harness.units }
+
+        /// Sends the datagrams one per `interval` from now; those at `drop` (indexes) are lost.
+        mutating func send(_ datagrams: [[UInt8]], drop: Set<Int> = [], interval: Int64 = LossRecoveryTests.millisecond) {
+            let start = max(harness.now, pending.last?.time ?? 0)
+            for (index, datagram) in datagrams.enumerated() {
+                let header = try! RTPHeader.parse(datagram).header
+                history[header.sequenceNumber] = datagram
+                if !drop.contains(index) { pending.append((start + Int64(index + 1) * interval, datagram)) }
+            }
+        }
+
+        /// Runs events (arrivals and the session's timeouts) until nothing is pending and
+        /// `quiet` has passed after the last one, then finishes the stream.
+        mutating func run(quiet: Int64 = 1_000 * LossRecoveryTests.millisecond, finish: Bool = true) {
+            var end = (pending.map(\.time).max() ?? harness.now) + quiet
+            while true {
+                pending.sort { $0.time < $1.time }
+                let arrival = pending.first?.time
+                if let deadline = harness.session.nextDeadline, deadline <= (arrival ?? end) {
+                    // A deadline already met at this time is taken a millisecond later (no spin).
+                    harness.now = max(deadline, harness.now == lastTimeout ? harness.now + LossRecoveryTests.millisecond : harness.now)
+                    if harness.now > end && arrival == nil { break }
+                    lastTimeout = harness.now
+                    harness.session.handleTimeout(now: harness.now)
+                } else if let arrival {
+                    harness.now = max(harness.now, arrival)
+                    let datagram = pending.removeFirst().datagram
+                    harness.session.handleDatagram(datagram, from: ReceiveSessionTests.sender, arrival: harness.now,
+                                                   now: harness.now)
+                    end = max(end, harness.now + quiet)
+                } else {
+                    break
+                }
+                harness.drain()
+                answerNACKs()
+            }
+            if finish { harness.finish() }
+        }
+
+        private mutating func answerNACKs() {
+            let new = harness.transmits[transmitsSeen...]
+            transmitsSeen = harness.transmits.count
+            for transmit in new {
+                for packet in transmit.bytes.withUnsafeBytes({ RTCPPacket.parseCompound($0).packets }) {
+                    guard case .genericNACK(let nack) = packet else { continue }
+                    nacks.append(nack)
+                    for sequence in nack.sequenceNumbers {
+                        asked.append((harness.now, sequence))
+                        guard answer(sequence), let original = history[sequence] else { continue }
+                        pending.append((harness.now + rtxDelay, sameSSRC ? original : rtx(of: original)))
+                    }
+                }
+            }
+        }
+
+        /// The RFC 4588 retransmission of `original`.
+        mutating func rtx(of original: [UInt8]) -> [UInt8] {
+            let parsed = try! RTPHeader.parse(original)
+            rtxSequence &+= 1
+            let header = RTPHeader(marker: parsed.header.marker, payloadType: 97, sequenceNumber: rtxSequence,
+                                   timestamp: parsed.header.timestamp, ssrc: LossRecoveryTests.rtxSSRC)
+            let sequence = parsed.header.sequenceNumber
+            return header.bytes + [UInt8(sequence >> 8), UInt8(sequence & 0xff)] + original[parsed.payloadRange]
+        }
+    }
+
+    static func stream(frames: Int) -> [Frame] { ReceiveSessionTests.stream(frames: frames, keyframeEvery: 15) }
+
+    @Test(arguments: [false, true]) func lossIsRecoveredInTime(sameSSRC: Bool) {
+        let frames = Self.stream(frames: 40)
+        let datagrams = frames.flatMap(\.datagrams)
+        // Single losses, a burst of three, the marker packet of a frame.
+        let markers = frames.prefix(20).reduce(0) { $0 + $1.datagrams.count } - 1
+        let drop: Set<Int> = [5, 17, 30, 31, 32, markers]
+        var link = Link()
+        link.sameSSRC = sameSSRC
+        link.send(datagrams, drop: drop)
+        link.run()
+        let stats = link.stats
+        #expect(ReceiveSessionTests.same(link.units, frames))
+        #expect(link.units.allSatisfy { $0.isComplete && $0.followsIntactChain })
+        // Originals lost stay lost; every one came back in time.
+        #expect(stats.lost == Int64(drop.count) && stats.recovered == drop.count)
+        #expect(stats.received == datagrams.count - drop.count)
+        #expect(stats.framesComplete == 40 && stats.framesIncomplete == 0 && stats.framesLate == 0)
+        #expect(stats.rtxReceived == drop.count && stats.rtxLate == 0 && stats.rtxDuplicate == 0)
+        // Each asked once (the answer comes within the re-ask delay), nothing else asked.
+        #expect(link.asked.map(\.sequence).sorted() == drop.sorted().map { UInt16(1000 + $0) })
+        #expect(stats.nackRequested == drop.count && stats.nackSent == link.nacks.count)
+        #expect(stats.rtxBytes == (sameSSRC ? 0 : drop.reduce(0) { $0 + datagrams[$1].count + 2 }))
+        // RFC 4588 retransmissions are reported per packet under the RTX SSRC, so the sender
+        // learns which arrived; originals resent on the media SSRC are not (they are not originals).
+        let rtxReported = link.harness.feedbackPackets.flatMap { packet -> [UInt16] in
+            guard case .congestionControlFeedback(let feedback) = packet else { return [] }
+            return feedback.reports.filter { $0.mediaSSRC == Self.rtxSSRC }.flatMap { report in
+                report.metrics.enumerated().filter(\.element.received).map { report.beginSequence &+ UInt16($0.offset) }
+            }
+        }
+        #expect(rtxReported.sorted() == (sameSSRC ? [] : (0..<drop.count).map { 501 + UInt16($0) }))
+        // The RTT is measured from NACK to retransmission; the latency follows it.
+        let rtt = stats.retransmissionRTTMs ?? 0
+        #expect(rtt >= 20 && rtt < 22)
+        #expect(stats.playoutLatencyDerived && (stats.playoutLatencyMs ?? 0) >= 50)
+    }
+
+    @Test func theNACKGoesOnceThePacketIsBeyondTheReorderAllowance() {
+        let frames = Self.stream(frames: 10)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(rtxDelay: 10 * Self.millisecond)
+        link.send(datagrams, drop: [8])
+        link.run()
+        // The NACK went when the third packet after it arrived (8 + 3 + 1 ms after the start),
+        // before the 5 ms allowance ran out; the answer 10 ms later filled the frame, and the
+        // frames after it waited for it, in order.
+        #expect(ReceiveSessionTests.same(link.units, frames))
+        #expect(link.asked.count == 1 && link.asked[0].time == ReceiveSessionTests.start + 12 * Self.millisecond)
+    }
+
+    @Test func aRetransmissionAfterTheDeadlineIsLateAndTheFrameIncomplete() {
+        let frames = Self.stream(frames: 20)
+        let datagrams = frames.flatMap(\.datagrams)
+        // The path is slower than the receiver planned for.
+        var link = Link(latency: .milliseconds(80), rtxDelay: 150 * Self.millisecond)
+        let lostIndex = frames[0].datagrams.count + frames[1].datagrams.count + 1  // in frame 2
+        link.send(datagrams, drop: [lostIndex])
+        link.run()
+        let stats = link.stats
+        #expect(stats.lost == 1 && stats.recovered == 0 && stats.rtxLate >= 1)
+        #expect(stats.framesIncomplete == 1 && stats.framesLate == 1 && stats.framesComplete == 19)
+        #expect(link.units.count == 20 && !link.units[2].isComplete)
+        // Frames after it were not held beyond its deadline, and nothing corrupt came out.
+        #expect(link.units.enumerated().allSatisfy { $0.offset == 2 || $0.element.accessUnit == frames[$0.offset].unit })
+        // Asked once; not again about an RTT (50 ms assumed) later: that answer could not
+        // arrive before the deadline.
+        #expect(link.asked.count == 1 && stats.nackAbandoned == 1)
+    }
+
+    @Test func aPacketStillMissingAfterAnRTTIsAskedAgain() {
+        let frames = Self.stream(frames: 20)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(latency: .milliseconds(300), rtxDelay: 150 * Self.millisecond)
+        link.send(datagrams, drop: [10])
+        link.run()
+        let stats = link.stats
+        // Asked at 0, 63.5 and 127 ms (1.25 x the 50 ms assumed RTT + 1 ms); the first answer
+        // (at 150 ms) fills the gap, the two others are duplicates.
+        let times = link.asked.map(\.time)
+        #expect(link.asked.allSatisfy { $0.sequence == 1010 } && times.count == 3)
+        #expect(zip(times.dropFirst(), times).allSatisfy { $0 - $1 == 63_500_000 })
+        #expect(stats.recovered == 1 && stats.rtxDuplicate == 2 && stats.lost == 1)
+        #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+    }
+
+    @Test func theRTTDeviationDelaysReasksButNeverStopsAsks() {
+        // 52 ms answers under a 100 ms latency: after the first one the RTT's deviation
+        // (26 ms) puts RTT + 2 x deviation over the latency; the next losses are asked for all
+        // the same (an answer in one RTT still arrives in time).
+        let frames = Self.stream(frames: 40)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(latency: .milliseconds(100), rtxDelay: 52 * Self.millisecond)
+        link.send(datagrams, drop: [5, 40, 80])
+        link.run()
+        #expect(link.stats.recovered == 3 && link.stats.nackAbandoned == 0)
+        #expect(ReceiveSessionTests.same(link.units, frames))
+    }
+
+    @Test func nothingIsAskedThatCannotArriveBeforeItsDeadline() {
+        let frames = Self.stream(frames: 10)
+        var link = Link(latency: .milliseconds(30))  // shorter than the 50 ms RTT assumed
+        link.send(frames.flatMap(\.datagrams), drop: [4, 9])
+        link.run()
+        let stats = link.stats
+        #expect(link.nacks.isEmpty && stats.nackAbandoned == 2)
+        #expect(stats.lost == 2 && stats.framesLate == stats.framesIncomplete && stats.framesIncomplete >= 1)
+        #expect(link.units.count == 10)
+    }
+
+    @Test func reorderingWithinTheAllowanceAsksNothing() {
+        let frames = Self.stream(frames: 30)
+        var datagrams = frames.flatMap(\.datagrams)
+        // Pairs swapped, and a packet three places late (within 3 packets and 5 ms).
+        for index in stride(from: 3, to: datagrams.count - 10, by: 9) { datagrams.swapAt(index, index + 1) }
+        #expect(datagrams.count > 60)
+        datagrams.insert(datagrams.remove(at: 50), at: 52)
+        var link = Link()
+        link.send(datagrams)
+        link.run()
+        let stats = link.stats
+        #expect(link.nacks.isEmpty && stats.nackRequested == 0)
+        #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+        #expect(stats.lost == 0 && stats.reordered > 0 && stats.late == 0)
+    }
+
+    @Test func aLateOriginalFillsItsGapWithoutARetransmission() {
+        let frames = Self.stream(frames: 10)
+        var datagrams = frames.flatMap(\.datagrams)
+        datagrams.insert(datagrams.remove(at: 12), at: 22)  // ten packets late: asked, then it comes
+        var link = Link()
+        link.answer = { $0 == 1002 }  // RTX answers the loss of 1002 (so 1012 on the media SSRC is an original)
+        link.rtxDelay = 5 * Self.millisecond
+        link.send(datagrams, drop: [2])
+        link.run()
+        let stats = link.stats
+        #expect(Set(link.asked.map(\.sequence)) == [1002, 1012])  // 1012 maybe twice (the RTT measured is 5 ms)
+        #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+        #expect(stats.lost == 1 && stats.recovered == 1 && stats.received == datagrams.count - 1)
+    }
+
+    @Test func beforeAnyRTXAnAskedPacketOnTheMediaSSRCIsARetransmission() {
+        let frames = Self.stream(frames: 10)
+        var datagrams = frames.flatMap(\.datagrams)
+        datagrams.insert(datagrams.remove(at: 12), at: 22)
+        var link = Link()
+        link.answer = { _ in false }
+        link.send(datagrams)
+        link.run()
+        let stats = link.stats
+        // The sender may resend originals unchanged (ffmpeg's kind of receiver needs that):
+        // what was asked for and comes on the media SSRC is taken as the retransmission.
+        #expect(link.asked.map(\.sequence) == [1012])
+        #expect(stats.lost == 1 && stats.recovered == 1 && stats.rtxReceived == 1)
+        #expect(ReceiveSessionTests.same(link.units, frames))
+    }
+
+    @Test func aSecondSameSSRCAnswerIsADuplicateNotAnOriginal() {
+        let frames = Self.stream(frames: 10)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(rtxDelay: 5 * Self.millisecond)
+        link.sameSSRC = true
+        link.send(datagrams, drop: [6])
+        // The sender answers once more, later (a re-ask crossed the first answer).
+        link.pending.append((ReceiveSessionTests.start + 40 * Self.millisecond, datagrams[6]))
+        link.run()
+        let stats = link.stats
+        #expect(stats.lost == 1 && stats.recovered == 1 && stats.received == datagrams.count - 1)
+        #expect(stats.rtxReceived == 2 && stats.rtxDuplicate == 1)
+    }
+
+    @Test func nackEntriesCarryPIDAndBLP() {
+        var generator = NACKGenerator()
+        let now: Int64 = 1_000_000_000
+        // 100, 101, 103, 116 in one entry (BLP bits 0, 2, 15); 117 starts the next; 70000 wraps to 4464.
+        for sequence: Int64 in [100, 101, 103, 116, 117, 70_000] {
+            generator.noteMissing(sequence..<(sequence + 1), now: now, deadline: now + 1_000_000_000)
+        }
+        let entries = generator.due(now: now + 6_000_000, highest: 70_010, rtt: 20_000_000)
+        #expect(entries == [.init(packetID: 100, lostBitmask: 0b1000_0000_0000_0101),
+                            .init(packetID: 117, lostBitmask: 0),
+                            .init(packetID: 4464, lostBitmask: 0)])
+        #expect(generator.requested == 6 && generator.packets == 1 && generator.bytes == 12 + 3 * 4)
+        // Not again before 1.25 RTT + 1 ms; then again, all of them.
+        #expect(generator.due(now: now + 6_000_000 + 25_000_000, highest: 70_010, rtt: 20_000_000).isEmpty)
+        #expect(generator.due(now: now + 6_000_000 + 26_000_000, highest: 70_010, rtt: 20_000_000).count == 3)
+        // And on the wire: one generic NACK in the report, the same entries.
+        var feedback = ReceiverFeedback(ssrc: 0xFEED)
+        feedback.requestRetransmission(entries)
+        var tracker = RTPSequenceTracker()
+        let report = feedback.makeReports(now: now, mediaSSRC: 0x1234, tracker: &tracker)
+        let nacks = report[0].withUnsafeBytes { RTCPPacket.parseCompound($0).packets }.compactMap { packet in
+            if case .genericNACK(let nack) = packet { return nack } else { return nil }
+        }
+        #expect(nacks == [RTCPGenericNACK(senderSSRC: 0xFEED, mediaSSRC: 0x1234, entries: entries)])
+    }
+
+    @Test func nackBytesStayWithinTheirShareOfTheMedia() {
+        let frames = Self.stream(frames: 60)
+        let datagrams = frames.flatMap(\.datagrams)
+        let mediaBytes = datagrams.reduce(0) { $0 + $1.count }
+        // Every other packet lost and never answered: the receiver would ask for all, again and again.
+        let drop = Set(stride(from: 1, to: datagrams.count, by: 2))
+        var link = Link(latency: .milliseconds(400))
+        link.answer = { _ in false }
+        link.send(datagrams, drop: drop)
+        link.run()
+        let stats = link.stats
+        let received = datagrams.enumerated().filter { !drop.contains($0.offset) }.reduce(0) { $0 + $1.element.count }
+        #expect(received < mediaBytes)
+        // The bucket: 1500 bytes at the start and 2 % of the media bytes received.
+        #expect(stats.nackBytes <= 1500 + received * 2 / 100)
+        #expect(stats.nackBytes == link.nacks.reduce(0) { $0 + 12 + 4 * $1.entries.count })
+        #expect(stats.nackBudgetLimited > 0 && stats.nackSent == link.nacks.count)
+    }
+
+    @Test func duplicateAndUnaskedRetransmissionsAreCountedAndDropped() {
+        let frames = Self.stream(frames: 10)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(rtxDelay: 5 * Self.millisecond)
+        link.send(datagrams, drop: [6])
+        // The sender retransmits packet 6 twice, and packet 2 which was never lost.
+        link.pending.append((ReceiveSessionTests.start + 40 * Self.millisecond, link.rtx(of: datagrams[6])))
+        link.pending.append((ReceiveSessionTests.start + 41 * Self.millisecond, link.rtx(of: datagrams[2])))
+        link.run()
+        let stats = link.stats
+        #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+        #expect(stats.recovered == 1 && stats.rtxReceived == 3 && stats.rtxDuplicate == 2 && stats.rtxLate == 0)
+        #expect(stats.lost == 1 && stats.duplicate == 0 && stats.received == datagrams.count - 1)
+    }
+
+    @Test func aRetransmissionStreamNeedsItsPayloadTypeAndOneSSRC() {
+        let frames = Self.stream(frames: 5)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link()
+        link.answer = { _ in false }
+        link.send(datagrams, drop: [3])
+        var good = link.rtx(of: datagrams[3])
+        var foreign = good
+        foreign[8] ^= 0xff  // another SSRC after the first RTX stream
+        var short = good
+        short.removeLast(short.count - 13)  // one byte of payload: no room for the original sequence number
+        good[1] = good[1] & 0x80 | 98  // another payload type: not RTX, a foreign SSRC
+        for (offset, datagram) in [good, link.rtx(of: datagrams[3]), foreign, short].enumerated() {
+            link.pending.append((ReceiveSessionTests.start + Int64(7 + offset) * Self.millisecond, datagram))
+        }
+        link.run()
+        let stats = link.stats
+        #expect(stats.recovered == 1 && stats.rtxReceived == 1)
+        #expect(stats.rejected == [.foreignSSRC: 2, .badRetransmission: 1])
+        #expect(ReceiveSessionTests.same(link.units, frames))
+    }
+}
