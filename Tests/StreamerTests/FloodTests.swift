@@ -33,8 +33,10 @@ struct FloodTests {
         sender.executableURL = URL(fileURLWithPath: binary)
         // Without congestion control: the flood's kernel drops would read as congestion, and frames the
         // sender then drops whole would count as missing at the receiver beside those it was sent.
+        // Without retransmission: retransmissions the kernel dropped would be in kernelDrops but not
+        // in what the sender sent less what arrived.
         sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--duration", "16", "--size", "320x240",
-                            "--bitrate", "1M", "--cc", "off", "--quiet",
+                            "--bitrate", "1M", "--cc", "off", "--no-rtx", "--quiet",
                             "--stats", directory.appendingPathComponent("send.json").path]
         sender.standardError = FileHandle.nullDevice
         try sender.run()

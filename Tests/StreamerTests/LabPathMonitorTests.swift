@@ -282,17 +282,19 @@ struct LabPathMonitorTests {
         #expect(intField(send, "path.changes") == 0 && intField(send, "path.unviableEpisodes") == 0)
         #expect((field(recv, "source") as? String)?.hasPrefix("10.77.1.3:") == true)
         #expect(intField(recv, "sourceMoves") == 1)
-        // Nothing lost, nothing counted lost: every packet confirmed, the receiver never gone.
-        #expect(intField(recv, "packets.lost") == 0)
-        #expect(intField(send, "packets.lost") == 0)
-        #expect(intField(send, "packets.confirmed") == intField(send, "packets.sent"))
-        #expect(intField(recv, "packets.received") == intField(send, "packets.sent"))
+        // At most what the old socket still had under way when the new one sent first: such a
+        // packet reaches the receiver after it followed the new address and is rejected as
+        // foreign (seen once in a full run on a loaded machine: 1 packet), counted lost at both
+        // ends alike, and its retransmission (on by default) completes the frame. Nothing else.
+        let lost = try #require(intField(recv, "packets.lost"))
+        let foreign = intField(recv, "rejected.foreignSource") ?? 0
+        #expect(lost <= 2 && foreign <= 2 + lost, "lost \(lost), foreign \(foreign)")
+        #expect(intField(send, "packets.lost") == lost)
+        // (Such a packet may yet arrive after it was counted lost: then it is received as well.)
+        #expect((intField(send, "packets.confirmed") ?? 0) >= (intField(send, "packets.sent") ?? 0) - lost)
+        #expect((intField(recv, "packets.received") ?? 0) >= (intField(send, "packets.sent") ?? 0) - lost)
         #expect(intField(recv, "frames.complete") == intField(send, "frames.sent"))
         #expect(intField(send, "receiverGoneEvents") == 0)
-        // Every media packet was taken (the equalities above); what may come from the old address
-        // after the receiver followed the new one is a sender report or probe sent just before
-        // the swap (seen once in a full run on a loaded machine), rejected as foreign.
-        #expect((intField(recv, "rejected.foreignSource") ?? 0) <= 2)
     }
     /// The sender's link loses its carrier for 2 s (the router's end of the veth set down: the
     /// routes stay, nothing leaves): not viable once the kernel says so, viable again with the

@@ -68,7 +68,7 @@ struct MultiFlowCommandTests {
         #expect(intField(send, "packets.sent") == intField(flows[0], "packets.sent"))
         #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("x.sdp").path))
         let second = try String(contentsOf: directory.appendingPathComponent("x-1.sdp"), encoding: .utf8)
-        #expect(second.contains("m=video \(ports[1]) RTP/AVP 96"))
+        #expect(second.contains("m=video \(ports[1]) RTP/AVPF 96 97"))  // with retransmission (RFC 4585, 4588)
     }
 
     /// SIGHUP resolves `--to` again: the name now points at another receiver, the flow moves

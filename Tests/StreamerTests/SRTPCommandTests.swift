@@ -98,7 +98,7 @@ private func writeFile(_ directory: URL, _ name: String, _ text: String, mode: m
             #expect(sendSRTP[reason] as? Int == 0 && recvSRTP[reason] as? Int == 0, "\(reason)")
         }
         let sdp = try String(contentsOfFile: path("out.sdp"), encoding: .utf8)
-        #expect(sdp.contains("RTP/SAVP 96") && sdp.contains("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(key.base64)"))
+        #expect(sdp.contains("RTP/SAVPF 96 97") && sdp.contains("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(key.base64)"))
         var status = stat()
         #expect(stat(path("out.sdp"), &status) == 0 && status.st_mode & 0o777 == 0o600)
         if let probe = try probeDecodedFrames(path("x.hevc")) { #expect(probe.frames == 45) }
