@@ -92,9 +92,16 @@ func spawnChild(_ argv: [String], stdoutPath: String = "/dev/null") throws -> pi
 
 /// Waits for a child and returns its status and CPU time.
 func waitChild(_ pid: pid_t) -> ChildRun {
+    var run: ChildRun?
+    while run == nil { run = reapChild(pid, flags: 0) }
+    return run!
+}
+
+/// The child's status and CPU time once it has ended; nil while it runs (with `WNOHANG`).
+func reapChild(_ pid: pid_t, flags: Int32) -> ChildRun? {
     var status: Int32 = 0
     var usage = rusage()
-    while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+    guard wait4(pid, &status, flags, &usage) == pid else { return nil }
     func nanoseconds(_ time: timeval) -> Int64 { Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_usec) * 1000 }
     let exited = status & 0x7f == 0
     return ChildRun(status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f),
@@ -342,10 +349,6 @@ func runPeers(_ arguments: [String]) throws {
             if round > 0 { rounds.append(result) }
         }
     }
-    func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-    }
     let floor = median(rounds.filter { $0.sender == "floor" }.map(\.nanosecondsPerPacket))
     var table = "| sender | packets | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n|---|---|---|---|---|---|\n"
     var csv = "sender,round,packets,span,exit,userNs,systemNs,nsPerPacket\n"
@@ -366,15 +369,109 @@ func runPeers(_ arguments: [String]) throws {
                      "exit": mine.map(\.cpu.status), "userNsPerPacket": user, "systemNsPerPacket": system,
                      "nsPerPacket": total, "ratioToFloor": total / floor])
     }
+    let receivers = try measureReceivers(bench: bench, ffmpeg: ffmpeg, hevc: hevc, records: records, frames: frames,
+                                         packets: packets, options: options, directory: directory, port: &port)
+    var receiverTable = "| receiver | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n|---|---|---|---|---|---|\n"
+    let floorReceiver = median(receivers.filter { $0.sender == "floor" }.map(\.nanosecondsPerPacket))
+    var receiverJSON: [[String: Any]] = []
+    for name in ["floor", "streamer", "gstreamer", "ffmpeg"] {
+        let mine = receivers.filter { $0.sender == name }
+        guard !mine.isEmpty else { continue }
+        let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(packets) })
+        let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(packets) })
+        let total = median(mine.map(\.nanosecondsPerPacket))
+        let delivered = name == "floor" ? "\(mine.map(\.packets).min() ?? 0) packets"
+            : name == "streamer" ? "\(mine.map(\.span).min() ?? 0) frames" : "-"
+        receiverTable += String(format: "| %@ | %@ | %.2f | %.2f | %.2f | %.2f |\n", name, delivered, user / 1000,
+                                system / 1000, total / 1000, total / floorReceiver)
+        for (index, round) in mine.enumerated() {
+            csv += "recv-\(name),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
+                + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket))\n"
+        }
+        var row: [String: Any] = ["receiver": name, "userNsPerPacket": user, "systemNsPerPacket": system,
+                                  "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
+                                  "exit": mine.map(\.cpu.status)]
+        if name == "floor" { row["delivered"] = mine.map(\.packets) }
+        if name == "streamer" { row["decodedFrames"] = mine.map(\.span) }
+        receiverJSON.append(row)
+    }
     print("Senders at \(options.frameRate) fps in real time, \(frames) frames, \(packets) packets (floor packetization); "
           + "whole-process CPU per delivered packet, medians of \(options.repeatCount) interleaved rounds")
     print(table)
+    print("Receivers fed by the floor sender at \(options.frameRate) fps: whole-process CPU per sent packet, medians")
+    print(receiverTable)
     try FileManager.default.createDirectory(atPath: options.out, withIntermediateDirectories: true)
     let document: [String: Any] = ["command": CommandLine.arguments.joined(separator: " "), "frames": frames,
-                                   "packets": packets, "frameRate": options.frameRate, "senders": json]
+                                   "packets": packets, "frameRate": options.frameRate, "senders": json,
+                                   "receivers": receiverJSON]
     try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
         .write(to: URL(fileURLWithPath: options.out + "/peers.json"))
     try csv.write(toFile: options.out + "/peers.csv", atomically: true, encoding: .utf8)
-    try (table).write(toFile: options.out + "/peers.md", atomically: true, encoding: .utf8)
+    try (table + "\n" + receiverTable).write(toFile: options.out + "/peers.md", atomically: true, encoding: .utf8)
     progress("wrote \(options.out)/peers.json, peers.csv and peers.md")
+}
+
+/// Receiver rounds: each receiver fed by the floor sender, interleaved after a warm-up round;
+/// `packets` is what the floor counter counted, `span` the frames `streamer recv` decoded.
+func measureReceivers(bench: String, ffmpeg: String, hevc: String, records: String, frames: Int, packets: Int,
+                      options: PeersOptions, directory: String, port: inout Int) throws -> [PeerRound] {
+    typealias Command = (Int, String) -> [String]
+    let floorCommand: Command = { port, _ in [bench, "peers-count", "\(port)", "\(packets)"] }
+    var receivers: [(name: String, argv: Command)] = [("floor", floorCommand)]
+    if let streamer = findExecutable("streamer") {
+        receivers.append(("streamer", { port, base in
+            [streamer, "recv", "--listen", "127.0.0.1:\(port)", "--frames", "\(frames)", "--no-feedback", "--quiet",
+             "--stats", base + ".json"]
+        }))
+    }
+    if let gst = findExecutable("gst-launch-1.0") {
+        receivers.append(("gstreamer", { port, _ in [gst, "-q", "udpsrc", "address=127.0.0.1", "port=\(port)", "buffer-size=67108864",
+                                          "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=H265,payload=96",
+                                          "!", "rtph265depay", "!", "fakesink"] }))
+    }
+    receivers.append(("ffmpeg", { _, base in [ffmpeg, "-hide_banner", "-loglevel", "error", "-protocol_whitelist", "file,udp,rtp",
+                                   "-i", base + ".sdp", "-c", "copy", "-f", "null", "-"] }))
+    var rounds: [PeerRound] = []
+    for round in 0...options.repeatCount {
+        for receiver in receivers {
+            port += 2
+            let output = directory + "/recv-\(port)"
+            let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=peers\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+                + "m=video \(port) RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\n"
+            try sdp.write(toFile: output + ".sdp", atomically: true, encoding: .utf8)
+            let child = try spawnChild(receiver.argv(port, output), stdoutPath: output + ".txt")
+            usleep(700_000)  // the receiver's start-up
+            let sender = waitChild(try spawnChild([bench, "peers-floor-send", records, "\(port)", "\(options.frameRate)"]))
+            var result: ChildRun?
+            for _ in 0..<30 where result == nil {  // the floor counter and streamer stop by themselves
+                usleep(100_000)
+                result = reapChild(child, flags: WNOHANG)
+            }
+            // GStreamer and FFmpeg run until stopped: SIGTERM (a SIGINT may be ignored when bench
+            // runs under a test harness), SIGKILL if that does not end it within 2 s.
+            for signal in [SIGTERM, SIGKILL] where result == nil {
+                kill(child, signal)
+                for _ in 0..<20 where result == nil {
+                    usleep(100_000)
+                    result = reapChild(child, flags: WNOHANG)
+                }
+            }
+            var counted = 0, decoded = 0
+            if receiver.name == "floor" {
+                counted = ControlMessage("result " + ((try? String(contentsOfFile: output + ".txt", encoding: .utf8))?
+                    .split(separator: "\n").last.map(String.init) ?? "")).int("packets")
+            }
+            if receiver.name == "streamer", let data = FileManager.default.contents(atPath: output + ".json"),
+               let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+                decoded = (stats["frames"] as? [String: Any])?["complete"] as? Int ?? 0
+            }
+            let measured = PeerRound(sender: receiver.name, packets: receiver.name == "floor" ? counted : packets,
+                                     span: decoded, cpu: result ?? waitChild(child))
+            progress(String(format: "round %d receiver %@: exit %d, sender exit %d, %.2f µs/packet%@", round,
+                            receiver.name, measured.cpu.status, sender.status, measured.nanosecondsPerPacket / 1000,
+                            receiver.name == "floor" ? " (\(counted) packets)" : receiver.name == "streamer" ? " (\(decoded) frames)" : ""))
+            if round > 0 { rounds.append(measured) }
+        }
+    }
+    return rounds
 }

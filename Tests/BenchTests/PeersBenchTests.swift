@@ -43,5 +43,16 @@ import Testing
                 #expect(delivered.allSatisfy { $0 == packets }, "\(name): \(delivered) of \(packets)")
             }
         }
+        // The receivers, fed by the floor sender: the floor counter counts every packet and
+        // streamer recv completes every frame of the file (GStreamer and FFmpeg only run).
+        let frames = try #require(json["frames"] as? Int)
+        let receivers = try #require(json["receivers"] as? [[String: Any]])
+        let floor = try #require(receivers.first { $0["receiver"] as? String == "floor" })
+        #expect((floor["delivered"] as? [Int] ?? []).allSatisfy { $0 == packets }, "floor receiver: \(floor)")
+        if let streamer = receivers.first(where: { $0["receiver"] as? String == "streamer" }) {
+            let decoded = streamer["decodedFrames"] as? [Int] ?? []
+            #expect(!decoded.isEmpty && decoded.allSatisfy { $0 == frames }, "streamer recv: \(decoded) of \(frames) frames")
+            #expect((streamer["exit"] as? [Int] ?? [1]).allSatisfy { $0 == 0 })
+        }
     }
 }
