@@ -84,8 +84,20 @@ func spawnChild(_ argv: [String], stdoutPath: String = "/dev/null") throws -> pi
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
     var cArguments = argv.map { strdup($0) } + [nil]
     defer { cArguments.forEach { free($0) } }
+    // Default dispositions and no blocked signals in the child, whatever bench inherited
+    // (a test harness may block or ignore SIGINT and SIGTERM).
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    posix_spawnattr_setsigmask(&attributes, &signals)
+    sigaddset(&signals, SIGINT)
+    sigaddset(&signals, SIGTERM)
+    posix_spawnattr_setsigdefault(&attributes, &signals)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
-    let result = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
+    let result = posix_spawn(&pid, argv[0], &actions, &attributes, &cArguments, environ)
     guard result == 0 else { throw BenchError.runtime("cannot start \(argv[0]): \(String(cString: strerror(result)))") }
     return pid
 }
