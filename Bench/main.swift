@@ -7,16 +7,29 @@ import UringIO
 
 signal(SIGPIPE, SIG_IGN)
 
-if CommandLine.arguments.dropFirst().first == "encoder-rate" {
+/// Says `error` on stderr and exits: 2 for a usage error, 1 otherwise.
+func exitReporting(_ error: Error, prefix: String) -> Never {
+    FileHandle.standardError.write(Data("\(prefix): \(error)\n".utf8))
+    if case BenchError.usage = error { exit(2) }
+    exit(1)
+}
+
+/// The subcommands besides send/recv: how each runs and its usage text.
+let subcommands: [String: (run: ([String]) throws -> Void, usage: String)] = [
+    "encoder-rate": (runEncoderRate, EncoderRateOptions.usage),
+    "peers": (runPeers, PeersOptions.usage),
+    "peers-floor-send": (runFloorSender, PeersOptions.usage),
+    "peers-count": (runCounter, PeersOptions.usage),
+]
+if let name = CommandLine.arguments.dropFirst().first, let command = subcommands[name] {
     do {
-        try runEncoderRate(Array(CommandLine.arguments.dropFirst(2)))
+        try command.run(Array(CommandLine.arguments.dropFirst(2)))
         exit(0)
     } catch BenchError.usage("help") {
-        print(EncoderRateOptions.usage)
+        print(command.usage)
         exit(0)
     } catch {
-        FileHandle.standardError.write(Data("bench encoder-rate: \(error)\n".utf8))
-        exit(2)
+        exitReporting(error, prefix: "bench \(name)")
     }
 }
 
@@ -215,11 +228,6 @@ do {
     case .both, .send:
         exit(try runSender())
     }
-} catch let error as BenchError {
-    FileHandle.standardError.write(Data("bench: \(error)\n".utf8))
-    if case .usage = error { exit(2) }
-    exit(1)
 } catch {
-    FileHandle.standardError.write(Data("bench: \(error)\n".utf8))
-    exit(1)
+    exitReporting(error, prefix: "bench")
 }

@@ -1,0 +1,489 @@
+import Foundation
+import Glibc
+import MediaFormats
+import UringIO
+
+// bench peers: the same HEVC file at the same real-time frame rate through `streamer send`,
+// GStreamer, FFmpeg and a floor sender written here (one UDP GSO sendmsg per run of
+// equal-size datagrams of a frame, sleep to the next frame), all to the same recvmmsg + GRO
+// counter; whole-process CPU of each sender from outside (wait4), user and system apart.
+
+/// Options of `bench peers`.
+struct PeersOptions {
+    var quick = false
+    var frameRate = 240
+    var frames: Int?
+    var repeats: Int?
+    var out = "results/peers"
+
+    static let usage = """
+        usage: bench peers [--quick] [--fps N] [--frames N] [--repeat N] [--out DIR]
+          encodes a 1280x720 HEVC test file (ffmpeg + libx265) and sends it at N frames per second in
+          real time (default 240) through a floor sender (bench itself), streamer send, GStreamer and
+          FFmpeg (each skipped with a message when missing) to a recvmmsg + GRO counter; reports
+          whole-process CPU per packet of each sender (wait4), interleaved rounds after a warm-up,
+          medians, and the ratio to the floor; writes peers.json and peers.csv into DIR
+          (default results/peers). --quick: 96 frames, one round, for CI
+        """
+
+    static func parse(_ arguments: [String]) throws(BenchError) -> PeersOptions {
+        var options = PeersOptions()
+        var rest = arguments[...]
+        func number(_ flag: String, _ range: ClosedRange<Int>) throws(BenchError) -> Int {
+            guard let text = rest.popFirst() else { throw .usage("\(flag) needs a value") }
+            guard let value = Int(text), range.contains(value) else {
+                throw .usage("\(flag) \(text): expected a whole number in \(range.lowerBound)...\(range.upperBound)")
+            }
+            return value
+        }
+        while let flag = rest.popFirst() {
+            switch flag {
+            case "--quick": options.quick = true
+            case "--fps": options.frameRate = try number(flag, 1...1000)
+            case "--frames": options.frames = try number(flag, 10...100_000)
+            case "--repeat": options.repeats = try number(flag, 1...100)
+            case "--out":
+                guard let value = rest.popFirst() else { throw .usage("--out needs a value") }
+                options.out = value
+            case "--help", "-h": throw .usage("help")
+            default: throw .usage("unknown option \(flag) for peers")
+            }
+        }
+        return options
+    }
+
+    var frameCount: Int { frames ?? (quick ? 96 : 1440) }
+    var repeatCount: Int { repeats ?? (quick ? 1 : 3) }
+}
+
+/// Finds an executable on PATH (or beside bench); nil when missing.
+func findExecutable(_ name: String) -> String? {
+    let beside = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent(name).path
+    if name == "streamer" && access(beside, X_OK) == 0 { return beside }
+    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+        let path = "\(directory)/\(name)"
+        if access(path, X_OK) == 0 { return path }
+    }
+    return nil
+}
+
+/// A finished child: exit status and its CPU from wait4, in nanoseconds.
+struct ChildRun {
+    var status: Int32
+    var userNanoseconds: Int64
+    var systemNanoseconds: Int64
+}
+
+/// Spawns `argv` with stdout to `stdoutPath` (or /dev/null) and stderr to /dev/null.
+func spawnChild(_ argv: [String], stdoutPath: String = "/dev/null") throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    var cArguments = argv.map { strdup($0) } + [nil]
+    defer { cArguments.forEach { free($0) } }
+    // Default dispositions and no blocked signals in the child, whatever bench inherited
+    // (a test harness may block or ignore SIGINT and SIGTERM).
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    posix_spawnattr_setsigmask(&attributes, &signals)
+    sigaddset(&signals, SIGINT)
+    sigaddset(&signals, SIGTERM)
+    posix_spawnattr_setsigdefault(&attributes, &signals)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var pid: pid_t = 0
+    let result = posix_spawn(&pid, argv[0], &actions, &attributes, &cArguments, environ)
+    guard result == 0 else { throw BenchError.runtime("cannot start \(argv[0]): \(String(cString: strerror(result)))") }
+    return pid
+}
+
+/// Waits for a child and returns its status and CPU time.
+func waitChild(_ pid: pid_t) -> ChildRun {
+    var run: ChildRun?
+    while run == nil { run = reapChild(pid, flags: 0) }
+    return run!
+}
+
+/// The child's status and CPU time once it has ended; nil while it runs (with `WNOHANG`).
+func reapChild(_ pid: pid_t, flags: Int32) -> ChildRun? {
+    var status: Int32 = 0
+    var usage = rusage()
+    guard wait4(pid, &status, flags, &usage) == pid else { return nil }
+    func nanoseconds(_ time: timeval) -> Int64 { Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_usec) * 1000 }
+    let exited = status & 0x7f == 0
+    return ChildRun(status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f),
+                    userNanoseconds: nanoseconds(usage.ru_utime), systemNanoseconds: nanoseconds(usage.ru_stime))
+}
+
+/// The file's frames packetized once (RTP + HEVC payloads of at most 1400 bytes), written as
+/// records the floor sender reads: per frame a UInt32 byte count, a UInt32 datagram count,
+/// the datagram sizes (UInt16 each), then the datagrams back to back.
+func writeFloorRecords(hevc: String, to path: String, frameRate: Int) throws -> (frames: Int, packets: Int) {
+    guard let data = FileManager.default.contents(atPath: hevc) else { throw BenchError.runtime("cannot read \(hevc)") }
+    var splitter = AnnexBAccessUnitSplitter()
+    let units = splitter.append([UInt8](data)) + splitter.finish()
+    let packetizer = try HEVCPacketizer(maxPayloadSize: 1400 - RTPHeader.fixedSize)
+    var out = [UInt8]()
+    var sequence: UInt16 = 0
+    var packets = 0
+    for (index, unit) in units.enumerated() {
+        let timestamp = UInt32(truncatingIfNeeded: index * 90_000 / frameRate)
+        var sizes = [UInt8]()
+        var body = [UInt8]()
+        let plan = packetizer.plan(unit)
+        for payload in plan {
+            let header = RTPHeader(marker: payload.marker, payloadType: RTPHeader.defaultHEVCPayloadType,
+                                   sequenceNumber: sequence, timestamp: timestamp, ssrc: 0x5045_4552)
+            sequence &+= 1
+            let datagram = header.bytes + packetizer.bytes(of: payload, of: unit)
+            sizes += [UInt8(datagram.count & 0xff), UInt8(datagram.count >> 8)]
+            body += datagram
+        }
+        packets += plan.count
+        for value in [UInt32(body.count), UInt32(plan.count)] {
+            withUnsafeBytes(of: value.littleEndian) { out += $0 }
+        }
+        out += sizes + body
+    }
+    guard FileManager.default.createFile(atPath: path, contents: Data(out)) else {
+        throw BenchError.runtime("cannot write \(path)")
+    }
+    return (units.count, packets)
+}
+
+/// `bench peers-floor-send RECORDS PORT FPS`: the least a sender does (run as a child so its
+/// CPU is measured from outside like every other sender's).
+func runFloorSender(_ arguments: [String]) throws {
+    guard arguments.count == 3, let port = UInt16(arguments[1]), let fps = Int(arguments[2]) else {
+        throw BenchError.usage("usage: bench peers-floor-send RECORDS PORT FPS")
+    }
+    let file = open(arguments[0], O_RDONLY)
+    guard file >= 0 else { throw BenchError.runtime("cannot open \(arguments[0])") }
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw BenchError.runtime("cannot connect the floor sender") }
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 16 << 20, alignment: 8)
+    defer { buffer.deallocate() }
+    let control = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
+    defer { control.deallocate() }
+    let interval = 1_000_000_000 / Int64(fps)
+    var next = monotonicNanoseconds()
+    while true {
+        var counts = (UInt32(0), UInt32(0))
+        guard read(file, &counts, 8) == 8 else { break }
+        let bytes = Int(counts.0), count = Int(counts.1)
+        guard count * 2 + bytes <= 16 << 20, read(file, buffer, count * 2 + bytes) == count * 2 + bytes else { break }
+        let sizes = buffer.assumingMemoryBound(to: UInt16.self)
+        var offset = count * 2
+        var index = 0
+        while index < count {
+            // A run: datagrams of the first one's size, the last may be shorter (UDP GSO).
+            let segment = Int(sizes[index])
+            var end = index + 1
+            var length = segment
+            while end < count, Int(sizes[end]) <= segment, length + Int(sizes[end]) <= 65_000 {
+                length += Int(sizes[end])
+                end += 1
+                if Int(sizes[end - 1]) < segment { break }
+            }
+            var vector = iovec(iov_base: buffer + offset, iov_len: length)
+            var message = msghdr()
+            withUnsafeMutablePointer(to: &vector) { message.msg_iov = $0 }
+            message.msg_iovlen = 1
+            if end - index > 1 {
+                let header = control.assumingMemoryBound(to: cmsghdr.self)
+                header.pointee.cmsg_level = Int32(IPPROTO_UDP)
+                header.pointee.cmsg_type = 103  // UDP_SEGMENT
+                header.pointee.cmsg_len = MemoryLayout<cmsghdr>.size + 2
+                (control + MemoryLayout<cmsghdr>.size).storeBytes(of: UInt16(segment), as: UInt16.self)
+                message.msg_control = control
+                message.msg_controllen = MemoryLayout<cmsghdr>.size + 8
+            }
+            _ = sendmsg(socket, &message, 0)
+            offset += length
+            index = end
+        }
+        next += interval
+        let now = monotonicNanoseconds()
+        if next > now {
+            var time = timespec(tv_sec: Int((next - now) / 1_000_000_000), tv_nsec: Int((next - now) % 1_000_000_000))
+            nanosleep(&time, nil)
+        }
+    }
+}
+
+/// `bench peers-count PORT EXPECTED`: a recvmmsg + GRO counter of datagrams and bytes; stops at
+/// EXPECTED datagrams (0: unknown) or 1.5 s after the last one; prints
+/// `packets=N bytes=N span=N` (span: RTP sequence numbers from the first to the last seen).
+func runCounter(_ arguments: [String]) throws {
+    guard arguments.count == 2, let port = UInt16(arguments[0]), let expected = Int(arguments[1]) else {
+        throw BenchError.usage("usage: bench peers-count PORT EXPECTED")
+    }
+    let socket = try UDPSocket(family: .ipv4)
+    socket.setReceiveBufferSize(64 << 20)
+    try socket.enableGRO()
+    try socket.bind(try SocketAddress.parse("127.0.0.1:\(port)"))
+    try PlainUDP.setReceiveTimeout(socket, nanoseconds: 100_000_000)
+    print("ready")
+    fflush(nil)
+    let batch = 64, slot = 65_536, controlSize = 64
+    let buffers = UnsafeMutableRawPointer.allocate(byteCount: batch * slot, alignment: 16)
+    let controls = UnsafeMutableRawPointer.allocate(byteCount: batch * controlSize, alignment: 16)
+    let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
+    let messages = UnsafeMutablePointer<MultiMessageHeader>.allocate(capacity: batch)
+    defer { buffers.deallocate(); controls.deallocate(); vectors.deallocate(); messages.deallocate() }
+    var packets = 0, bytes = 0
+    var first: Int?, highest = 0, last: UInt16 = 0
+    var lastSeen = monotonicNanoseconds()
+    let started = lastSeen
+    while expected == 0 || packets < expected {
+        let now = monotonicNanoseconds()
+        if packets > 0 && now - lastSeen > 1_500_000_000 { break }
+        if packets == 0 && now - started > 60_000_000_000 { break }
+        for index in 0..<batch {
+            vectors[index] = iovec(iov_base: buffers + index * slot, iov_len: slot)
+            messages[index] = MultiMessageHeader()
+            messages[index].header.msg_iov = vectors + index
+            messages[index].header.msg_iovlen = 1
+            messages[index].header.msg_control = controls + index * controlSize
+            messages[index].header.msg_controllen = controlSize
+        }
+        guard let received = try PlainUDP.receiveMessages(socket, messages, count: batch) else { continue }
+        lastSeen = monotonicNanoseconds()
+        for index in 0..<received {
+            let length = Int(messages[index].length)
+            var segment = length
+            if messages[index].header.msg_controllen >= MemoryLayout<cmsghdr>.size + 2 {
+                let header = (controls + index * controlSize).assumingMemoryBound(to: cmsghdr.self)
+                if header.pointee.cmsg_level == Int32(IPPROTO_UDP) && header.pointee.cmsg_type == 104 {
+                    segment = Int((controls + index * controlSize + MemoryLayout<cmsghdr>.size)
+                        .loadUnaligned(as: UInt16.self))
+                }
+            }
+            var offset = 0
+            while offset < length {
+                let base = buffers + index * slot + offset
+                if min(segment, length - offset) >= 12 {
+                    let sequence = UInt16(base.load(fromByteOffset: 2, as: UInt8.self)) << 8
+                        | UInt16(base.load(fromByteOffset: 3, as: UInt8.self))
+                    if first == nil { first = 0; last = sequence } else {
+                        highest += Int(Int16(bitPattern: sequence &- last))
+                        last = sequence
+                    }
+                }
+                packets += 1
+                offset += segment
+            }
+            bytes += length
+        }
+    }
+    print("packets=\(packets) bytes=\(bytes) span=\(first == nil ? 0 : highest + 1)")
+}
+
+/// One measured sender run.
+struct PeerRound {
+    var sender: String
+    var packets: Int
+    var span: Int
+    var cpu: ChildRun
+    var nanosecondsPerPacket: Double { Double(cpu.userNanoseconds + cpu.systemNanoseconds) / Double(max(packets, 1)) }
+}
+
+func runPeers(_ arguments: [String]) throws {
+    let options = try PeersOptions.parse(arguments)
+    guard let ffmpeg = findExecutable("ffmpeg") else {
+        throw BenchError.runtime("peers needs ffmpeg with libx265 to make the test file")
+    }
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-peers-\(getpid())").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let hevc = directory + "/test.hevc", records = directory + "/test.rtp"
+    progress("encoding \(options.frameCount) frames of 1280x720 HEVC at \(options.frameRate) fps")
+    let encoder = waitChild(try spawnChild([ffmpeg, "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                                            "testsrc2=size=1280x720:rate=\(options.frameRate)",
+                                            "-frames:v", "\(options.frameCount)", "-c:v", "libx265", "-preset",
+                                            "ultrafast", "-b:v", "\(options.frameRate / 6)M", "-x265-params",
+                                            "log-level=error", "-f", "hevc", hevc]))
+    guard encoder.status == 0 else { throw BenchError.runtime("ffmpeg could not encode the test file (libx265?)") }
+    let (frames, packets) = try writeFloorRecords(hevc: hevc, to: records, frameRate: options.frameRate)
+    progress("\(frames) frames, \(packets) RTP packets of at most 1400 bytes")
+    let bench = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    let fps = "\(options.frameRate)"
+    var senders: [(name: String, argv: (Int) -> [String], exact: Bool)] = [
+        ("floor", { [bench, "peers-floor-send", records, "\($0)", fps] }, true),
+    ]
+    if let streamer = findExecutable("streamer") {
+        senders.append(("streamer", { [streamer, "send", "--to", "127.0.0.1:\($0)", "--source", hevc, "--fps", fps,
+                                        "--no-feedback", "--cc", "off", "--pace", "2G", "--mtu", "1428", "--quiet"] },
+                        false))
+    } else { progress("streamer not found: skipped") }
+    if let gst = findExecutable("gst-launch-1.0") {
+        senders.append(("gstreamer", { ["\(gst)", "-q", "filesrc", "location=\(hevc)", "!", "h265parse", "!",
+                                        "rtph265pay", "mtu=1400", "!", "udpsink", "host=127.0.0.1", "port=\($0)",
+                                        "sync=true"] }, false))
+    } else { progress("gst-launch-1.0 not found: skipped") }
+    senders.append(("ffmpeg", { [ffmpeg, "-hide_banner", "-loglevel", "error", "-re", "-framerate", fps, "-i", hevc,
+                                 "-c", "copy", "-f", "rtp", "rtp://127.0.0.1:\($0)?pkt_size=1400"] }, false))
+
+    var rounds: [PeerRound] = []
+    var port = 20_000 + Int(getpid() % 20_000)
+    for round in 0...options.repeatCount {  // round 0 warms up
+        for sender in senders {
+            port += 2
+            let output = directory + "/count-\(port).txt"
+            let counter = try spawnChild([bench, "peers-count", "\(port)", "\(sender.exact ? packets : 0)"],
+                                         stdoutPath: output)
+            var ready = false
+            for _ in 0..<500 where !ready {
+                usleep(10_000)
+                ready = (try? String(contentsOfFile: output, encoding: .utf8))?.hasPrefix("ready") == true
+            }
+            let child = waitChild(try spawnChild(sender.argv(port)))
+            _ = waitChild(counter)
+            let fields = ControlMessage((try? String(contentsOfFile: output, encoding: .utf8))?
+                .split(separator: "\n").last.map { "result " + $0 } ?? "")
+            let result = PeerRound(sender: sender.name, packets: fields.int("packets"), span: fields.int("span"),
+                                   cpu: child)
+            progress(String(format: "round %d %@: %d packets (sequence span %d), exit %d, %.2f µs/packet",
+                            round, sender.name, result.packets, result.span, child.status,
+                            result.nanosecondsPerPacket / 1000))
+            if round > 0 { rounds.append(result) }
+        }
+    }
+    let floor = median(rounds.filter { $0.sender == "floor" }.map(\.nanosecondsPerPacket))
+    var table = "| sender | packets | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n|---|---|---|---|---|---|\n"
+    var csv = "sender,round,packets,span,exit,userNs,systemNs,nsPerPacket\n"
+    var json: [[String: Any]] = []
+    for sender in senders {
+        let mine = rounds.filter { $0.sender == sender.name }
+        let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(max($0.packets, 1)) })
+        let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(max($0.packets, 1)) })
+        let total = median(mine.map(\.nanosecondsPerPacket))
+        table += String(format: "| %@ | %d | %.2f | %.2f | %.2f | %.2f |\n", sender.name,
+                        mine.map(\.packets).min() ?? 0, user / 1000, system / 1000, total / 1000, total / floor)
+        for (index, round) in mine.enumerated() {
+            csv += "\(sender.name),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
+                + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket))\n"
+        }
+        json.append(["sender": sender.name, "delivered": mine.map(\.packets),
+                     "sent": mine.map { sender.exact ? packets : $0.span },
+                     "exit": mine.map(\.cpu.status), "userNsPerPacket": user, "systemNsPerPacket": system,
+                     "nsPerPacket": total, "ratioToFloor": total / floor])
+    }
+    let receivers = try measureReceivers(bench: bench, ffmpeg: ffmpeg, hevc: hevc, records: records, frames: frames,
+                                         packets: packets, options: options, directory: directory, port: &port)
+    var receiverTable = "| receiver | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n|---|---|---|---|---|---|\n"
+    let floorReceiver = median(receivers.filter { $0.sender == "floor" }.map(\.nanosecondsPerPacket))
+    var receiverJSON: [[String: Any]] = []
+    for name in ["floor", "streamer", "gstreamer", "ffmpeg"] {
+        let mine = receivers.filter { $0.sender == name }
+        guard !mine.isEmpty else { continue }
+        let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(packets) })
+        let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(packets) })
+        let total = median(mine.map(\.nanosecondsPerPacket))
+        let delivered = name == "floor" ? "\(mine.map(\.packets).min() ?? 0) packets"
+            : name == "streamer" ? "\(mine.map(\.span).min() ?? 0) frames" : "-"
+        receiverTable += String(format: "| %@ | %@ | %.2f | %.2f | %.2f | %.2f |\n", name, delivered, user / 1000,
+                                system / 1000, total / 1000, total / floorReceiver)
+        for (index, round) in mine.enumerated() {
+            csv += "recv-\(name),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
+                + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket))\n"
+        }
+        var row: [String: Any] = ["receiver": name, "userNsPerPacket": user, "systemNsPerPacket": system,
+                                  "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
+                                  "exit": mine.map(\.cpu.status)]
+        if name == "floor" { row["delivered"] = mine.map(\.packets) }
+        if name == "streamer" { row["decodedFrames"] = mine.map(\.span) }
+        receiverJSON.append(row)
+    }
+    print("Senders at \(options.frameRate) fps in real time, \(frames) frames, \(packets) packets (floor packetization); "
+          + "whole-process CPU per delivered packet, medians of \(options.repeatCount) interleaved rounds")
+    print(table)
+    print("Receivers fed by the floor sender at \(options.frameRate) fps: whole-process CPU per sent packet, medians")
+    print(receiverTable)
+    try FileManager.default.createDirectory(atPath: options.out, withIntermediateDirectories: true)
+    let document: [String: Any] = ["command": CommandLine.arguments.joined(separator: " "), "frames": frames,
+                                   "packets": packets, "frameRate": options.frameRate, "senders": json,
+                                   "receivers": receiverJSON]
+    try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
+        .write(to: URL(fileURLWithPath: options.out + "/peers.json"))
+    try csv.write(toFile: options.out + "/peers.csv", atomically: true, encoding: .utf8)
+    try (table + "\n" + receiverTable).write(toFile: options.out + "/peers.md", atomically: true, encoding: .utf8)
+    progress("wrote \(options.out)/peers.json, peers.csv and peers.md")
+}
+
+/// Receiver rounds: each receiver fed by the floor sender, interleaved after a warm-up round;
+/// `packets` is what the floor counter counted, `span` the frames `streamer recv` decoded.
+func measureReceivers(bench: String, ffmpeg: String, hevc: String, records: String, frames: Int, packets: Int,
+                      options: PeersOptions, directory: String, port: inout Int) throws -> [PeerRound] {
+    typealias Command = (Int, String) -> [String]
+    let floorCommand: Command = { port, _ in [bench, "peers-count", "\(port)", "\(packets)"] }
+    var receivers: [(name: String, argv: Command)] = [("floor", floorCommand)]
+    if let streamer = findExecutable("streamer") {
+        receivers.append(("streamer", { port, base in
+            [streamer, "recv", "--listen", "127.0.0.1:\(port)", "--frames", "\(frames)", "--no-feedback", "--quiet",
+             "--stats", base + ".json"]
+        }))
+    }
+    if let gst = findExecutable("gst-launch-1.0") {
+        receivers.append(("gstreamer", { port, _ in [gst, "-q", "udpsrc", "address=127.0.0.1", "port=\(port)", "buffer-size=67108864",
+                                          "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=H265,payload=96",
+                                          "!", "rtph265depay", "!", "fakesink"] }))
+    }
+    receivers.append(("ffmpeg", { _, base in [ffmpeg, "-hide_banner", "-loglevel", "error", "-protocol_whitelist", "file,udp,rtp",
+                                   "-i", base + ".sdp", "-c", "copy", "-f", "null", "-"] }))
+    var rounds: [PeerRound] = []
+    for round in 0...options.repeatCount {
+        for receiver in receivers {
+            port += 2
+            let output = directory + "/recv-\(port)"
+            let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=peers\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+                + "m=video \(port) RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\n"
+            try sdp.write(toFile: output + ".sdp", atomically: true, encoding: .utf8)
+            let child = try spawnChild(receiver.argv(port, output), stdoutPath: output + ".txt")
+            usleep(700_000)  // the receiver's start-up
+            let sender = waitChild(try spawnChild([bench, "peers-floor-send", records, "\(port)", "\(options.frameRate)"]))
+            var result: ChildRun?
+            for _ in 0..<30 where result == nil {  // the floor counter and streamer stop by themselves
+                usleep(100_000)
+                result = reapChild(child, flags: WNOHANG)
+            }
+            // GStreamer and FFmpeg run until stopped: SIGTERM (a SIGINT may be ignored when bench
+            // runs under a test harness), SIGKILL if that does not end it within 2 s.
+            for signal in [SIGTERM, SIGKILL] where result == nil {
+                kill(child, signal)
+                for _ in 0..<20 where result == nil {
+                    usleep(100_000)
+                    result = reapChild(child, flags: WNOHANG)
+                }
+            }
+            var counted = 0, decoded = 0
+            if receiver.name == "floor" {
+                counted = ControlMessage("result " + ((try? String(contentsOfFile: output + ".txt", encoding: .utf8))?
+                    .split(separator: "\n").last.map(String.init) ?? "")).int("packets")
+            }
+            if receiver.name == "streamer", let data = FileManager.default.contents(atPath: output + ".json"),
+               let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+                decoded = (stats["frames"] as? [String: Any])?["complete"] as? Int ?? 0
+            }
+            let measured = PeerRound(sender: receiver.name, packets: receiver.name == "floor" ? counted : packets,
+                                     span: decoded, cpu: result ?? waitChild(child))
+            progress(String(format: "round %d receiver %@: exit %d, sender exit %d, %.2f µs/packet%@", round,
+                            receiver.name, measured.cpu.status, sender.status, measured.nanosecondsPerPacket / 1000,
+                            receiver.name == "floor" ? " (\(counted) packets)" : receiver.name == "streamer" ? " (\(decoded) frames)" : ""))
+            if round > 0 { rounds.append(measured) }
+        }
+    }
+    return rounds
+}
