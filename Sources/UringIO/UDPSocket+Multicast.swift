@@ -1,3 +1,4 @@
+internal import CLibURing
 import Glibc
 
 /// `IP_MULTICAST_ALL` and `IPV6_MULTICAST_ALL` (linux/in.h, linux/in6.h; not every libc names them).
