@@ -268,7 +268,7 @@ public final class MediaSender: Sendable {
             var changed = false
             for (index, flow) in senderFlows.enumerated() where flow.pace != paces[index] {
                 paces[index] = flow.pace
-                scheduler.setPace(flow.pace, burstQuantum: flowConfigs[index].burstQuantum, flow: index)
+                scheduler.setPace(flow.pace, burstQuantum: flow.burstQuantum, flow: index)
                 changed = true
             }
             if changed { paced.setRate(sharedRate(), burstQuantum: flowConfigs[0].burstQuantum) }

@@ -214,6 +214,16 @@ final class SenderFlow {
     /// that headroom (5 % by default, seconds for one keyframe) and the frames behind it would
     /// age out. The window still bounds what is in flight, so the path's queue grows by at most
     /// the window's headroom.
+    /// The flow's pacing burst (bytes; nil: the pacer's default, 2 ms of the pace). Under an L4S
+    /// controller (ECT(1)) half a millisecond of the pace, at least a datagram: an L4S bottleneck
+    /// marks what waits over about 1 ms, and a 2 ms burst arriving at once would mark its own
+    /// tail (measured in tools/cc-eval case a: 5.7 % of packets marked, the rate held at 83 %).
+    var burstQuantum: Int? {
+        if let configured = config.burstQuantum { return configured }
+        guard flow.congestionActive, config.ecn == .ect1, let pace else { return nil }
+        return max(Int(pace / 8 * 0.0005), flow.maxDatagramSize)
+    }
+
     var pace: Double? {
         if flow.congestionActive, let congestion = flow.congestion {
             let rate = Double(congestion.pacingRate)
