@@ -110,7 +110,9 @@ struct LabPathMonitorTests {
         // The receiver got every frame sent whole, decoded from the keyframe after the outage on.
         #expect(intField(recv, "frames.complete") == intField(send, "frames.sent"))
         #expect(intField(recv, "packets.received") == intField(send, "packets.sent"))
-        #expect(intField(recv, "packets.lost") == 0)
+        // A send that failed as the route went (counted in packets.failed, not sent) used a
+        // sequence number: the receiver sees its gap as lost (seen: 1 failed, 1 lost). Nothing else.
+        #expect((intField(recv, "packets.lost") ?? -1) <= failed)
         #expect((intField(recv, "frames.complete") ?? 0) - framesBeforeReturn >= 60)
         #expect((intField(recv, "frames.keyframes") ?? 0) >= 2)
         if let probe = try probeDecodedFrames(output.path) {
