@@ -200,6 +200,9 @@ public struct SDPSessionDescription: Sendable, Hashable {
         self.init(connectionAddress: "", port: 0)
         var sessionConnection: String?
         var mediaConnection: String?
+        // The TTL of each level's c= line (nil: none): the one of the connection that is kept.
+        var sessionTTL: Int?
+        var mediaTTL: Int?
         var sawMedia = false
         var sawVideo = false
         var inVideo = false
@@ -232,13 +235,14 @@ public struct SDPSessionDescription: Sendable, Hashable {
                 let parts = fields[2].split(separator: "/", omittingEmptySubsequences: false)
                 let address = String(parts[0])
                 guard !address.isEmpty else { throw SDPError("sdp: line \(number): c= line without an address") }
+                var ttl: Int?
                 if fields[1] == "IP4", parts.count >= 2 {
-                    guard let ttl = Int(parts[1]), (0...255).contains(ttl) else {
+                    guard let value = Int(parts[1]), (0...255).contains(value) else {
                         throw SDPError("sdp: line \(number): bad TTL in c= line")
                     }
-                    if !sawMedia || inVideo { multicastTTL = ttl }
+                    ttl = value
                 }
-                if !sawMedia { sessionConnection = address } else if inVideo { mediaConnection = address }
+                if !sawMedia { (sessionConnection, sessionTTL) = (address, ttl) } else if inVideo { (mediaConnection, mediaTTL) = (address, ttl) }
             case "m":
                 sawMedia = true
                 let fields = value.split(separator: " ")
@@ -261,6 +265,7 @@ public struct SDPSessionDescription: Sendable, Hashable {
         }
         guard sawVideo else { throw SDPError("sdp: no m=video line") }
         guard let address = mediaConnection ?? sessionConnection else { throw SDPError("sdp: no c= line") }
+        multicastTTL = mediaConnection != nil ? mediaTTL : sessionTTL
         connectionAddress = address
     }
 
