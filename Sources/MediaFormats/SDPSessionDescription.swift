@@ -236,7 +236,8 @@ public struct SDPSessionDescription: Sendable, Hashable {
                 let address = String(parts[0])
                 guard !address.isEmpty else { throw SDPError("sdp: line \(number): c= line without an address") }
                 var ttl: Int?
-                if fields[1] == "IP4", parts.count >= 2 {
+                // A TTL is kept for an IPv4 address only (written back only for one).
+                if fields[1] == "IP4", parts.count >= 2, Self.family(address) == "IP4" {
                     guard let value = Int(parts[1]), (0...255).contains(value) else {
                         throw SDPError("sdp: line \(number): bad TTL in c= line")
                     }
