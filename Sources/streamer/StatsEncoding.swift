@@ -170,6 +170,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "srtp": srtpStatsObject(stats.srtp),
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
+        "rtcp": ["interval": orNull(stats.rtcpIntervalSeconds), "members": orNull(stats.rtcpMembers)],
         "bytes": ["received": stats.bytesReceived],
         "rejected": stats.rejected.byStatsKey,
         "kernelDrops": stats.kernelDrops,

@@ -29,8 +29,43 @@ struct MulticastReceivers {
     private var entries: [UInt32: (report: MulticastReceiverReport, heard: Int64)] = [:]
     /// Receivers dropped to make room.
     private(set) var evicted = 0
+    /// The average size of the RTCP packets received and sent, IP and UDP headers included
+    /// (RFC 3550 6.3.3's estimate, weight 1/16); nil before the first.
+    private(set) var averagePacketSize: Double?
+    /// IP and UDP header bytes counted with each RTCP datagram.
+    let packetOverhead: Int
 
-    init(capacity: Int) { self.capacity = max(1, capacity) }
+    init(capacity: Int, packetOverhead: Int = 28) {
+        self.capacity = max(1, capacity)
+        self.packetOverhead = packetOverhead
+    }
+
+    /// Receivers known.
+    var count: Int { entries.count }
+
+    /// The sender sent an RTCP datagram of `bytes`.
+    mutating func noteSent(bytes: Int) { noteSize(bytes) }
+
+    private mutating func noteSize(_ bytes: Int) {
+        let size = Double(bytes + packetOverhead)
+        averagePacketSize = averagePacketSize.map { $0 + (size - $0) / 16 } ?? size
+    }
+
+    /// True when every receiver known reported `sequence` (the low 16 bits of its extended
+    /// highest sequence number) or a later one: its reports cover the stream to there.
+    func allReported(through sequence: UInt16) -> Bool {
+        entries.values.allSatisfy { Int16(bitPattern: UInt16(truncatingIfNeeded: $0.report.highestSequence) &- sequence) >= 0 }
+    }
+
+    /// The RSI (RFC 5760) the sender of `ssrc` sends its group: one Group and Average Packet
+    /// Size sub-report with the receivers known and the average RTCP packet size.
+    func summary(ssrc: UInt32, realtime: Int64) -> RTCPReceiverSummary {
+        let ntp = NTPTime(unixSeconds: realtime / 1_000_000_000, nanoseconds: UInt32(realtime % 1_000_000_000))
+        let average = UInt16(clamping: Int((averagePacketSize ?? 0).rounded()))
+        return RTCPReceiverSummary(ssrc: ssrc, summarizedSSRC: ssrc, ntpTimestamp: ntp.rawValue, subReports: [
+            .groupAndAveragePacketSize(groupSize: UInt32(entries.count), averagePacketSize: average),
+        ])
+    }
 
     /// Every receiver's last report, by SSRC.
     var reports: [MulticastReceiverReport] { entries.values.map(\.report).sorted { $0.ssrc < $1.ssrc } }
@@ -41,6 +76,7 @@ struct MulticastReceivers {
     mutating func handle(_ payload: UnsafeRawBufferPointer, ssrc: UInt32, clockRate: Double, now: Int64,
                          realtime: Int64) -> Bool {
         var pictureLoss = false
+        noteSize(payload.count)
         for packet in RTCPPacket.parseCompound(payload).packets {
             switch packet {
             case .receiverReport(let report):

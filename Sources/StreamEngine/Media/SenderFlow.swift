@@ -176,7 +176,10 @@ final class SenderFlow {
         }
         bound = flow.maxUnconfirmedBytes
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
-        if multicast { multicastReceivers = MulticastReceivers(capacity: config.maxMulticastReceivers) }
+        if multicast {
+            multicastReceivers = MulticastReceivers(capacity: config.maxMulticastReceivers,
+                                                    packetOverhead: socket.family == .ipv6 ? 48 : 28)
+        }
         retransmitter = config.retransmission && feedbackReceiver != nil
             ? Self.makeRetransmitter(config, flow: flow, producer: pathMTU, paced: paced, socket: socket, mark: mark) : nil
         if let history = retransmitter?.history, !history.sameSSRC { rtcp.rtxSSRC = history.ssrc }
@@ -340,9 +343,16 @@ final class SenderFlow {
             return
         }
         scheduleSenderReport(after: now)
-        let plain = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
+        let realtime = realtimeNanoseconds()
+        var plain = rtcp.senderReport(flow: flow, realtime: realtime,
                                       packets: local.packetsSent, octets: local.bytesSent,
                                       mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
+        if let multicastReceivers {
+            // The group's receivers do not hear each other: the summary (RFC 5760 RSI) tells them
+            // how many they are, for their report interval (RFC 3550 6.3).
+            plain += RTCPCompoundBuilder.build([.receiverSummary(multicastReceivers.summary(ssrc: flow.ssrc, realtime: realtime))])
+            self.multicastReceivers!.noteSent(bytes: plain.count)
+        }
         guard let report = srtp.map({ $0.protectRTCP(plain) }) ?? plain else { return }  // counted in srtp.protectFailed
         // To a group's RTCP port (its receivers join it there too); a unicast socket is connected.
         let group = multicastReceivers != nil ? Self.rtcpPeer(of: destination) : nil
@@ -419,6 +429,13 @@ final class SenderFlow {
     /// (or `finalFeedbackWait` passed). The engine stops when every flow is done.
     func isDone(now: Int64) -> Bool {
         guard inputFinished else { return false }
+        if let multicastReceivers {
+            // A group's stream ends when every receiver it knows has reported its last packet
+            // (their next regular report after it), or after `finalFeedbackWait`.
+            guard flow.isEmpty else { return false }
+            if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait.nanoseconds }
+            return multicastReceivers.allReported(through: flow.nextSequence &- 1) || now >= lingerDeadline!
+        }
         // A congestion window that holds packets back leaves the pump idle with frames still queued.
         if flow.congestionActive && !flow.isEmpty { return false }
         guard config.feedback, !local.feedbackAbsent else { return true }

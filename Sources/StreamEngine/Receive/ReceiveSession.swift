@@ -24,7 +24,10 @@ import UringIO
 /// per 200 ms) when a frame is incomplete, and sends feedback (receiver report, SDES, RFC 8888
 /// per-packet feedback, PLI) to the sender's RTP port + 1 (the RTP port itself with
 /// `rtcpMux`) every `reportInterval` while there is news, every 250 ms anyway, at once when
-/// its memory of arrivals is full, and in answer to each sender report.
+/// its memory of arrivals is full, and in answer to each sender report. A receiver of a
+/// multicast group (`config.listen` a group) instead sends receiver reports (no per-packet
+/// feedback) at the RFC 3550 interval for the group's size (`MulticastReportTiming`), a PLI at
+/// once, and a last report when the stream ends.
 ///
 /// With `config.retransmission` it also recovers losses (`LossRecovery`): packets behind a gap
 /// wait in a playout buffer (`PlayoutBuffer`) until the missing one comes or the frame's
@@ -97,6 +100,8 @@ public struct ReceiveSession: Sendable {
     private var nextOutput = 0
     /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout buffer).
     private var recovery: LossRecovery?
+    /// With a multicast `listen` group and feedback: when the regular reports go.
+    private var multicastTiming: MulticastReportTiming?
 
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     static let maxTimestampStep: Int32 = 900_000
@@ -116,6 +121,10 @@ public struct ReceiveSession: Sendable {
                                         reorderWindow: recovers ? 0 : config.reorderWindow)
         lockedSource = config.from
         if recovers { recovery = LossRecovery(latency: config.latency?.nanoseconds) }
+        if config.listen.isMulticast && config.feedback {
+            multicastTiming = MulticastReportTiming(ipv6: config.listen.family == .ipv6)
+            feedback.perPacket = false
+        }
     }
 
     // MARK: Inputs
@@ -281,6 +290,9 @@ public struct ReceiveSession: Sendable {
     public var nextDeadline: Int64? {
         guard config.feedback, lockedSSRC != nil, lockedSource != nil else { return nil }
         if feedback.isFull { return Int64.min }
+        if let multicastTiming {
+            return feedback.pictureLossPending ? Int64.min : multicastTiming.nextDeadline
+        }
         let wait = feedback.hasNews ? min(config.reportInterval.nanoseconds, Self.maxReportInterval) : Self.maxReportInterval
         var deadline = lastReport + wait
         if let recovery {
@@ -301,7 +313,7 @@ public struct ReceiveSession: Sendable {
         emit(depacketizer.flush(), now: now)
         guard config.feedback else { return }
         lastReport = 0
-        sendFeedback(now: now)
+        sendFeedback(now: now, now: true)
     }
 
     /// The caller sent (or failed to send) a `.transmit` output: counted in
@@ -343,6 +355,10 @@ public struct ReceiveSession: Sendable {
         if let recovery { recovery.addStats(to: &stats) }
         stats.ssrc = lockedSSRC
         stats.source = lockedSource?.description
+        if let multicastTiming {
+            stats.rtcpIntervalSeconds = multicastTiming.intervalSeconds
+            stats.rtcpMembers = multicastTiming.members
+        }
         for (reason, count) in depacketizer.counters.rejected { stats.rejected[.payload(reason)] = count }
         return stats
     }
@@ -360,6 +376,7 @@ public struct ReceiveSession: Sendable {
         counts.ecn[Int(mark.ecn.rawValue)] += 1
         counts.dscp[Int(mark.dscp)] += 1
         counts.bytesReceived += datagram.count
+        multicastTiming?.noteMedia(bytes: datagram.count, now: now)
         if recovery != nil {
             recovery!.nack.noteMediaBytes(datagram.count)
             if let sequence = recovery!.extend(header.sequenceNumber), recovery!.isSameSSRCRetransmission(sequence) {
@@ -558,7 +575,17 @@ public struct ReceiveSession: Sendable {
         }
         let parsed = RTCPPacket.parseCompound(datagram)
         for error in parsed.errors { reject(.rtcp(error.kind)) }
+        if multicastTiming != nil {
+            multicastTiming!.noteReceived(bytes: datagram.count, sources: parsed.packets.compactMap {
+                if case .senderReport(let report) = $0 { return report.ssrc }
+                return nil
+            })
+        }
         for packet in parsed.packets {
+            if case .receiverSummary(let summary) = packet, summary.ssrc == lockedSSRC,
+               let group = summary.groupAndAveragePacketSize {
+                multicastTiming?.noteSummary(groupSize: group.groupSize, averagePacketSize: group.averagePacketSize)
+            }
             guard case .senderReport(let report) = packet, report.ssrc == lockedSSRC else { continue }
             if feedback.senderReportUnanswered {
                 sendFeedback(now: now, answeringSenderReport: true)
@@ -588,15 +615,24 @@ public struct ReceiveSession: Sendable {
         // report per quarter interval), so every one gives the sender its RTT sample: SRs
         // that a draining queue delivers close together would otherwise leave only the
         // later, less delayed one answered, and the sender's RTT would read low.
-        let due = immediately || feedback.isFull || now - lastReport >= Self.maxReportInterval
-            || (feedback.hasNews && now - lastReport >= config.reportInterval.nanoseconds)
-            || (answeringSenderReport && now - lastReport >= config.reportInterval.nanoseconds / 4)
+        let due: Bool
+        if multicastTiming != nil {
+            // A group's receiver: at its RFC 3550 interval; a PLI at once (RFC 4585 early feedback).
+            due = immediately || feedback.pictureLossPending
+                || multicastTiming!.due(now: now, unit: Double.random(in: 0...1))
+        } else {
+            due = immediately || feedback.isFull || now - lastReport >= Self.maxReportInterval
+                || (feedback.hasNews && now - lastReport >= config.reportInterval.nanoseconds)
+                || (answeringSenderReport && now - lastReport >= config.reportInterval.nanoseconds / 4)
+        }
         guard due else { return }
         lastReport = now
         let pliBefore = feedback.pictureLossIndications
         for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, rtxSSRC: recovery?.rtxSSRC, tracker: &tracker) {
+            multicastTiming?.noteSent(bytes: datagram.count)
             outputs.append(.transmit(Transmit(bytes: datagram, destination: destination)))
         }
+        multicastTiming?.reported(now: now, unit: Double.random(in: 0...1))
         counts.keyframeRequests += feedback.pictureLossIndications - pliBefore
     }
 }

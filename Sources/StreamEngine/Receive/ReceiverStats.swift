@@ -58,6 +58,12 @@ public struct ReceiverStats: Sendable, Equatable {
     /// SRTP counters, both directions (nil without SRTP). Packets that fail here never reach
     /// the counters above.
     public var srtp: SRTPStats?
+    /// A multicast receiver's RTCP report interval last drawn (RFC 3550 6.3), in seconds;
+    /// nil for a unicast receiver (it reports per `reportInterval`) or before the first draw.
+    public var rtcpIntervalSeconds: Double?
+    /// The session's members as a multicast receiver counts them for its report interval
+    /// (the sender's RSI group size plus the sender, or what it heard, at least 2); nil for unicast.
+    public var rtcpMembers: Int?
 
     /// With retransmission: lost originals (counted in `lost`) whose retransmission arrived
     /// before their frame's deadline and went into the frame.
