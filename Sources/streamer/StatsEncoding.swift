@@ -30,7 +30,8 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "receivers": stats.receivers.map { report -> [String: Any] in
             ["ssrc": Int(report.ssrc), "fractionLost": number(report.fractionLost), "cumulativeLost": report.cumulativeLost,
              "highestSequence": Int(report.highestSequence), "jitterMs": number(report.jitterMs),
-             "reports": report.reports, "lastReportAtUnix": report.lastReportAtUnix, "rttMs": number(report.rttMs)]
+             "reports": report.reports, "lastReportAtUnix": report.lastReportAtUnix, "rttMs": number(report.rttMs),
+             "address": orNull(report.address)]
         },
         "receiversSummary": ["count": stats.receivers.count, "evicted": stats.receiversEvicted,
                              "worstFractionLost": number(stats.receivers.map(\.fractionLost).max()),

@@ -1,4 +1,5 @@
 import MediaFormats
+import UringIO
 
 /// What one receiver of a multicast flow last reported about it (RTCP receiver report,
 /// RFC 3550 6.4.2), known by the receiver's own SSRC.
@@ -20,6 +21,8 @@ public struct MulticastReceiverReport: Sendable, Hashable {
     /// The round trip of the last sender report it answered (LSR/DLSR, RFC 3550 6.4.1), in
     /// milliseconds; nil until it answered one.
     public var rttMs: Double?
+    /// Where its last report came from (its unicast address and port), when known.
+    public var address: String?
 }
 
 /// The receivers of one multicast flow that sent receiver reports, bounded: a new reporter
@@ -74,18 +77,20 @@ struct MulticastReceivers {
     /// returns whether it held a PLI for `ssrc`. `now` is monotonic, `realtime` the arrival's
     /// wall-clock nanoseconds.
     mutating func handle(_ payload: UnsafeRawBufferPointer, ssrc: UInt32, clockRate: Double, now: Int64,
-                         realtime: Int64) -> Bool {
+                         realtime: Int64, from source: SocketAddress? = nil) -> Bool {
         var pictureLoss = false
         noteSize(payload.count)
         for packet in RTCPPacket.parseCompound(payload).packets {
             switch packet {
             case .receiverReport(let report):
                 for block in report.reportBlocks where block.ssrc == ssrc {
-                    record(reporter: report.ssrc, block: block, clockRate: clockRate, now: now, realtime: realtime)
+                    record(reporter: report.ssrc, block: block, clockRate: clockRate, now: now, realtime: realtime,
+                           address: source?.description)
                 }
             case .senderReport(let report):
                 for block in report.reportBlocks where block.ssrc == ssrc {
-                    record(reporter: report.ssrc, block: block, clockRate: clockRate, now: now, realtime: realtime)
+                    record(reporter: report.ssrc, block: block, clockRate: clockRate, now: now, realtime: realtime,
+                           address: source?.description)
                 }
             case .pictureLossIndication(let pli) where pli.mediaSSRC == ssrc:
                 pictureLoss = true
@@ -97,7 +102,8 @@ struct MulticastReceivers {
     }
 
     /// Records one report block of `reporter`.
-    mutating func record(reporter: UInt32, block: RTCPReportBlock, clockRate: Double, now: Int64, realtime: Int64) {
+    mutating func record(reporter: UInt32, block: RTCPReportBlock, clockRate: Double, now: Int64, realtime: Int64,
+                         address: String? = nil) {
         let previous = entries[reporter]?.report.reports ?? 0
         var rttMs = entries[reporter]?.report.rttMs
         let ntp = NTPTime(unixSeconds: realtime / 1_000_000_000, nanoseconds: UInt32(realtime % 1_000_000_000))
@@ -113,7 +119,7 @@ struct MulticastReceivers {
         let report = MulticastReceiverReport(
             ssrc: reporter, fractionLost: Double(block.fractionLost) / 256, cumulativeLost: Int(block.cumulativeLost),
             highestSequence: block.extendedHighestSequence, jitterMs: Double(block.jitter) / clockRate * 1000,
-            reports: previous + 1, lastReportAtUnix: Double(realtime) / 1e9, rttMs: rttMs)
+            reports: previous + 1, lastReportAtUnix: Double(realtime) / 1e9, rttMs: rttMs, address: address)
         entries[reporter] = (report, now)
     }
 }

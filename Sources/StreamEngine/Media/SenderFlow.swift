@@ -471,7 +471,7 @@ final class SenderFlow {
         if multicastReceivers != nil {
             // Reports of a group's receivers: their state, and their PLIs (rate-limited as any).
             if multicastReceivers!.handle(payload, ssrc: flow.ssrc, clockRate: 90_000, now: monotonicNanoseconds(),
-                                          realtime: arrival) {
+                                          realtime: arrival, from: source) {
                 requestKeyframe(fromPLI: true)
             }
             return
