@@ -21,7 +21,8 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
   --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP)
   --listen GROUP:PORT  a multicast group (239.1.2.3:5004, [ff3e::1234]:5004): joined, left on exit;
                    several receivers of one group may run on one host; feedback (receiver
-                   reports, PLIs) goes to the sender's unicast address (--feedback-interval default 1)
+                   reports, PLIs) goes to the sender's unicast address, at the RFC 3550
+                   interval for the group's size (--feedback-interval does not apply)
   --source ADDR    with a multicast --listen: source-specific, only from ADDR (SSM join)
   --iface IFACE    with a multicast --listen: join on this interface (default: the route's)
   --no-rtx         ask for no retransmissions (default: NACK lost packets, take RFC 4588 RTX with
@@ -84,9 +85,6 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
     var config = MediaReceiverConfig(listen: listen)
     if listen.isMulticast {
-        // Reports go to the sender's unicast address; many receivers: not every 20 ms (the
-        // receive core still reports every 250 ms at the least).
-        if feedbackInterval == nil { feedbackInterval = 1 }
         config.multicastSource = multicastSource
         config.multicastInterface = multicastInterface
         if let multicastSource, multicastSource.family != listen.family {
