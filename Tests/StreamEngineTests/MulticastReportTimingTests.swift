@@ -100,4 +100,11 @@ import UringIO
         #expect(afterSummary.count <= 1, "\(afterSummary.map(\.time))")
         #expect(run.reports.count >= 2)  // before the summary, a group of two
     }
+
+    /// A sender that knows no receiver yet (group size 0): still this receiver and the sender.
+    @Test func anEmptyGroupIsStillTwoMembers() {
+        var run = Run(listen: Self.group)
+        run.play(ReceiveSessionTests.stream(frames: 30)) { $0 == 5 ? senderReport(groupSize: 0) : nil }
+        #expect(run.session.stats.rtcpMembers == 2)
+    }
 }

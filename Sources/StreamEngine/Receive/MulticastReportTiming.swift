@@ -8,7 +8,7 @@ import MediaFormats
 /// so the member count and the average RTCP packet size come from the sender's RTCP Receiver
 /// Summary Information (RFC 5760 RSI, its Group and Average Packet Size sub-report: the group
 /// size is the number of receivers the sender knows, and the members are those plus the
-/// sender). Without one (a sender that sends none, such as ffmpeg) the members are this
+/// sender, at least 2). Without one (a sender that sends none, such as ffmpeg) the members are this
 /// receiver and the sources it heard RTCP from, at least 2, and the average packet size is
 /// its own estimate over the RTCP it sent and received (RFC 3550 6.3.3, weight 1/16). The
 /// session bandwidth is the rate of the media received, headers included, measured from the
@@ -50,7 +50,8 @@ struct MulticastReportTiming: Sendable {
     /// The sender's RSI Group and Average Packet Size: `groupSize` receivers it knows, RTCP
     /// packets of `averagePacketSize` octets on average (0: not said).
     mutating func noteSummary(groupSize: UInt32, averagePacketSize: UInt16) {
-        summary = (Int(min(groupSize, 1 << 24)) + 1, averagePacketSize > 0 ? Double(averagePacketSize) : nil)
+        // Before the sender has heard this receiver its group may be empty: still itself and the sender.
+        summary = (max(2, Int(min(groupSize, 1 << 24)) + 1), averagePacketSize > 0 ? Double(averagePacketSize) : nil)
     }
 
     private mutating func noteSize(_ bytes: Int) {
