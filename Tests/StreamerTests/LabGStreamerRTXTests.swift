@@ -115,9 +115,13 @@ struct LabGStreamerRTXTests {
         #expect(rtxArrived > 0 && rtxArrived <= rtxSent && rtxArrived >= rtxSent - rtx.dropped)
         #expect((rtx.peer["rtx.assoc_packets"] ?? 0) > 0 && (rtx.peer["rtx.assoc_packets"] ?? 0) <= rtxArrived)
         #expect((rtx.peer["rtx.requests"] ?? 0) > 0)
+        // Its jitter buffer took some of them in time, in place of the dropped originals (not all:
+        // its rtpsession holds most NACKs for the next regular RTCP and drops those that expire).
+        #expect((rtx.peer["jitterbuffer.rtx-success-count"] ?? 0) > 0)
         #expect(int(plain.send, "rtx.sent") == 0 && plain.peer["rtx.assoc_packets"] == 0)
-        // The decoded frames with and without are measured, not asserted: GStreamer's jitter
-        // buffer also gives up packets that arrive late on a loaded machine.
+        // The decoded frames with and without are measured, not asserted: how many NACKs
+        // GStreamer sends in time depends on its RTCP timing, and its duplicate requests (for
+        // packets on their way) can hit our rate limit.
         #expect(rtx.decoded > 0 && plain.decoded > 0)
     }
 
