@@ -337,8 +337,20 @@ int main(int argc, char **argv) {
                     "                         [--linger S] [--seconds S]\n");
     return 2;
   }
-  Peer peer = {0};
   gboolean receiving = strcmp(argv[1], "recv") == 0;
+  const char *recv_options[] = {"--port", "--rtcp-port", "--rtcp-host", "--rtcp-to", "--latency", "--output", "--idle",
+                                "--wait-first", "--seconds", NULL};
+  const char *send_options[] = {"--host", "--port", "--bind-port", "--rtcp-to", "--rtcp-port", "--frames", "--width",
+                                "--height", "--fps", "--kbps", "--keyint", "--linger", "--seconds", NULL};
+  for (int i = 2; i < argc; i += 2) {
+    const char **known = receiving ? recv_options : send_options;
+    while (*known != NULL && strcmp(*known, argv[i]) != 0) known++;
+    if (*known == NULL) {
+      fprintf(stderr, "gst-rtx-peer: unknown option '%s' for %s\n", argv[i], argv[1]);
+      return 2;
+    }
+  }
+  Peer peer = {0};
   peer.loop = g_main_loop_new(NULL, FALSE);
   peer.pipeline = gst_pipeline_new(NULL);
   peer.max_seconds = int_option(argc, argv, "--seconds", 120);

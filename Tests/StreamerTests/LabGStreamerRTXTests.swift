@@ -115,13 +115,11 @@ struct LabGStreamerRTXTests {
         #expect(rtxArrived > 0 && rtxArrived <= rtxSent && rtxArrived >= rtxSent - rtx.dropped)
         #expect((rtx.peer["rtx.assoc_packets"] ?? 0) > 0 && (rtx.peer["rtx.assoc_packets"] ?? 0) <= rtxArrived)
         #expect((rtx.peer["rtx.requests"] ?? 0) > 0)
-        // Its jitter buffer took some of them in time, in place of the dropped originals (not all:
-        // its rtpsession holds most NACKs for the next regular RTCP and drops those that expire).
-        #expect((rtx.peer["jitterbuffer.rtx-success-count"] ?? 0) > 0)
         #expect(int(plain.send, "rtx.sent") == 0 && plain.peer["rtx.assoc_packets"] == 0)
-        // The decoded frames with and without are measured, not asserted: how many NACKs
-        // GStreamer sends in time depends on its RTCP timing, and its duplicate requests (for
-        // packets on their way) can hit our rate limit.
+        // How many its jitter buffer took in time (`rtx-success-count`: 5 to 42 in five runs) and
+        // the decoded frames with and without are measured, not asserted: its rtpsession holds
+        // most NACKs for the next regular RTCP, drops those that expire, and sends the rest late,
+        // for packets that have arrived meanwhile (most of our RTX are duplicates to it).
         #expect(rtx.decoded > 0 && plain.decoded > 0)
     }
 
@@ -135,7 +133,7 @@ struct LabGStreamerRTXTests {
         try lab.set(["--loss", "0"])
         let before = try lab.counters()
         let receiveStats = directory.appendingPathComponent("recv.json")
-        let receiver = try lab.spawn("rcv", binary, ["recv", "--listen", "5004", "--duration", "20", "--quiet",
+        let receiver = try lab.spawn("rcv", binary, ["recv", "--listen", "5004", "--duration", "25", "--quiet",
                                                      "--stats", receiveStats.path] + receiveArguments)
         try lab.waitUntilBound("rcv", port: 5004)
         // Our feedback goes to the RTP source port + 1 (6001), where the peer reads RTCP.
