@@ -12,7 +12,7 @@
  *         GStreamer has no avdec_h265, and its libde265dec aborts on some of our streams);
  *         RTCP in on --rtcp-port, out from it to --rtcp-host:--rtcp-to.
  *   send: videotestsrc (live) ! x265enc ! h265parse ! rtph265pay pt=96 -> rtpbin
- *         rtp-profile=avpf with rtprtxsend (payload-type-map 96 -> 97) -> udpsink; its RTCP
+ *         rtp-profile=avpf with rtprtxsend (payload-type-map 96 -> 97, or --rtx-pt) -> udpsink; its RTCP
  *         out to --host:--port+1, in on --rtcp-port.
  *
  * At the end (recv: --idle seconds without a packet after the first, or --seconds; send: all
@@ -38,6 +38,7 @@ typedef struct {
   guint64 frames_wanted;
   gboolean eos;
   int idle_seconds, max_seconds, wait_first_seconds, linger_seconds;
+  guint rtx_payload_type;   /* send: the RTX payload type (--rtx-pt, default 97) */
   gint64 eos_time;
 } Peer;
 
@@ -86,7 +87,7 @@ static GstElement *request_aux_receiver(GstElement *rtpbin, guint session, Peer 
 static GstElement *request_aux_sender(GstElement *rtpbin, guint session, Peer *peer) {
   (void)rtpbin;
   GstElement *rtx = make("rtprtxsend");
-  GstStructure *map = gst_structure_new("application/x-rtp-pt-map", "96", G_TYPE_UINT, 97u, NULL);
+  GstStructure *map = gst_structure_new("application/x-rtp-pt-map", "96", G_TYPE_UINT, peer->rtx_payload_type, NULL);
   g_object_set(rtx, "payload-type-map", map, "max-size-time", 1000u, NULL);
   gst_structure_free(map);
   peer->rtx = gst_object_ref(rtx);
@@ -334,14 +335,14 @@ int main(int argc, char **argv) {
                     "                         [--output FILE] [--idle S] [--wait-first S] [--seconds S]\n"
                     "       gst-rtx-peer send [--host H] [--port P] [--bind-port P] [--rtcp-to P] [--rtcp-port P]\n"
                     "                         [--frames N] [--width W] [--height H] [--fps F] [--kbps K] [--keyint N]\n"
-                    "                         [--linger S] [--seconds S]\n");
+                    "                         [--rtx-pt 97] [--linger S] [--seconds S]\n");
     return 2;
   }
   gboolean receiving = strcmp(argv[1], "recv") == 0;
   const char *recv_options[] = {"--port", "--rtcp-port", "--rtcp-host", "--rtcp-to", "--latency", "--output", "--idle",
                                 "--wait-first", "--seconds", NULL};
   const char *send_options[] = {"--host", "--port", "--bind-port", "--rtcp-to", "--rtcp-port", "--frames", "--width",
-                                "--height", "--fps", "--kbps", "--keyint", "--linger", "--seconds", NULL};
+                                "--height", "--fps", "--kbps", "--keyint", "--linger", "--seconds", "--rtx-pt", NULL};
   for (int i = 2; i < argc; i += 2) {
     const char **known = receiving ? recv_options : send_options;
     while (*known != NULL && strcmp(*known, argv[i]) != 0) known++;
@@ -357,6 +358,8 @@ int main(int argc, char **argv) {
   peer.idle_seconds = receiving ? int_option(argc, argv, "--idle", 2) : 0;
   peer.wait_first_seconds = int_option(argc, argv, "--wait-first", 30);
   peer.linger_seconds = receiving ? -1 : int_option(argc, argv, "--linger", 2);
+  peer.rtx_payload_type = (guint)int_option(argc, argv, "--rtx-pt", 97);
+  if (peer.rtx_payload_type < 97 || peer.rtx_payload_type > 127) die("--rtx-pt: 97 to 127");
   if (receiving)
     build_recv(&peer, argc, argv);
   else

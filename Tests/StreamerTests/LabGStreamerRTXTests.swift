@@ -125,7 +125,7 @@ struct LabGStreamerRTXTests {
 
     /// The GStreamer peer sends (x265enc, rtph265pay, `rtprtxsend` under an AVPF rtpbin) to
     /// `streamer recv` in rcv, `loss` percent dropped on the media port for 4 s. Returns our receiver's stats, the peer's counts and the drops.
-    func gstreamerSends(lab: Lab, loss: Int, receiveArguments: [String])
+    func gstreamerSends(lab: Lab, loss: Int, receiveArguments: [String], peerArguments: [String] = [])
         throws -> (recv: [String: Any], peer: [String: Int], dropped: Int) {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("gst-rtx-send")
@@ -141,7 +141,7 @@ struct LabGStreamerRTXTests {
         let sender = try spawnPeer(lab, "snd", ["send", "--host", "10.77.2.2", "--port", "5004", "--bind-port", "6000",
                                                 "--rtcp-to", "5005", "--rtcp-port", "6001", "--frames", "\(Self.frames)",
                                                 "--width", "320", "--height", "240", "--fps", "30", "--kbps", "1000",
-                                                "--linger", "2"], output: peerOutput)
+                                                "--linger", "2"] + peerArguments, output: peerOutput)
         try impairThenWait(lab, loss: loss, for: [sender, receiver])
         let counts = peerCounts(try String(contentsOf: peerOutput, encoding: .utf8))
         return (try readJSON(receiveStats), counts, try dropped(lab, since: before))
@@ -171,5 +171,38 @@ struct LabGStreamerRTXTests {
         // Without retransmission every drop is a lost original, and fewer frames are complete.
         #expect(int(plain.recv, "packets.lost") == plain.dropped && plain.peer["rtx.packets"] == 0)
         #expect(int(rtx.recv, "frames.complete") > int(plain.recv, "frames.complete"))
+    }
+
+    /// A sender whose RTX payload type is not our default (97): `recv --sdp` takes it from the
+    /// SDP's `a=rtpmap:98 rtx/90000` (`a=fmtp:98 apt=96`), and the RTX on PT 98 is taken as
+    /// the lost originals (without the SDP it would be a foreign SSRC's stream).
+    @Test func recvTakesTheRTXPayloadTypeFromTheSDP() throws {
+        let lab = try Lab(name: "rb3", up: ["--port", "5004"])
+        let directory = try temporaryDirectory("gst-rtx-sdp")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sdp = directory.appendingPathComponent("stream.sdp")
+        try """
+        v=0
+        o=- 1 1 IN IP4 10.77.1.2
+        s=GStreamer rtprtxsend
+        c=IN IP4 10.77.1.2
+        t=0 0
+        m=video 5004 RTP/AVPF 96 98
+        a=rtpmap:96 H265/90000
+        a=rtcp-fb:96 nack
+        a=rtpmap:98 rtx/90000
+        a=fmtp:98 apt=96;rtx-time=1000
+
+        """.write(to: sdp, atomically: true, encoding: .utf8)
+        let rtx = try gstreamerSends(lab: lab, loss: 10, receiveArguments: ["--latency", "300", "--sdp", sdp.path],
+                                     peerArguments: ["--rtx-pt", "98"])
+        func int(_ object: [String: Any], _ path: String) -> Int { intField(object, path) ?? -1 }
+        print("gstreamer rtprtxsend pt 98: peer \(rtx.peer), router dropped \(rtx.dropped); recv packets \(field(rtx.recv, "packets") ?? "-") rtx \(field(rtx.recv, "rtx") ?? "-")")
+        let rtxSent = rtx.peer["rtx.packets"] ?? -1
+        let received = int(rtx.recv, "rtx.received")
+        #expect(rtx.dropped > 0 && rtxSent > 0 && received > 0)
+        #expect(int(rtx.recv, "packets.lost") + rtxSent - received == rtx.dropped)
+        #expect(int(rtx.recv, "packets.recovered") > 0)
+        #expect(field(rtx.recv, "rejected.foreignSSRC") == nil)
     }
 }
