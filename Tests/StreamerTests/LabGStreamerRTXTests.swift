@@ -8,7 +8,7 @@ let hasGStreamerDev = FileManager.default.isExecutableFile(atPath: "/usr/bin/pkg
 
 /// GStreamer 1.22's RFC 4588 elements against ours, both ways, across the lab with nft loss on the
 /// media port: tools/gst-rtx-peer (tools/gst-rtx-peer.c) attaches `rtprtxreceive` / `rtprtxsend`
-/// to an AVPF rtpbin through its aux signals, which gst-launch cannot do. Each direction runs
+/// to an AVPF rtpbin through its aux signals, which gst-launch cannot do. Both directions run
 /// with retransmission and with `--no-rtx`; what the router dropped is compared with both ends'
 /// counters.
 @Suite(.serialized, .enabled(if: isRoot && hasNft && uringEnabled && gstLaunch != nil && hasGStreamerDev,
