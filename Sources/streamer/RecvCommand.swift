@@ -18,7 +18,8 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
   --from HOST:PORT accept the stream only from this address (default: the first valid stream)
   --srtp-key @FILE SRTP/SRTCP with the key in FILE (base64 of key and salt, as send's); refused if
                    others can read FILE. --srtp-suite NAME: its suite (default AES_CM_128_HMAC_SHA1_80)
-  --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP)
+  --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP); RFC 4588
+                   RTX on the payload type of its a=rtpmap:N rtx/90000 line (RTP/AVPF), not 97
   --listen GROUP:PORT  a multicast group (239.1.2.3:5004, [ff3e::1234]:5004): joined, left on exit;
                    several receivers of one group may run on one host; feedback (receiver
                    reports, PLIs) goes to the sender's unicast address, at the RFC 3550
@@ -101,6 +102,9 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     config.srtp = try srtp.key()
     config.retransmission = rtx && feedback && !listen.isMulticast  // a group's sender answers no NACKs
     config.latency = latency.map { .milliseconds($0) }
+    if let rtxPayloadType = try srtp.sessionDescription()?.retransmission?.payloadType {
+        config.rtxPayloadType = rtxPayloadType
+    }
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }
     var output: FileHandle?
