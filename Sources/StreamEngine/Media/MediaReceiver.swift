@@ -138,6 +138,9 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             while let output = session.pollOutput() {
                 switch output {
                 case .accessUnit(let unit):
+                    // Frames still waiting for their playout time when the limit was reached come
+                    // out at the end (`finish`): not delivered past the limit.
+                    if let frameLimit, frames >= frameLimit { continue }
                     frames += 1
                     onAccessUnit(unit)
                 case .transmit(let transmit):
