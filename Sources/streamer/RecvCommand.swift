@@ -28,8 +28,9 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
   --iface IFACE    with a multicast --listen: join on this interface (default: the route's)
   --no-rtx         ask for no retransmissions (default: NACK lost packets, take RFC 4588 RTX with
                    payload type 97 or originals resent, hold frames behind a gap until their deadline)
-  --latency MS     playout delay: how long a frame waits for a missing packet after the gap was
-                   seen (default: max(50, 3 x RTT + jitter), the RTT from NACK to retransmission)
+  --latency MS     playout delay: each frame goes out MS after its first packet arrived, and waits
+                   at most MS for a missing packet after the gap was seen (default: max(50,
+                   3 x RTT + jitter), the RTT from NACK to retransmission)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {

@@ -167,7 +167,10 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "nack": ["sent": stats.nackSent, "requested": stats.nackRequested, "bytes": stats.nackBytes,
                  "abandoned": stats.nackAbandoned, "budgetLimited": stats.nackBudgetLimited],
         "playout": ["latencyMs": orNull(stats.playoutLatencyMs), "derived": stats.playoutLatencyDerived,
-                    "rttMs": orNull(stats.retransmissionRTTMs)],
+                    "rttMs": orNull(stats.retransmissionRTTMs),
+                    "addedLatencyMs": stats.playoutAddedLatencyMs.map { added -> Any in
+                        ["p50": added.p50, "p95": added.p95, "max": added.max, "frames": added.frames]
+                    } ?? NSNull()],
         "srtp": srtpStatsObject(stats.srtp),
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],

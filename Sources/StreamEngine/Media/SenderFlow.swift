@@ -23,12 +23,20 @@ final class FlowHandle: Sendable {
     let events: SenderEventHub
     /// The sender's RTCP CNAME (one for all its flows).
     let cname: String
+    /// The flow's media SSRC and the SSRC of its RFC 4588 retransmissions (distinct, not 0):
+    /// chosen here, so that an SDP written before the sender runs names them.
+    let ssrc: UInt32
+    let rtxSSRC: UInt32
 
     init(config: MediaSenderConfig, wakeEvent: WakeEvent, cname: String, events: SenderEventHub) {
         self.config = config
         self.wakeEvent = wakeEvent
         self.events = events
         self.cname = cname
+        ssrc = UInt32.random(in: 1...UInt32.max)
+        var rtx = UInt32.random(in: 1...UInt32.max)
+        while rtx == ssrc { rtx = UInt32.random(in: 1...UInt32.max) }
+        rtxSSRC = rtx
     }
 
     func send(_ accessUnit: AccessUnit) -> Bool {
@@ -155,7 +163,7 @@ final class SenderFlow {
                                         mark: TrafficMark(config.serviceClass, ecn: .notECT))
         let (mtu, source) = MediaSender.datagramBudget(socket: socket, setting: config.mtu)
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead - trailer,
-                                  payloadType: config.payloadType) }
+                                  payloadType: config.payloadType, ssrc: handle.ssrc) }
         catch { throw ConfigurationError("packetizer", "MTU \(mtu) is too small") }
         var fixedMTU: Int?
         if case .fixed(let value) = config.mtu { fixedMTU = value }
@@ -181,7 +189,8 @@ final class SenderFlow {
                                                     packetOverhead: socket.family == .ipv6 ? 48 : 28)
         }
         retransmitter = config.retransmission && feedbackReceiver != nil
-            ? Self.makeRetransmitter(config, flow: flow, producer: pathMTU, paced: paced, socket: socket, mark: mark) : nil
+            ? Self.makeRetransmitter(config, flow: flow, rtxSSRC: handle.rtxSSRC, producer: pathMTU, paced: paced,
+                                     socket: socket, mark: mark) : nil
         if let history = retransmitter?.history, !history.sameSSRC { rtcp.rtxSSRC = history.ssrc }
         let inner: DatagramProducer = retransmitter ?? pathMTU
         if let srtp { producer = SRTPProtectingProducer(inner, session: srtp.outbound) } else { producer = inner }

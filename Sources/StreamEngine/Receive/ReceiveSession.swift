@@ -31,7 +31,8 @@ import UringIO
 ///
 /// With `config.retransmission` it also recovers losses (`LossRecovery`): packets behind a gap
 /// wait in a playout buffer (`PlayoutBuffer`) until the missing one comes or the frame's
-/// deadline passes, missing packets are asked for with generic NACKs (`NACKGenerator`), and
+/// deadline passes, every frame waits for its playout time (`FramePlayout`: its first
+/// packet's arrival + the latency), missing packets are asked for with generic NACKs (`NACKGenerator`), and
 /// RFC 4588 retransmissions (or originals resent on the media SSRC) fill the gaps. Only
 /// originals count in `received` and `lost` (and in the RFC 8888 feedback); a retransmission
 /// that fills a gap in time counts in `recovered`.
@@ -280,6 +281,7 @@ public struct ReceiveSession: Sendable {
     public mutating func handleTimeout(now: Int64) {
         if recovery != nil {
             releaseDue(now: now)
+            releaseFrames(now: now)
             askForRetransmissions(now: now)
         }
         sendFeedback(now: now)
@@ -298,6 +300,7 @@ public struct ReceiveSession: Sendable {
         if let recovery {
             if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
             if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
+            if let release = recovery.frames.nextRelease(latency: recovery.latency) { deadline = min(deadline, release) }
         }
         return deadline
     }
@@ -311,6 +314,7 @@ public struct ReceiveSession: Sendable {
             pushReleased(released, now: now)
         }
         emit(depacketizer.flush(), now: now)
+        if recovery != nil { releaseFrames(now: now, all: true) }
         guard config.feedback else { return }
         lastReport = 0
         sendFeedback(now: now, now: true)
@@ -431,6 +435,7 @@ public struct ReceiveSession: Sendable {
             emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
             return
         }
+        recovery!.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
         var released: [PlayoutBuffer.Packet] = []
         if tracked.outcome == .restarted {
             // A new sequence: what waited for the old one goes out first, and nothing of it is asked for again.
@@ -499,6 +504,7 @@ public struct ReceiveSession: Sendable {
         case .accepted:
             recovery!.counts.recovered += 1
             recovery!.noteRecovered(sequence)
+            recovery!.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
         case .late: recovery!.counts.rtxLate += 1
         case .duplicate: recovery!.counts.rtxDuplicate += 1
         }
@@ -546,8 +552,21 @@ public struct ReceiveSession: Sendable {
             }
             unit.followsIntactChain = chainIntact && unit.isComplete
             if !unit.followsIntactChain { counts.framesUndecodable += 1 }
-            outputs.append(.accessUnit(unit))
+            if recovery != nil {
+                recovery!.frames.hold(unit, now: now)
+            } else {
+                outputs.append(.accessUnit(unit))
+            }
         }
+        if recovery != nil && !units.isEmpty { releaseFrames(now: now) }
+    }
+
+    /// Outputs the frames whose playout time came (all of them with `all`).
+    private mutating func releaseFrames(now: Int64, all: Bool = false) {
+        let latency = recovery!.latency
+        var released: [DepacketizedAccessUnit] = []
+        recovery!.frames.release(now: now, latency: latency, all: all) { released.append($0) }
+        for unit in released { outputs.append(.accessUnit(unit)) }
     }
 
     /// Frames whose every packet was lost leave a gap of whole frame intervals in the

@@ -94,9 +94,25 @@ public struct ReceiverStats: Sendable, Equatable {
     public var playoutLatencyMs: Double?
     /// Whether the playout latency is derived from the RTT and jitter (not configured).
     public var playoutLatencyDerived = false
+    /// With retransmission: the delay each frame was given, from the kernel receive time of
+    /// its first packet to its release (the playout latency, or more for a frame that waited
+    /// for a retransmission or took longer to arrive); nil before a frame went out.
+    public var playoutAddedLatencyMs: PercentilesMs?
     /// The RTT measured from NACK to retransmission (milliseconds), nil before one came.
     public var retransmissionRTTMs: Double?
 
     /// Zeroed counters.
     public init() {}
+
+    /// The median, 95th percentile and largest of a run's samples (milliseconds), and how many.
+    public struct PercentilesMs: Sendable, Equatable {
+        /// The median.
+        public var p50: Double
+        /// The 95th percentile.
+        public var p95: Double
+        /// The largest sample.
+        public var max: Double
+        /// Samples taken.
+        public var frames: Int
+    }
 }
