@@ -163,10 +163,11 @@ struct RTSPFFmpegTests {
             Thread.sleep(forTimeInterval: 0.1)
         }
         if continued == nil { kill(ffmpeg.processIdentifier, SIGCONT) }
-        #expect(waitForExit(sender, seconds: 10) == 0)
-        #expect(waitForExit(ffmpeg, seconds: 10) == 0)
+        let senderStatus = waitForExit(sender, seconds: 10)
         let messages = String(decoding: senderErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stopAt = try #require(stopped)
+        #expect(senderStatus == 0, "sender: \(messages)")
+        #expect(waitForExit(ffmpeg, seconds: 10) == 0)
+        let stopAt = try #require(stopped, "the sender ended before ffmpeg was stopped: \(messages)")
         let continueAt = try #require(continued)
         try #require(samples.count > 100)
 
