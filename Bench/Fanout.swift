@@ -32,7 +32,8 @@ struct FanoutOptions {
           loop on) heard by K sockets (--group, default 1,8,32; empty: none); a child process counts
           every datagram of every receiving socket. Reports sender CPU per receiver-datagram (engine
           thread and whole process, user and system apart; getrusage), io_uring_enter calls per
-          datagram sent, and resident memory per flow; one warm-up pass, then --repeat passes
+          datagram sent, and resident memory per flow; as a reference, one flow carrying the stream of
+          the most flows (the same datagrams per second, to one receiver); one warm-up pass, then --repeat passes
           (default 3) interleaved, --seconds each round (default 2), medians. Writes fanout.json,
           fanout.csv and fanout.md into DIR (default results/fanout).
           --quick: flows 1,10,255 and group 1,8, 0.5 s, one pass and no warm-up, for CI
@@ -101,12 +102,16 @@ struct FanoutOptions {
     var bitrate: Double { Double(frameBytes * 8 * frameRate) }
 }
 
-/// One case: N unicast flows, or one multicast flow heard by N sockets.
+/// One case: N unicast flows, or one multicast flow heard by N sockets; or the reference, one
+/// unicast flow carrying `rateScale` times the stream (the datagrams per second of that many flows).
 struct FanoutCase: Hashable {
     var multicast: Bool
     var receivers: Int
+    var rateScale = 1
     var flows: Int { multicast ? 1 : receivers }
-    var name: String { multicast ? "multicast" : "unicast" }
+    /// How the counter listens: unicast or multicast.
+    var mode: String { multicast ? "multicast" : "unicast" }
+    var name: String { rateScale > 1 ? "unicast-x\(rateScale)-rate" : mode }
 }
 
 /// One measured round of a case.
@@ -160,9 +165,13 @@ final class FanoutEngine: Sendable {
 
     init(_ sender: MediaSender) {
         let thread = Thread { [self] in
+            // The kernel brings a thread's own run time up to date at a tick or a switch, not
+            // for getrusage: a yield first, or a reading can be 4 ms (a tick) old.
+            sched_yield()
             let before = ProcessCPUTime.currentThread()
             var failure: String?
             do { try sender.run() } catch { failure = "\(error)" }
+            sched_yield()
             let cpu = ProcessCPUTime.currentThread() - before
             self.result.withLock { $0 = (cpu, failure) }
             self.done.signal()
@@ -182,12 +191,14 @@ final class FanoutEngine: Sendable {
 /// One round: the counter child, the sender with its flows, the source in real time.
 func runFanoutRound(_ benchCase: FanoutCase, options: FanoutOptions, bench: String, port: Int,
                     directory: String) throws -> FanoutRound {
-    let units = (0..<options.frameCount).map { fanoutAccessUnit(index: $0, bytes: options.frameBytes, frameRate: options.frameRate) }
+    let units = (0..<options.frameCount).map {
+        fanoutAccessUnit(index: $0, bytes: options.frameBytes * benchCase.rateScale, frameRate: options.frameRate)
+    }
     let packetizer = try HEVCPacketizer(maxPayloadSize: 1500 - 28 - RTPHeader.fixedSize)
     let expected = units.reduce(0) { $0 + packetizer.plan($1).count }
     let output = directory + "/count-\(port).txt"
     let target = benchCase.multicast ? "\(fanoutGroup):\(port)" : "\(port)"
-    let child = try spawnChild([bench, "fanout-count", benchCase.name, target, "\(benchCase.receivers)", "\(expected)"],
+    let child = try spawnChild([bench, "fanout-count", benchCase.mode, target, "\(benchCase.receivers)", "\(expected)"],
                                stdoutPath: output)
     let readyBy = monotonicNanoseconds() + 10_000_000_000
     while !((try? String(contentsOfFile: output, encoding: .utf8))?.hasPrefix("ready") ?? false) {
@@ -205,7 +216,7 @@ func runFanoutRound(_ benchCase: FanoutCase, options: FanoutOptions, bench: Stri
         var config = MediaSenderConfig(destination: destination)
         config.feedback = false
         config.mtu = .fixed(1500)
-        config.paceBitsPerSecond = options.bitrate * 1.5
+        config.paceBitsPerSecond = options.bitrate * Double(benchCase.rateScale) * 1.5
         config.multicastTTL = 0  // this host only
         config.multicastInterface = loopback
         return config
@@ -313,18 +324,31 @@ func runFanoutCounter(_ arguments: [String]) throws {
 func runFanout(_ arguments: [String]) throws {
     let options = try FanoutOptions.parse(arguments)
     let bench = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-    let cases = options.flowCounts.map { FanoutCase(multicast: false, receivers: $0) }
+    var cases = options.flowCounts.map { FanoutCase(multicast: false, receivers: $0) }
         + options.groupCounts.map { FanoutCase(multicast: true, receivers: $0) }
+    if let most = options.flowCounts.max(), most > 1, !options.quick {
+        cases.append(FanoutCase(multicast: false, receivers: 1, rateScale: most))
+    }
     let directory = NSTemporaryDirectory() + "bench-fanout-\(getpid())"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    var port = 40_000 + Int(getpid() % 2000) * 4  // moves by 512 per round: 255 flows take 510 ports
+    // Below the ephemeral range (32768 on) and the engine's own RTP ports (40000-60000); moves
+    // by 512 per round (255 flows take 510 ports).
+    var port = 10_000 + Int(getpid() % 40) * 512
     var rounds: [FanoutCase: [FanoutRound]] = [:]
     let started = monotonicNanoseconds()
     for pass in (options.warmUp ? 0 : 1)...options.repeatCount {
         for benchCase in cases {
-            port = port + 512 > 60_000 ? 40_000 : port + 512
-            let round = try runFanoutRound(benchCase, options: options, bench: bench, port: port, directory: directory)
+            var round: FanoutRound?
+            for attempt in 1...3 where round == nil {  // a port of the block may be taken: the next block
+                port = port + 1024 > 32_000 ? 10_000 : port + 512
+                do {
+                    round = try runFanoutRound(benchCase, options: options, bench: bench, port: port, directory: directory)
+                } catch BenchError.runtime(let text) where text.hasPrefix("the fanout counter") && attempt < 3 {
+                    progress(text + ", trying other ports")
+                }
+            }
+            guard let round else { throw BenchError.runtime("no round of \(benchCase.name) \(benchCase.receivers)") }
             progress(String(format: "%@ %@ %d: %@, %.0f ns/receiver-datagram (engine), %d of %d datagrams at each receiver",
                             pass == 0 ? "warm-up" : "pass \(pass)", benchCase.name, benchCase.receivers,
                             round.intact ? "intact" : "NOT INTACT",
@@ -353,13 +377,13 @@ func runFanout(_ arguments: [String]) throws {
 func renderFanout(cases: [FanoutCase], rounds: [FanoutCase: [FanoutRound]], options: FanoutOptions)
     -> (table: String, json: [String: Any], csv: String) {
     var table = """
-        | case | receivers | flows | dg/receiver | engine user ns/rdg | engine sys ns/rdg | engine ns/rdg | × 1 receiver | process ns/rdg | enter/dg | mixed subm. | RSS KB/flow | setup µs/flow |
-        |---|---|---|---|---|---|---|---|---|---|---|---|---|
+        | case | receivers | flows | dg/receiver | engine user ns/rdg | engine sys ns/rdg | engine ns/rdg | × 1 receiver | marginal ns/rdg | engine ns/sent dg | process ns/rdg | enter/dg | mixed subm. | RSS KB/flow | setup µs/flow |
+        |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 
         """
     var csv = "case,receivers,flows,pass,expected,delivered_min,sent,engine_user_ns,engine_sys_ns,process_user_ns,process_sys_ns,enter_calls,mixed_submissions,rss_bytes,intact\n"
     var rows: [[String: Any]] = []
-    var single: [Bool: Double] = [:]
+    var single: [Bool: (perDatagram: Double, total: Double, delivered: Double)] = [:]
     for benchCase in cases {
         let mine = rounds[benchCase] ?? []
         guard !mine.isEmpty else { continue }
@@ -371,11 +395,22 @@ func renderFanout(cases: [FanoutCase], rounds: [FanoutCase: [FanoutRound]], opti
         let enters = median(mine.map { Double($0.enterCalls) / Double(max($0.sent, 1)) })
         let resident = median(mine.map { Double($0.residentBytes) / Double(benchCase.flows) })
         let setup = median(mine.map { Double($0.setup.userNanoseconds + $0.setup.systemNanoseconds) / Double(benchCase.flows) })
-        if benchCase.receivers == 1 { single[benchCase.multicast] = engine }
-        let ratio = single[benchCase.multicast].map { engine / $0 } ?? .nan
-        table += String(format: "| %@ | %d | %d | %d | %.0f | %.0f | %.0f | %.2f | %.0f | %.4f | %d | %.0f | %.1f |\n",
+        let totalEngine = median(mine.map { Double($0.engine.userNanoseconds + $0.engine.systemNanoseconds) })
+        let delivered = median(mine.map { Double($0.receiverDatagrams) })
+        if benchCase.receivers == 1 && benchCase.rateScale == 1 { single[benchCase.multicast] = (engine, totalEngine, delivered) }
+        let ratio = benchCase.rateScale > 1 ? .nan : single[benchCase.multicast].map { engine / $0.perDatagram } ?? .nan
+        // What each receiver-datagram beyond those of one receiver cost: the growth, without the
+        // fixed cost per second of running an engine at all.
+        // (Unicast only: a group's sender sends the same datagrams whatever the receivers.)
+        var marginal = Double.nan
+        let perSent = median(mine.map { Double($0.engine.userNanoseconds + $0.engine.systemNanoseconds) / Double(max($0.sent, 1)) })
+        if !benchCase.multicast, let one = single[false], benchCase.receivers > 1, delivered > one.delivered {
+            marginal = (totalEngine - one.total) / (delivered - one.delivered)
+        }
+        table += String(format: "| %@ | %d | %d | %d | %.0f | %.0f | %.0f | %@ | %@ | %.0f | %.0f | %.4f | %d | %.0f | %.1f |\n",
                         benchCase.name, benchCase.receivers, benchCase.flows, mine[0].expectedPerReceiver,
-                        engineUser, engineSystem, engine, ratio, processUser + processSystem, enters,
+                        engineUser, engineSystem, engine, ratio.isFinite ? String(format: "%.2f", ratio) : "-",
+                        marginal.isFinite ? String(format: "%.0f", marginal) : "-", perSent, processUser + processSystem, enters,
                         mine.map(\.mixedSubmissions).min() ?? 0, resident / 1024, setup / 1000)
         for (index, round) in mine.enumerated() {
             csv += "\(benchCase.name),\(benchCase.receivers),\(benchCase.flows),\(index + 1),\(round.expectedPerReceiver),"
@@ -388,6 +423,9 @@ func renderFanout(cases: [FanoutCase], rounds: [FanoutCase: [FanoutRound]], opti
                      "deliveredMin": mine.map { $0.counts.min() ?? 0 }, "intact": mine.map(\.intact),
                      "engineUserNsPerReceiverDatagram": engineUser, "engineSystemNsPerReceiverDatagram": engineSystem,
                      "engineNsPerReceiverDatagram": engine, "ratioToOneReceiver": ratio.isFinite ? ratio : NSNull(),
+                     "marginalEngineNsPerReceiverDatagram": marginal.isFinite ? marginal : NSNull(),
+                     "engineNsPerSentDatagram": perSent,
+                     "rateScale": benchCase.rateScale,
                      "processUserNsPerReceiverDatagram": processUser, "processSystemNsPerReceiverDatagram": processSystem,
                      "enterCallsPerDatagram": enters, "mixedSubmissions": mine.map(\.mixedSubmissions),
                      "residentBytesPerFlow": resident, "setupNsPerFlow": setup])
