@@ -218,8 +218,9 @@ public final class MediaSender: Sendable {
         flows[flow].keyframeRequested.exchange(false, ordering: .relaxed)
     }
 
-    /// How often the engine runs every flow's periodic work (nanoseconds; a flow with new
-    /// feedback also at the next wake-up): its timers are tens of milliseconds and longer.
+    /// With several flows, how often the engine runs every flow's periodic work (nanoseconds;
+    /// a flow with new feedback also at the next wake-up): its timers are tens of milliseconds
+    /// and longer. A single flow's runs at every wake-up.
     static let tickInterval: Int64 = 5_000_000
 
     /// The largest UDP payload for this path and configuration, and where the MTU came from.
@@ -306,12 +307,13 @@ public final class MediaSender: Sendable {
                 lastPublish = 0
             }
             let now = monotonicNanoseconds()
-            // The flows' periodic work (loss by age, liveness, the path MTU and its error queue,
-            // controllers, paces) once per `tickInterval`, and for a flow whose feedback came in
-            // since: not at every wake-up of the shared ring, which with many flows comes every
-            // few datagrams (work per flow per wake-up would grow with the square of the flows).
-            // Each flow's clock moves every time.
-            let fullTick = now - lastTick >= Self.tickInterval
+            // With several flows, their periodic work (loss by age, liveness, the path MTU and its
+            // error queue, controllers, paces) runs once per `tickInterval`, and for a flow whose
+            // feedback came in since: not at every wake-up of the shared ring, which with many
+            // flows comes every few datagrams (work per flow per wake-up would grow with the
+            // square of the flows). A single flow's wake-ups are its own: it ticks at each, as
+            // it always has. Each flow's clock moves every time.
+            let fullTick = senderFlows.count == 1 || now - lastTick >= Self.tickInterval
             if fullTick { lastTick = now }
             var pacesChanged = false
             for flow in senderFlows {
