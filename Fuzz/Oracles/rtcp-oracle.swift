@@ -1,7 +1,7 @@
 // Fuzz oracle of the `rtcp` target: Fuzz/Targets/rtcp.swift runs it under libFuzzer, and
 // Fuzz/Tests/FuzzCorpusReplayTests.swift replays Tests/FuzzCorpus/rtcp through it in `swift test`.
 //
-// RTCPPacket.parseCompound (SR, RR, SDES, BYE, PLI, Generic NACK, RFC 8888 CCFB).
+// RTCPPacket.parseCompound (SR, RR, SDES, BYE, APP, PLI, Generic NACK, RFC 8888 CCFB, RFC 5760 RSI).
 //
 // Every decoded packet is serialized again and re-parsed: the parser must take back what
 // the serializer writes, cleanly and as the same packet, alone and as one compound packet.

@@ -16,6 +16,8 @@ public enum RTCPPacket: Sendable, Hashable {
     case congestionControlFeedback(RTCPCongestionControlFeedback)
     /// Application-defined, APP, PT=204 (e.g. "PMTU" probe confirmations).
     case application(RTCPApplicationDefined)
+    /// Receiver Summary Information, RSI, PT=209 (RFC 5760): a multicast source's summary of its receivers.
+    case receiverSummary(RTCPReceiverSummary)
     /// A well-framed packet of a type (or feedback format) this module does not decode,
     /// such as XR or transport-wide CC. It was skipped, not rejected.
     case unknown(packetType: UInt8)
@@ -31,6 +33,7 @@ public enum RTCPPacket: Sendable, Hashable {
         case .genericNACK(let packet): packet.serialize(into: &bytes)
         case .congestionControlFeedback(let packet): packet.serialize(into: &bytes)
         case .application(let packet): packet.serialize(into: &bytes)
+        case .receiverSummary(let packet): packet.serialize(into: &bytes)
         case .unknown: break
         }
     }
@@ -120,6 +123,8 @@ public enum RTCPPacket: Sendable, Hashable {
             return .goodbye(try RTCPGoodbye.parse(body: body, count: countOrFormat))
         case (RTCPPacketType.application, _):
             return .application(try RTCPApplicationDefined.parse(body: body, subtype: countOrFormat))
+        case (RTCPReceiverSummary.packetType, _):
+            return .receiverSummary(try RTCPReceiverSummary.parse(body: body))
         case (RTCPPacketType.payloadFeedback, Int(RTCPPictureLossIndication.format)):
             return .pictureLossIndication(try RTCPPictureLossIndication.parse(body: body))
         case (RTCPPacketType.transportFeedback, Int(RTCPGenericNACK.format)):

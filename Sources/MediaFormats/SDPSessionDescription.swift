@@ -67,13 +67,18 @@ public struct SDPSessionDescription: Sendable, Hashable {
         public var mediaSSRC: UInt32?
         /// See `mediaSSRC`.
         public var rtxSSRC: UInt32?
+        /// The CNAME of both SSRCs (`a=ssrc:<ssrc> cname:<cname>`, RFC 5576), written with the
+        /// `ssrc-group` only.
+        public var cname: String?
 
         /// Makes a retransmission offer.
-        public init(payloadType: UInt8? = 97, rtxTime: Int = 500, mediaSSRC: UInt32? = nil, rtxSSRC: UInt32? = nil) {
+        public init(payloadType: UInt8? = 97, rtxTime: Int = 500, mediaSSRC: UInt32? = nil, rtxSSRC: UInt32? = nil,
+                    cname: String? = nil) {
             self.payloadType = payloadType
             self.rtxTime = rtxTime
             self.mediaSSRC = mediaSSRC
             self.rtxSSRC = rtxSSRC
+            self.cname = cname
         }
     }
 
@@ -179,6 +184,9 @@ public struct SDPSessionDescription: Sendable, Hashable {
                 lines.append("a=fmtp:\(rtx) apt=\(payloadType);rtx-time=\(retransmission.rtxTime)")
                 if let media = retransmission.mediaSSRC, let rtxSSRC = retransmission.rtxSSRC {
                     lines.append("a=ssrc-group:FID \(media) \(rtxSSRC)")
+                    if let cname = retransmission.cname {
+                        for ssrc in [media, rtxSSRC] { lines.append("a=ssrc:\(ssrc) cname:\(Self.clean(cname))") }
+                    }
                 }
             }
         }
@@ -195,7 +203,8 @@ public struct SDPSessionDescription: Sendable, Hashable {
 
     /// Reads a description back: connection address (media-level c= over session-level),
     /// port and payload type of the first video m= line, its rtpmap and fmtp sprops,
-    /// rtcp, rtcp-mux, framerate, control, the first crypto, a multicast TTL and an inclusive source-filter. Accepts LF or CRLF endings; ignores other lines.
+    /// rtcp, rtcp-mux, framerate, control, the first crypto, a multicast TTL, an inclusive source-filter, and
+    /// loss recovery (AVPF, the RTX payload type, rtx-time, the FID ssrc-group and its CNAME). Accepts LF or CRLF endings; ignores other lines.
     public init(parsing text: String) throws(SDPError) {
         self.init(connectionAddress: "", port: 0)
         var sessionConnection: String?
@@ -268,6 +277,10 @@ public struct SDPSessionDescription: Sendable, Hashable {
         guard let address = mediaConnection ?? sessionConnection else { throw SDPError("sdp: no c= line") }
         multicastTTL = mediaConnection != nil ? mediaTTL : sessionTTL
         connectionAddress = address
+        // A CNAME is written only with an RTX ssrc-group: without one it is not kept.
+        if let offer = retransmission, offer.payloadType == nil || offer.mediaSSRC == nil || offer.rtxSSRC == nil {
+            retransmission?.cname = nil
+        }
     }
 
     private mutating func parseAttribute(_ value: String, line number: Int) throws(SDPError) {
@@ -326,6 +339,12 @@ public struct SDPSessionDescription: Sendable, Hashable {
             guard fields.count == 3, fields[0] == "FID", retransmission != nil else { return }
             retransmission?.mediaSSRC = UInt32(fields[1])
             retransmission?.rtxSSRC = UInt32(fields[2])
+        case "ssrc":
+            // RFC 5576 `a=ssrc:<ssrc> cname:<cname>`: the first CNAME of the stream's SSRCs.
+            let (ssrc, attribute) = Self.splitOnce(argument, at: " ")
+            guard retransmission != nil, retransmission?.cname == nil, UInt32(ssrc) != nil,
+                  attribute.hasPrefix("cname:") else { return }
+            retransmission?.cname = String(attribute.dropFirst("cname:".count))
         case "framerate":
             frameRate = Self.parseRate(argument)
         case "control":

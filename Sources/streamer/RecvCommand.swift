@@ -18,16 +18,19 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
   --from HOST:PORT accept the stream only from this address (default: the first valid stream)
   --srtp-key @FILE SRTP/SRTCP with the key in FILE (base64 of key and salt, as send's); refused if
                    others can read FILE. --srtp-suite NAME: its suite (default AES_CM_128_HMAC_SHA1_80)
-  --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP)
+  --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP); RFC 4588
+                   RTX on the payload type of its a=rtpmap:N rtx/90000 line (RTP/AVPF), not 97
   --listen GROUP:PORT  a multicast group (239.1.2.3:5004, [ff3e::1234]:5004): joined, left on exit;
                    several receivers of one group may run on one host; feedback (receiver
-                   reports, PLIs) goes to the sender's unicast address (--feedback-interval default 1)
+                   reports, PLIs) goes to the sender's unicast address, at the RFC 3550
+                   interval for the group's size (--feedback-interval does not apply)
   --source ADDR    with a multicast --listen: source-specific, only from ADDR (SSM join)
   --iface IFACE    with a multicast --listen: join on this interface (default: the route's)
   --no-rtx         ask for no retransmissions (default: NACK lost packets, take RFC 4588 RTX with
                    payload type 97 or originals resent, hold frames behind a gap until their deadline)
-  --latency MS     playout delay: how long a frame waits for a missing packet after the gap was
-                   seen (default: max(50, 3 x RTT + jitter), the RTT from NACK to retransmission)
+  --latency MS     playout delay: each frame goes out MS after its first packet arrived, and waits
+                   at most MS for a missing packet after the gap was seen (default: max(50,
+                   3 x RTT + jitter), the RTT from NACK to retransmission)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {
@@ -84,9 +87,6 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     guard let listen else { throw UsageError("recv: --listen [ADDR:]PORT is required") }
     var config = MediaReceiverConfig(listen: listen)
     if listen.isMulticast {
-        // Reports go to the sender's unicast address; many receivers: not every 20 ms (the
-        // receive core still reports every 250 ms at the least).
-        if feedbackInterval == nil { feedbackInterval = 1 }
         config.multicastSource = multicastSource
         config.multicastInterface = multicastInterface
         if let multicastSource, multicastSource.family != listen.family {
@@ -103,6 +103,9 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     config.srtp = try srtp.key()
     config.retransmission = rtx && feedback && !listen.isMulticast  // a group's sender answers no NACKs
     config.latency = latency.map { .milliseconds($0) }
+    if let rtxPayloadType = try srtp.sessionDescription()?.retransmission?.payloadType {
+        config.rtxPayloadType = rtxPayloadType
+    }
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }
     var output: FileHandle?

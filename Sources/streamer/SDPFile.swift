@@ -36,14 +36,14 @@ func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], f
 }
 
 /// Writes one SDP per flow (the first at `path`, the others beside it: ``sdpFilePath(_:flow:)``)
-/// for the stream with these parameter sets.
+/// for the stream with these parameter sets; `sender`, when given, names each flow's SSRCs.
 func writeSDPFiles(_ path: String, flows: [MediaSenderConfig], parameterSets: [[UInt8]], frameRate: Int,
-                   ssmSource: String? = nil) throws {
+                   ssmSource: String? = nil, sender: MediaSender? = nil) throws {
     for (index, flow) in flows.enumerated() {
         try writeSDP(to: sdpFilePath(path, flow: index), destination: flow.destination, headers: parameterSets,
                      fps: frameRate, payloadType: flow.payloadType, rtcpMux: flow.rtcpMux,
                      crypto: flow.srtp.map { SDPCrypto(suite: $0.suite.rawValue, inlineKey: $0.inlineBase64) },
                      multicastTTL: flow.multicastTTL, ssmSource: ssmSource,
-                     retransmission: flow.sdpRetransmission)
+                     retransmission: sender.map { $0.sdpRetransmission(flow: index) } ?? flow.sdpRetransmission)
     }
 }

@@ -45,13 +45,7 @@ struct SRTPOptions {
             throw UsageError("--srtp, --srtp-key and --sdp: give the key one way only")
         }
         let suite = self.suite ?? .aesCM128HMACSHA1_80
-        if let sdpFile {
-            let text: String
-            do { text = try String(contentsOfFile: sdpFile, encoding: .utf8) } catch {
-                throw UsageError("--sdp: cannot read '\(sdpFile)'")
-            }
-            let sdp: SDPSessionDescription
-            do { sdp = try SDPSessionDescription(parsing: text) } catch { throw UsageError("--sdp: '\(sdpFile)': \(error)") }
+        if let sdpFile, let sdp = try sessionDescription() {
             guard let crypto = sdp.crypto else { return nil }  // a plain RTP stream
             guard let named = SRTPSuite(rawValue: crypto.suite) else {
                 throw UsageError("--sdp: '\(sdpFile)': crypto suite '\(crypto.suite)' is not one of \(Self.suiteNames)")
@@ -61,6 +55,16 @@ struct SRTPOptions {
         if let keyFile { return try checked(SRTPMasterKey(suite: suite, base64: try Self.readKeyFile(keyFile)), suite: suite) }
         guard fresh || self.suite == nil else { throw UsageError("--srtp-suite: needs --srtp or --srtp-key") }
         return fresh ? try checked(.random(suite: suite), suite: suite) : nil
+    }
+
+    /// `recv --sdp FILE` parsed; nil without `--sdp`. Throws a one-line usage error.
+    func sessionDescription() throws -> SDPSessionDescription? {
+        guard let sdpFile else { return nil }
+        let text: String
+        do { text = try String(contentsOfFile: sdpFile, encoding: .utf8) } catch {
+            throw UsageError("--sdp: cannot read '\(sdpFile)'")
+        }
+        do { return try SDPSessionDescription(parsing: text) } catch { throw UsageError("--sdp: '\(sdpFile)': \(error)") }
     }
 
     private func checked(_ make: @autoclosure () throws -> SRTPMasterKey, suite: SRTPSuite) throws -> SRTPMasterKey {

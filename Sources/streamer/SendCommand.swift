@@ -31,7 +31,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     if let failure = source.failure { printError("streamer send: \(failure)"); return 1 }
     if let sdpPath = options.sdpPath {
         try writeSDPFiles(sdpPath, flows: configuration.flows, parameterSets: source.parameterSets,
-                          frameRate: configuration.frameRate, ssmSource: options.ssmSource)
+                          frameRate: configuration.frameRate, ssmSource: options.ssmSource, sender: sender)
     }
     let progress = Progress(enabled: !options.quiet && isatty(2) != 0) {
         progressLine(sender.stats) + (sender.flowCount > 1 ? " (flow 1 of \(sender.flowCount))" : "")

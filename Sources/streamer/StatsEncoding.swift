@@ -30,7 +30,8 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "receivers": stats.receivers.map { report -> [String: Any] in
             ["ssrc": Int(report.ssrc), "fractionLost": number(report.fractionLost), "cumulativeLost": report.cumulativeLost,
              "highestSequence": Int(report.highestSequence), "jitterMs": number(report.jitterMs),
-             "reports": report.reports, "lastReportAtUnix": report.lastReportAtUnix, "rttMs": number(report.rttMs)]
+             "reports": report.reports, "lastReportAtUnix": report.lastReportAtUnix, "rttMs": number(report.rttMs),
+             "address": orNull(report.address)]
         },
         "receiversSummary": ["count": stats.receivers.count, "evicted": stats.receiversEvicted,
                              "worstFractionLost": number(stats.receivers.map(\.fractionLost).max()),
@@ -166,10 +167,14 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "nack": ["sent": stats.nackSent, "requested": stats.nackRequested, "bytes": stats.nackBytes,
                  "abandoned": stats.nackAbandoned, "budgetLimited": stats.nackBudgetLimited],
         "playout": ["latencyMs": orNull(stats.playoutLatencyMs), "derived": stats.playoutLatencyDerived,
-                    "rttMs": orNull(stats.retransmissionRTTMs)],
+                    "rttMs": orNull(stats.retransmissionRTTMs),
+                    "addedLatencyMs": stats.playoutAddedLatencyMs.map { added -> Any in
+                        ["p50": added.p50, "p95": added.p95, "max": added.max, "frames": added.frames]
+                    } ?? NSNull()],
         "srtp": srtpStatsObject(stats.srtp),
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
+        "rtcp": ["interval": orNull(stats.rtcpIntervalSeconds), "members": orNull(stats.rtcpMembers)],
         "bytes": ["received": stats.bytesReceived],
         "rejected": stats.rejected.byStatsKey,
         "kernelDrops": stats.kernelDrops,

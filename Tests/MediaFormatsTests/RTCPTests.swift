@@ -339,5 +339,40 @@ struct NTPTimeTests {
         // Wraps across the 32-bit boundary.
         #expect(NTPTime.roundTripTime(arrivalCompact: 0x0000_0010, lastSR: 0xFFFF_FFF0, delaySinceLastSR: 0x10) == 0x10)
     }
-}
+    /// RFC 5760 RSI (PT 209) with a Group and Average Packet Size sub-report (SRBT 12): the
+    /// bytes as laid out in RFC 5760 7.1 and its sub-report, and back.
+    @Test func receiverSummaryWithGroupSize() throws {
+        let wire = hex("""
+            80 d1 0006 11223344 11223344 e1234567 89abcdef
+            0c 02 0064 00000020
+            """)
+        let parsed = RTCPPacket.parseCompound(wire)
+        #expect(parsed.isClean, "\(parsed.errors)")
+        guard case .receiverSummary(let summary) = try #require(parsed.packets.first) else {
+            Issue.record("not an RSI: \(parsed.packets)")
+            return
+        }
+        #expect(summary.ssrc == 0x1122_3344 && summary.summarizedSSRC == 0x1122_3344)
+        #expect(summary.ntpTimestamp == 0xE123_4567_89AB_CDEF)
+        #expect(summary.groupAndAveragePacketSize?.groupSize == 32)
+        #expect(summary.groupAndAveragePacketSize?.averagePacketSize == 100)
+        #expect(bytes(of: .receiverSummary(summary)) == wire)
+    }
 
+    /// Other sub-reports are kept as read; a sub-report of length 0 or running past the packet is refused.
+    @Test func receiverSummaryOtherAndBrokenSubReports() throws {
+        let other = RTCPReceiverSummary(ssrc: 1, summarizedSSRC: 2, ntpTimestamp: 3, subReports: [
+            .other(type: 11, headerField: 0x8000, body: [0, 0, 1, 0]),
+            .groupAndAveragePacketSize(groupSize: 1000, averagePacketSize: 120),
+        ])
+        #expect(try roundTrip(.receiverSummary(other)) == .receiverSummary(other))
+        for broken in ["80 d1 0005 00000001 00000002 00000000 00000003 0c 00 0064",
+                       "80 d1 0005 00000001 00000002 00000000 00000003 0c 03 0064"] {
+            let parsed = RTCPPacket.parseCompound(hex(broken))
+            #expect(parsed.packets.isEmpty)
+            #expect(parsed.errors.map(\.kind) == [.badLength], "\(broken)")
+        }
+        let short = RTCPPacket.parseCompound(hex("80 d1 0002 00000001 00000002"))
+        #expect(short.errors.map(\.kind) == [.tooShort])
+    }
+}

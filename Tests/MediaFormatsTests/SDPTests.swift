@@ -82,6 +82,25 @@ struct SDPTests {
         #expect(try SDPSessionDescription(parsing: sdp.text) == sdp)
     }
 
+    @Test func theRTXGroupNamesBothSSRCsWithTheirCNAME() throws {
+        let offer = SDPSessionDescription.Retransmission(payloadType: 97, rtxTime: 500, mediaSSRC: 11, rtxSSRC: 22,
+                                                         cname: "cam@host")
+        let sdp = SDPSessionDescription.hevc(parameterSets: [], connectionAddress: "10.0.0.2", port: 5004, retransmission: offer)
+        #expect(sdp.text.hasSuffix("a=fmtp:97 apt=96;rtx-time=500\r\na=ssrc-group:FID 11 22\r\n"
+            + "a=ssrc:11 cname:cam@host\r\na=ssrc:22 cname:cam@host\r\n"))
+        #expect(try SDPSessionDescription(parsing: sdp.text) == sdp)
+        // The a=ssrc lines before the group (either order is RFC 5576), other source attributes ignored.
+        let reordered = sdp.text.replacingOccurrences(of: "a=ssrc-group:FID 11 22\r\n", with: "")
+            .replacingOccurrences(of: "a=ssrc:11 cname", with: "a=ssrc:11 msid:x\r\na=ssrc:11 cname") + "a=ssrc-group:FID 11 22\r\n"
+        #expect(try SDPSessionDescription(parsing: reordered).retransmission == offer)
+        // Without an RTX group (or an RTX payload type) the CNAME is not written, so not kept either.
+        let ungrouped = sdp.text.replacingOccurrences(of: "a=ssrc-group:FID 11 22\r\n", with: "")
+        #expect(try SDPSessionDescription(parsing: ungrouped).retransmission?.cname == nil)
+        var sameSSRC = sdp
+        sameSSRC.retransmission?.payloadType = nil
+        #expect(!sameSSRC.text.contains("a=ssrc"))
+    }
+
     @Test func parsesFFmpegStyleSDP() throws {
         // As ffmpeg writes it (LF endings, session-level c= with TTL, extra lines).
         let text = """

@@ -158,6 +158,58 @@ import UringIO
         #expect(link.asked.count == 1 && link.asked[0].time == ReceiveSessionTests.start + 12 * Self.millisecond)
     }
 
+    /// The arrival time of each frame's first packet, with datagrams one per `interval` from `start`.
+    static func firstArrivals(_ frames: [Frame], interval: Int64 = millisecond) -> [Int64] {
+        var index = 0
+        return frames.map { frame in
+            defer { index += frame.datagrams.count }
+            return ReceiveSessionTests.start + Int64(index + 1) * interval
+        }
+    }
+
+    @Test func aFrameCompleteEarlyIsReleasedAtItsFirstPacketPlusTheLatency() {
+        let frames = Self.stream(frames: 20)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(latency: .milliseconds(100))
+        // One loss (in frame 2), answered 20 ms after its NACK: that frame is whole long before its time too.
+        link.send(datagrams, drop: [frames[0].datagrams.count + frames[1].datagrams.count + 1])
+        link.run(finish: false)
+        #expect(link.units.count == 20 && link.units.allSatisfy(\.isComplete) && link.stats.recovered == 1)
+        // Every frame waits for its playout time, the latency after its first packet's arrival
+        // (the fake clock takes a deadline met twice a millisecond later), never less.
+        let latency = 100 * Self.millisecond
+        for (released, first) in zip(link.harness.unitTimes, Self.firstArrivals(frames)) {
+            #expect(released >= first + latency && released <= first + latency + Self.millisecond)
+        }
+        let added = try! #require(link.stats.playoutAddedLatencyMs)
+        #expect(added.frames == 20 && added.p50 >= 100 && added.p50 <= 101 && added.max <= 101)
+    }
+
+    @Test func aFrameCompletedAfterItsPlayoutTimeGoesOutWhenComplete() {
+        let frames = Self.stream(frames: 12)
+        let datagrams = frames.flatMap(\.datagrams)
+        // A frame of 4 packets or more; its third packet is lost. Packets 5 ms apart: the gap is
+        // seen 15 ms after the frame's first packet, asked for 5 ms later, and answered 85 ms
+        // after that: past the frame's playout time (100 ms), before the gap's deadline
+        // (100 ms after the gap was seen).
+        let number = try! #require((1..<frames.count).first { frames[$0].datagrams.count >= 4 })
+        let firstIndex = frames[..<number].reduce(0) { $0 + $1.datagrams.count }
+        let interval = 5 * Self.millisecond
+        var link = Link(latency: .milliseconds(100), rtxDelay: 85 * Self.millisecond)
+        link.send(datagrams, drop: [firstIndex + 2], interval: interval)
+        link.run(finish: false)
+        #expect(link.units.count == 12 && link.units.allSatisfy(\.isComplete) && link.stats.recovered == 1)
+        let first = Self.firstArrivals(frames, interval: interval)
+        let released = link.harness.unitTimes
+        let gapSeen = first[number] + 3 * interval
+        #expect(released[number] > first[number] + 100 * Self.millisecond && released[number] < gapSeen + 100 * Self.millisecond)
+        // The others at their time, in order.
+        #expect(released.indices.allSatisfy { released[$0] >= first[$0] + 100 * Self.millisecond })
+        #expect(zip(released, released.dropFirst()).allSatisfy { $0 <= $1 })
+        let added = try! #require(link.stats.playoutAddedLatencyMs)
+        #expect(abs(added.max * 1e6 - Double(released[number] - first[number])) < 1)
+    }
+
     @Test func aRetransmissionAfterTheDeadlineIsLateAndTheFrameIncomplete() {
         let frames = Self.stream(frames: 20)
         let datagrams = frames.flatMap(\.datagrams)

@@ -19,9 +19,10 @@ func encodeSynthetic(count: Int, width: Int = 640, height: Int = 360, bitrateKbp
     return units
 }
 
-/// Sends `units` through a MediaSender to a MediaReceiver on loopback; returns what arrived.
+/// Sends `units` through a MediaSender to a MediaReceiver on loopback; returns what arrived
+/// (the receiver stops at `frameLimit` frames, by default as many as sent).
 /// `configure` may change both ends' configurations (SRTP keys, say) first.
-func sendThroughEngine(_ units: [AccessUnit], mtu: MTUSetting, pace: Double? = 50_000_000,
+func sendThroughEngine(_ units: [AccessUnit], mtu: MTUSetting, pace: Double? = 50_000_000, frameLimit: Int? = nil,
                        configure: (inout MediaSenderConfig, inout MediaReceiverConfig) -> Void = { _, _ in })
     throws -> (received: [DepacketizedAccessUnit], sender: SenderStats, receiver: ReceiverStats)
 {
@@ -31,7 +32,7 @@ func sendThroughEngine(_ units: [AccessUnit], mtu: MTUSetting, pace: Double? = 5
     let receiver = try MediaReceiver(config: receiverConfig)
     let collected = Mutex<[DepacketizedAccessUnit]>([])
     let receiverDone = DispatchSemaphore(value: 0)
-    let count = units.count
+    let count = frameLimit ?? units.count
     Thread {
         try? receiver.run(frameLimit: count) { unit in collected.withLock { $0.append(unit) } }
         receiverDone.signal()
@@ -76,5 +77,24 @@ struct MediaLoopbackTests {
         #expect(result.receiver.ecn[Int(ECNCodepoint.ect0.rawValue)] == result.receiver.received)
         #expect(result.receiver.dscp[34] == result.receiver.received)
         #expect(result.sender.gsoSends > 0 || !UDPSocket.kernelSupportsGSO)
+    }
+}
+
+@Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
+struct PlayoutFrameLimitTests {
+    /// With a playout latency, frames wait after they are whole; a frame limit reached while
+    /// later frames wait delivers exactly the limit (the rest come out at the end, undelivered).
+    @Test func aFrameLimitDeliversNoFrameHeldForPlayout() throws {
+        let units = try encodeSynthetic(count: 20, width: 320, height: 240, bitrateKbps: 500)
+        func playout(_: inout MediaSenderConfig, _ receiver: inout MediaReceiverConfig) {
+            receiver.feedback = true
+            receiver.retransmission = true
+            receiver.latency = .milliseconds(300)
+        }
+        let all = try sendThroughEngine(units, mtu: .fixed(1500), configure: playout)
+        #expect(all.received.count == 20 && all.receiver.playoutAddedLatencyMs?.frames == 20)
+        let three = try sendThroughEngine(units, mtu: .fixed(1500), frameLimit: 3, configure: playout)
+        // The frames after the third were whole, still waiting for their playout time.
+        #expect(three.received.count == 3 && three.receiver.framesComplete > 3)
     }
 }

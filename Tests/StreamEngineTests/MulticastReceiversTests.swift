@@ -74,4 +74,22 @@ import Testing
         let rtt = table.reports.first?.rttMs ?? -1
         #expect(abs(rtt - 10) < 0.1, "rtt \(rtt) ms")
     }
+    /// The RSI the sender sends its group: the receivers it knows, the average RTCP packet
+    /// size (IP and UDP headers counted, 1/16 weight); and whether all reported the stream's end.
+    @Test func summaryAndEndOfStream() {
+        var table = MulticastReceivers(capacity: 8, packetOverhead: 28)
+        for ssrc in UInt32(1)...3 {
+            var reported = block(lost: 0)
+            reported.extendedHighestSequence = 0x0001_0000 + 500 + ssrc  // 501, 502, 503 (wrapped once)
+            _ = handle(&table, [.receiverReport(RTCPReceiverReport(ssrc: ssrc, reportBlocks: [reported]))], at: Int64(ssrc))
+        }
+        let summary = table.summary(ssrc: media, realtime: 1_800_000_000_000_000_000)
+        #expect(summary.ssrc == media && summary.summarizedSSRC == media)
+        #expect(summary.groupAndAveragePacketSize?.groupSize == 3)
+        #expect(summary.groupAndAveragePacketSize?.averagePacketSize == 60)  // three RRs of 32 bytes, + 28
+        #expect(table.allReported(through: 501))
+        #expect(!table.allReported(through: 502))
+        #expect(table.allReported(through: 65_000), "65000 is before 501 after the wrap")
+        #expect(MulticastReceivers(capacity: 1).allReported(through: 7), "no receiver known: nothing to wait for")
+    }
 }

@@ -60,6 +60,8 @@ import UringIO
         var session: ReceiveSession
         var now = ReceiveSessionTests.start
         var units: [DepacketizedAccessUnit] = []
+        /// Each unit's time.
+        var unitTimes: [Int64] = []
         var transmits: [ReceiveSession.Transmit] = []
         /// Each transmit's time.
         var transmitTimes: [Int64] = []
@@ -96,7 +98,9 @@ import UringIO
         mutating func drain() {
             while let output = session.pollOutput() {
                 switch output {
-                case .accessUnit(let unit): units.append(unit)
+                case .accessUnit(let unit):
+                    units.append(unit)
+                    unitTimes.append(now)
                 case .transmit(let transmit):
                     transmits.append(transmit)
                     transmitTimes.append(now)

@@ -274,6 +274,13 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         #expect((value(recv, "dscp") as? [String: Int])?["34"] == value(send, "packets.sent") as? Int)
         let sdp = try String(contentsOf: directory.appendingPathComponent("x.sdp"), encoding: .utf8)
         #expect(sdp.contains("a=rtpmap:96 H265/90000") && sdp.contains("sprop-sps="))
+        // RFC 4588 / 5576: the SSRCs the stream was sent from, media first, both with the CNAME.
+        let media = try #require(value(send, "ssrc") as? Int)
+        let rtx = try #require(value(send, "rtx.ssrc") as? Int)
+        #expect(media != rtx && sdp.contains("a=fmtp:97 apt=96;rtx-time=500\r\na=ssrc-group:FID \(media) \(rtx)\r\n"))
+        let cnames = sdp.split(separator: "\r\n").filter { $0.hasPrefix("a=ssrc:") }
+        #expect(cnames.count == 2 && cnames[0].hasPrefix("a=ssrc:\(media) cname:") && cnames[1].hasPrefix("a=ssrc:\(rtx) cname:")
+                && cnames[0].split(separator: " ").last == cnames[1].split(separator: " ").last)
         if let probe = try probeDecodedFrames(directory.appendingPathComponent("x.hevc").path) {
             #expect(probe.frames == 45)
             #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")

@@ -75,6 +75,17 @@ struct LabRetransmissionTests {
         // losses per run one early re-ask moves it by a packet).
         #expect(int(send, "rtx.bytes") <= int(send, "nack.requestedBytes") + 2 * int(send, "rtx.sent"))
         print("rtx: \(int(send, "rtx.bytes")) bytes retransmitted for \(rtx.droppedBytes - 28 * rtx.dropped) lost")
+        // The playout delay, measured from the kernel receive time of each frame's first packet
+        // to its release: every frame waits the 300 ms, never less (the 2 % histogram buckets
+        // read a sample to within 1 %); the receive loop wakes by an io_uring timeout set to the
+        // frame's time, so the median frame goes out within a few scheduler ticks after it (25 ms
+        // of margin for a machine twice as slow and loaded).
+        let added = try #require(field(recv, "playout.addedLatencyMs") as? [String: Any])
+        let p50 = try #require(added["p50"] as? Double)
+        #expect(added["frames"] as? Int == int(recv, "frames.complete"))
+        #expect(p50 >= 297 && p50 <= 325, "added latency p50 \(p50) ms for a playout latency of 300 ms")
+        #expect((added["max"] as? Double ?? 0) >= p50)
+        print("added latency: p50 \(p50) ms, p95 \(added["p95"] ?? "-") ms, max \(added["max"] ?? "-") ms (playout latency 300 ms)")
 
         let plain = try stream(lab: lab, extra: ["--no-rtx"])
         #expect(plain.dropped > 0)
@@ -82,6 +93,7 @@ struct LabRetransmissionTests {
         #expect(intField(plain.recv, "packets.recovered") == 0 && intField(plain.send, "rtx.sent") == 0)
         let broken = ["frames.incomplete", "frames.missing"].compactMap { intField(plain.recv, $0) }.reduce(0, +)
         #expect(broken > 0)
+        #expect(field(plain.recv, "playout.addedLatencyMs") is NSNull)
         #expect(int(plain.recv, "frames.complete") + broken == int(plain.send, "frames.sent"))
     }
 }

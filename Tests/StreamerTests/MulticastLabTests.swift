@@ -110,7 +110,7 @@ struct MulticastLabTests {
             #expect(try !segment.read(host, ipv6 ? "/proc/net/igmp6" : "/proc/net/igmp").contains(joined), "\(host) left")
         }
         // Every receiver that got the stream reported it to the sender's unicast RTCP address
-        // (at least once a second over the 3 s of 90 frames at 30 fps), losing nothing.
+        // (at its RFC 3550 interval, and the stream's end before the sender left), losing nothing.
         let reporting = try #require(sent["receivers"] as? [[String: Any]])
         #expect(reporting.count == 6, "\(reporting)")
         #expect(reporting.allSatisfy { ($0["cumulativeLost"] as? Int) == 0 && (($0["reports"] as? Int) ?? 0) >= 1 })

@@ -32,7 +32,11 @@ struct ReceiverFeedback: Sendable {
     private var lastSRArrival: Int64 = 0
     /// A sender report arrived that no report has answered yet.
     private(set) var senderReportUnanswered = false
-    private var pictureLossPending = false
+    /// A PLI waits for the next report.
+    private(set) var pictureLossPending = false
+    /// Per-packet feedback (RFC 8888) in the reports; off, reports carry the receiver report
+    /// (and PLI, NACK, probe confirmations) only: a multicast group's sender has no use for it.
+    var perPacket = true
     /// Generic NACK entries for the next report (RFC 4585 6.2.1).
     private var retransmissionRequests: [RTCPGenericNACK.Entry] = []
     private var probesToConfirm: [RTCPPathMTUConfirmation.Entry] = []
@@ -74,7 +78,7 @@ struct ReceiverFeedback: Sendable {
     /// Notes a received media packet (its 16-bit sequence number, arrival, ECN bits).
     mutating func record(sequence: UInt16, arrival: Int64, ecn: UInt8) {
         let extended = Self.extend(sequence, highest: &highest)
-        if pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
+        if perPacket && pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
     }
 
     /// Notes a received RFC 4588 retransmission (its RTX sequence number, arrival, ECN bits).

@@ -100,17 +100,17 @@ final class MediaFlow: DatagramProducer {
     /// RTP timestamp of the last access unit started (for sender reports).
     private(set) var lastRTPTimestamp: UInt32 = 0
 
-    /// Makes a flow for send route `route`. With `tracksPackets` off (no feedback will confirm
-    /// anything) its log keeps no room for packets (1.5 MB less per flow).
+    /// Makes a flow for send route `route` (`ssrc`: nil, a random one). With `tracksPackets` off
+    /// (no feedback will confirm anything) its log keeps no room for packets (1.5 MB less per flow).
     init(route: Int, maxDatagramSize: Int, payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType,
-         tracksPackets: Bool = true) throws(HEVCPacketizerError) {
+         ssrc: UInt32? = nil, tracksPackets: Bool = true) throws(HEVCPacketizerError) {
         self.route = route
         self.tracksPackets = tracksPackets
         log = tracksPackets ? SentPacketLog() : SentPacketLog(capacity: 1)
         self.payloadType = payloadType
         self.maxDatagramSize = maxDatagramSize
         var generator = SystemRandomNumberGenerator()
-        ssrc = generator.next()
+        self.ssrc = ssrc ?? generator.next()
         nextSequence = generator.next()
         extendedSequence = Int64(nextSequence)
         timestampOffset = generator.next()
@@ -222,11 +222,16 @@ final class MediaFlow: DatagramProducer {
         }
     }
 
+    /// Bytes of RFC 4588 retransmissions on the wire, neither confirmed by per-packet feedback
+    /// on the RTX SSRC nor written off (kept by the flow's `Retransmitter`): they count with the
+    /// controller's bytes in flight against its window, so retransmissions spend the media's budget.
+    var retransmissionBytesInFlight = 0
+
     /// Whether the controller's window has room for `bytes` more in flight (always when the flow
     /// does not obey one, and when nothing is in flight, so a window under a packet cannot stall it).
     func congestionWindowAllows(_ bytes: Int) -> Bool {
         guard congestionActive, let congestion else { return true }
-        let inFlight = congestion.bytesInFlight
+        let inFlight = congestion.bytesInFlight + retransmissionBytesInFlight
         return inFlight == 0 || inFlight + bytes <= congestion.window
     }
 

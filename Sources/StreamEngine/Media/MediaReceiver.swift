@@ -37,8 +37,9 @@ public struct MediaReceiverConfig: Sendable {
     public var retransmission = false
     /// The payload type of RFC 4588 retransmissions.
     public var rtxPayloadType: UInt8 = 97
-    /// With `retransmission`: the playout delay, how long a frame may wait for a missing packet
-    /// after the packet that showed the gap arrived. nil: derived, max(50 ms, 3 x RTT + jitter)
+    /// With `retransmission`: the playout delay: every frame goes out this long after the
+    /// kernel receive time of its first packet (not before), and waits at most this long for a
+    /// missing packet after the packet that showed the gap arrived. nil: derived, max(50 ms, 3 x RTT + jitter)
     /// (two chances per loss), with the RTT measured from NACK to retransmission (50 ms until
     /// measured).
     public var latency: Duration?
@@ -137,6 +138,9 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             while let output = session.pollOutput() {
                 switch output {
                 case .accessUnit(let unit):
+                    // Frames still waiting for their playout time when the limit was reached come
+                    // out at the end (`finish`): not delivered past the limit.
+                    if let frameLimit, frames >= frameLimit { continue }
                     frames += 1
                     onAccessUnit(unit)
                 case .transmit(let transmit):

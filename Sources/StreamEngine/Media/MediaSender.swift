@@ -204,6 +204,18 @@ public final class MediaSender: Sendable {
     /// One flow's counters so far.
     public func stats(flow: Int) -> SenderStats { flows[flow].statsBox.withLock { $0 } }
 
+    /// What an SDP for flow `flow` offers for loss recovery (`MediaSenderConfig.sdpRetransmission`),
+    /// with RFC 4588 RTX the SSRCs the flow sends from (`a=ssrc-group:FID <media> <rtx>`) and
+    /// the sender's CNAME. nil without retransmission.
+    public func sdpRetransmission(flow: Int) -> SDPSessionDescription.Retransmission? {
+        let handle = flows[flow]
+        guard var offer = handle.config.sdpRetransmission else { return nil }
+        if offer.payloadType != nil {
+            (offer.mediaSSRC, offer.rtxSSRC, offer.cname) = (handle.ssrc, handle.rtxSSRC, handle.cname)
+        }
+        return offer
+    }
+
     /// Every flow's counters so far, by index.
     public var allStats: [SenderStats] { flows.indices.map { stats(flow: $0) } }
 

@@ -3,7 +3,9 @@ import UringIO
 
 /// A flow's retransmissions in the send path: a `DatagramProducer` in front of the flow's
 /// own (media and path-MTU probes), whose retransmissions go first, through the same pacer
-/// and within the congestion controller's window.
+/// and within the congestion controller's window, where RFC 4588 retransmissions count in
+/// flight until the receiver's per-packet feedback confirms them or they are written off
+/// (`MediaFlow.retransmissionBytesInFlight`).
 /// It keeps every media packet written in a `RetransmissionHistory` and answers NACKs from it.
 ///
 /// Retransmissions use a route of their own (same socket and marking): a send slot holds one
@@ -32,8 +34,9 @@ final class Retransmitter: DatagramProducer {
     /// Retransmissions dropped because too many waited.
     private(set) var overflowed = 0
     /// RFC 4588 retransmissions on the wire by RTX sequence number: their original, when they
-    /// left, whether feedback confirmed them (the latest `maxTracked`, oldest first in `sentOrder`).
-    private var sentRetransmissions: [UInt16: (original: UInt16, sentAt: Int64, confirmed: Bool)] = [:]
+    /// left, whether feedback confirmed them, their bytes while in flight (the latest `maxTracked`,
+    /// oldest first in `sentOrder`).
+    private var sentRetransmissions: [UInt16: (original: UInt16, sentAt: Int64, confirmed: Bool, bytes: Int)] = [:]
     private var sentOrder: [UInt16] = []
     private var sentOrderHead = 0
     static let maxTracked = 8192
@@ -98,14 +101,18 @@ final class Retransmitter: DatagramProducer {
         let sequence = UInt16(datagram[2]) << 8 | UInt16(datagram[3])
         let original = UInt16(datagram[RTPHeader.fixedSize]) << 8 | UInt16(datagram[RTPHeader.fixedSize + 1])
         if sentOrder.count - sentOrderHead >= Self.maxTracked { forgetOldest() }
-        sentRetransmissions[sequence] = (original, clock(), false)
+        sentRetransmissions[sequence] = (original, clock(), false, datagram.count)
         sentOrder.append(sequence)
+        flow.retransmissionBytesInFlight += datagram.count
     }
 
     private func forgetOldest() {
         let sequence = sentOrder[sentOrderHead]
         sentOrderHead += 1
-        if let entry = sentRetransmissions.removeValue(forKey: sequence), !entry.confirmed { lost += 1 }
+        if let entry = sentRetransmissions.removeValue(forKey: sequence), !entry.confirmed {
+            lost += 1
+            flow.retransmissionBytesInFlight -= entry.bytes
+        }
         if sentOrderHead > 4096 && sentOrderHead * 2 > sentOrder.count {
             sentOrder.removeFirst(sentOrderHead)
             sentOrderHead = 0
@@ -117,6 +124,7 @@ final class Retransmitter: DatagramProducer {
         for sequence in sequences {
             guard let entry = sentRetransmissions[sequence], !entry.confirmed else { continue }
             sentRetransmissions[sequence]?.confirmed = true
+            flow.retransmissionBytesInFlight -= entry.bytes
             confirmed += 1
             if recoveredOriginals.insert(entry.original).inserted {
                 recovered += 1
@@ -131,6 +139,15 @@ final class Retransmitter: DatagramProducer {
             guard let entry = sentRetransmissions[sentOrder[sentOrderHead]] else { sentOrderHead += 1; continue }
             guard entry.confirmed || entry.sentAt < deadline else { break }
             forgetOldest()
+        }
+    }
+
+    /// Without per-packet feedback nothing will confirm a retransmission: none counts in flight.
+    func writeOffInFlight() {
+        guard flow.retransmissionBytesInFlight > 0 else { return }
+        for (sequence, entry) in sentRetransmissions where !entry.confirmed && entry.bytes > 0 {
+            sentRetransmissions[sequence]?.bytes = 0
+            flow.retransmissionBytesInFlight -= entry.bytes
         }
     }
 
@@ -150,7 +167,7 @@ final class Retransmitter: DatagramProducer {
 
     func peekDatagram() -> PendingDatagram? {
         // Within the congestion controller's window when the flow obeys one (retransmissions
-        // wait while it is full; they are not counted in its bytes in flight).
+        // wait while it is full, and RFC 4588 ones count in flight: see `track`).
         if queueHead < queue.count && flow.pathViable && flow.congestionWindowAllows(queue[queueHead].datagram.count) {
             peekedRetransmission = true
             return PendingDatagram(route: route, size: queue[queueHead].datagram.count, tag: Self.tagBit | UInt64(queueHead))

@@ -3,13 +3,11 @@ import UringIO
 
 extension SenderFlow {
     /// The retransmitter of a flow with `retransmission` on: RTX on a route of its own (same
-    /// socket and marking), its rate at most a quarter of the pace.
-    static func makeRetransmitter(_ config: MediaSenderConfig, flow: MediaFlow, producer: DatagramProducer,
+    /// socket and marking), its rate at most a quarter of the pace, from `rtxSSRC`.
+    static func makeRetransmitter(_ config: MediaSenderConfig, flow: MediaFlow, rtxSSRC: UInt32, producer: DatagramProducer,
                                   paced: PacedSender, socket: UDPSocket, mark: TrafficMark) -> Retransmitter {
         let route = paced.addRoute(socket: socket, destination: nil, mark: mark)
         if !config.rtxSameSSRC { flow.payloadReserve = 2 }
-        var rtxSSRC = UInt32.random(in: 1...UInt32.max)
-        while rtxSSRC == flow.ssrc { rtxSSRC = UInt32.random(in: 1...UInt32.max) }
         let history = RetransmissionHistory(ssrc: rtxSSRC, payloadType: config.rtxPayloadType,
                                             rtxTime: config.rtxTime.nanoseconds, sameSSRC: config.rtxSameSSRC,
                                             rateBytesPerSecond: config.paceBitsPerSecond.map { $0 / 8 / 4 })
@@ -43,7 +41,11 @@ extension SenderFlow {
         local.rtxSSRC = history.sameSSRC ? nil : history.ssrc
         if !history.sameSSRC {
             // Only per-packet feedback (our receiver's) says which retransmissions arrived.
-            if rtcp.perPacketFeedback { retransmitter.expire(sentBefore: monotonicNanoseconds() - rtcp.lossTimeout) }
+            if rtcp.perPacketFeedback {
+                retransmitter.expire(sentBefore: monotonicNanoseconds() - rtcp.lossTimeout)
+            } else {
+                retransmitter.writeOffInFlight()
+            }
             local.rtxConfirmed = retransmitter.confirmed
             local.rtxLost = retransmitter.lost
             local.packetsRecovered = retransmitter.recovered

@@ -26,12 +26,20 @@ final class FlowHandle: Sendable {
     let events: SenderEventHub
     /// The sender's RTCP CNAME (one for all its flows).
     let cname: String
+    /// The flow's media SSRC and the SSRC of its RFC 4588 retransmissions (distinct, not 0):
+    /// chosen here, so that an SDP written before the sender runs names them.
+    let ssrc: UInt32
+    let rtxSSRC: UInt32
 
     init(config: MediaSenderConfig, wakeEvent: WakeEvent, cname: String, events: SenderEventHub) {
         self.config = config
         self.wakeEvent = wakeEvent
         self.events = events
         self.cname = cname
+        ssrc = UInt32.random(in: 1...UInt32.max)
+        var rtx = UInt32.random(in: 1...UInt32.max)
+        while rtx == ssrc { rtx = UInt32.random(in: 1...UInt32.max) }
+        rtxSSRC = rtx
     }
 
     /// Queues `accessUnit` for the engine; `wake: false` leaves waking the engine to the caller
@@ -167,7 +175,7 @@ final class SenderFlow {
                                         mark: TrafficMark(config.serviceClass, ecn: .notECT))
         let (mtu, source) = MediaSender.datagramBudget(socket: socket, setting: config.mtu)
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead - trailer,
-                                  payloadType: config.payloadType, tracksPackets: config.feedback) }
+                                  payloadType: config.payloadType, ssrc: handle.ssrc, tracksPackets: config.feedback) }
         catch { throw ConfigurationError("packetizer", "MTU \(mtu) is too small") }
         flow.sharedPlans = plans
         var fixedMTU: Int?
@@ -188,9 +196,13 @@ final class SenderFlow {
         }
         bound = flow.maxUnconfirmedBytes
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
-        if multicast { multicastReceivers = MulticastReceivers(capacity: config.maxMulticastReceivers) }
+        if multicast {
+            multicastReceivers = MulticastReceivers(capacity: config.maxMulticastReceivers,
+                                                    packetOverhead: socket.family == .ipv6 ? 48 : 28)
+        }
         retransmitter = config.retransmission && feedbackReceiver != nil
-            ? Self.makeRetransmitter(config, flow: flow, producer: pathMTU, paced: paced, socket: socket, mark: mark) : nil
+            ? Self.makeRetransmitter(config, flow: flow, rtxSSRC: handle.rtxSSRC, producer: pathMTU, paced: paced,
+                                     socket: socket, mark: mark) : nil
         if let history = retransmitter?.history, !history.sameSSRC { rtcp.rtxSSRC = history.ssrc }
         let inner: DatagramProducer = retransmitter ?? pathMTU
         if let srtp { producer = SRTPProtectingProducer(inner, session: srtp.outbound) } else { producer = inner }
@@ -358,9 +370,16 @@ final class SenderFlow {
             return
         }
         scheduleSenderReport(after: now)
-        let plain = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(),
+        let realtime = realtimeNanoseconds()
+        var plain = rtcp.senderReport(flow: flow, realtime: realtime,
                                       packets: local.packetsSent, octets: local.bytesSent,
                                       mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
+        if let multicastReceivers {
+            // The group's receivers do not hear each other: the summary (RFC 5760 RSI) tells them
+            // how many they are, for their report interval (RFC 3550 6.3).
+            plain += RTCPCompoundBuilder.build([.receiverSummary(multicastReceivers.summary(ssrc: flow.ssrc, realtime: realtime))])
+            self.multicastReceivers!.noteSent(bytes: plain.count)
+        }
         guard let report = srtp.map({ $0.protectRTCP(plain) }) ?? plain else { return }  // counted in srtp.protectFailed
         // To a group's RTCP port (its receivers join it there too); a unicast socket is connected.
         let group = multicastReceivers != nil ? Self.rtcpPeer(of: destination) : nil
@@ -438,6 +457,13 @@ final class SenderFlow {
     /// (or `finalFeedbackWait` passed). The engine stops when every flow is done.
     func isDone(now: Int64) -> Bool {
         guard inputFinished else { return false }
+        if let multicastReceivers {
+            // A group's stream ends when every receiver it knows has reported its last packet
+            // (their next regular report after it), or after `finalFeedbackWait`.
+            guard flow.isEmpty else { return false }
+            if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait.nanoseconds }
+            return multicastReceivers.allReported(through: flow.nextSequence &- 1) || now >= lingerDeadline!
+        }
         // A congestion window that holds packets back leaves the pump idle with frames still queued.
         if flow.congestionActive && !flow.isEmpty { return false }
         guard config.feedback, !local.feedbackAbsent else { return true }
@@ -474,7 +500,7 @@ final class SenderFlow {
         if multicastReceivers != nil {
             // Reports of a group's receivers: their state, and their PLIs (rate-limited as any).
             if multicastReceivers!.handle(payload, ssrc: flow.ssrc, clockRate: 90_000, now: monotonicNanoseconds(),
-                                          realtime: arrival) {
+                                          realtime: arrival, from: source) {
                 requestKeyframe(fromPLI: true)
             }
             return

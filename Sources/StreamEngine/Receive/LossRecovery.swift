@@ -16,6 +16,8 @@ struct LossRecovery: Sendable {
     }
 
     var playout = PlayoutBuffer()
+    /// Frames waiting for their playout time (first packet's arrival + latency).
+    var frames = FramePlayout()
     var nack = NACKGenerator()
     var counts = Counts()
     /// The SSRC of the RFC 4588 retransmission stream, once one arrived.
@@ -153,6 +155,9 @@ struct LossRecovery: Sendable {
         stats.nackBudgetLimited = nack.budgetLimited
         stats.playoutLatencyMs = Double(latency) / 1e6
         stats.playoutLatencyDerived = configuredLatency == nil
+        stats.playoutAddedLatencyMs = frames.addedLatency.count == 0 ? nil : ReceiverStats.PercentilesMs(
+            p50: frames.addedLatency.median ?? 0, p95: frames.addedLatency.percentile95 ?? 0,
+            max: Double(frames.maxAddedLatency) / 1e6, frames: frames.addedLatency.count)
         stats.retransmissionRTTMs = measuredRTT.map { Double($0) / 1e6 }
     }
 }

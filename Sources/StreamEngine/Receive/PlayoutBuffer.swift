@@ -5,7 +5,8 @@ import MediaFormats
 /// gap's deadline passes. Pure: times are passed in (nanoseconds, the clock of kernel
 /// receive timestamps).
 ///
-/// Packets in sequence go straight out: a complete frame waits for nothing. A gap gets a
+/// Packets in sequence go straight out (their frame then waits for its playout time in
+/// `FramePlayout`, not here). A gap gets a
 /// deadline when it is seen: the arrival of the packet after it plus the playout latency (a
 /// frame comes out at most the latency after the packet that showed its loss). When the
 /// deadline passes, the gap is given up and the packets

@@ -24,11 +24,15 @@ import UringIO
 /// per 200 ms) when a frame is incomplete, and sends feedback (receiver report, SDES, RFC 8888
 /// per-packet feedback, PLI) to the sender's RTP port + 1 (the RTP port itself with
 /// `rtcpMux`) every `reportInterval` while there is news, every 250 ms anyway, at once when
-/// its memory of arrivals is full, and in answer to each sender report.
+/// its memory of arrivals is full, and in answer to each sender report. A receiver of a
+/// multicast group (`config.listen` a group) instead sends receiver reports (no per-packet
+/// feedback) at the RFC 3550 interval for the group's size (`MulticastReportTiming`), a PLI at
+/// once, and a last report when the stream ends.
 ///
 /// With `config.retransmission` it also recovers losses (`LossRecovery`): packets behind a gap
 /// wait in a playout buffer (`PlayoutBuffer`) until the missing one comes or the frame's
-/// deadline passes, missing packets are asked for with generic NACKs (`NACKGenerator`), and
+/// deadline passes, every frame waits for its playout time (`FramePlayout`: its first
+/// packet's arrival + the latency), missing packets are asked for with generic NACKs (`NACKGenerator`), and
 /// RFC 4588 retransmissions (or originals resent on the media SSRC) fill the gaps. Only
 /// originals count in `received` and `lost` (and in the RFC 8888 feedback); a retransmission
 /// that fills a gap in time counts in `recovered`.
@@ -97,6 +101,8 @@ public struct ReceiveSession: Sendable {
     private var nextOutput = 0
     /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout buffer).
     private var recovery: LossRecovery?
+    /// With a multicast `listen` group and feedback: when the regular reports go.
+    private var multicastTiming: MulticastReportTiming?
 
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     static let maxTimestampStep: Int32 = 900_000
@@ -116,6 +122,10 @@ public struct ReceiveSession: Sendable {
                                         reorderWindow: recovers ? 0 : config.reorderWindow)
         lockedSource = config.from
         if recovers { recovery = LossRecovery(latency: config.latency?.nanoseconds) }
+        if config.listen.isMulticast && config.feedback {
+            multicastTiming = MulticastReportTiming(ipv6: config.listen.family == .ipv6)
+            feedback.perPacket = false
+        }
     }
 
     // MARK: Inputs
@@ -271,6 +281,7 @@ public struct ReceiveSession: Sendable {
     public mutating func handleTimeout(now: Int64) {
         if recovery != nil {
             releaseDue(now: now)
+            releaseFrames(now: now)
             askForRetransmissions(now: now)
         }
         sendFeedback(now: now)
@@ -281,11 +292,15 @@ public struct ReceiveSession: Sendable {
     public var nextDeadline: Int64? {
         guard config.feedback, lockedSSRC != nil, lockedSource != nil else { return nil }
         if feedback.isFull { return Int64.min }
+        if let multicastTiming {
+            return feedback.pictureLossPending ? Int64.min : multicastTiming.nextDeadline
+        }
         let wait = feedback.hasNews ? min(config.reportInterval.nanoseconds, Self.maxReportInterval) : Self.maxReportInterval
         var deadline = lastReport + wait
         if let recovery {
             if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
             if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
+            if let release = recovery.frames.nextRelease(latency: recovery.latency) { deadline = min(deadline, release) }
         }
         return deadline
     }
@@ -299,9 +314,10 @@ public struct ReceiveSession: Sendable {
             pushReleased(released, now: now)
         }
         emit(depacketizer.flush(), now: now)
+        if recovery != nil { releaseFrames(now: now, all: true) }
         guard config.feedback else { return }
         lastReport = 0
-        sendFeedback(now: now)
+        sendFeedback(now: now, now: true)
     }
 
     /// The caller sent (or failed to send) a `.transmit` output: counted in
@@ -343,6 +359,10 @@ public struct ReceiveSession: Sendable {
         if let recovery { recovery.addStats(to: &stats) }
         stats.ssrc = lockedSSRC
         stats.source = lockedSource?.description
+        if let multicastTiming {
+            stats.rtcpIntervalSeconds = multicastTiming.intervalSeconds
+            stats.rtcpMembers = multicastTiming.members
+        }
         for (reason, count) in depacketizer.counters.rejected { stats.rejected[.payload(reason)] = count }
         return stats
     }
@@ -360,6 +380,7 @@ public struct ReceiveSession: Sendable {
         counts.ecn[Int(mark.ecn.rawValue)] += 1
         counts.dscp[Int(mark.dscp)] += 1
         counts.bytesReceived += datagram.count
+        multicastTiming?.noteMedia(bytes: datagram.count, now: now)
         if recovery != nil {
             recovery!.nack.noteMediaBytes(datagram.count)
             if let sequence = recovery!.extend(header.sequenceNumber), recovery!.isSameSSRCRetransmission(sequence) {
@@ -414,6 +435,7 @@ public struct ReceiveSession: Sendable {
             emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
             return
         }
+        recovery!.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
         var released: [PlayoutBuffer.Packet] = []
         if tracked.outcome == .restarted {
             // A new sequence: what waited for the old one goes out first, and nothing of it is asked for again.
@@ -482,6 +504,7 @@ public struct ReceiveSession: Sendable {
         case .accepted:
             recovery!.counts.recovered += 1
             recovery!.noteRecovered(sequence)
+            recovery!.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
         case .late: recovery!.counts.rtxLate += 1
         case .duplicate: recovery!.counts.rtxDuplicate += 1
         }
@@ -529,8 +552,21 @@ public struct ReceiveSession: Sendable {
             }
             unit.followsIntactChain = chainIntact && unit.isComplete
             if !unit.followsIntactChain { counts.framesUndecodable += 1 }
-            outputs.append(.accessUnit(unit))
+            if recovery != nil {
+                recovery!.frames.hold(unit, now: now)
+            } else {
+                outputs.append(.accessUnit(unit))
+            }
         }
+        if recovery != nil && !units.isEmpty { releaseFrames(now: now) }
+    }
+
+    /// Outputs the frames whose playout time came (all of them with `all`).
+    private mutating func releaseFrames(now: Int64, all: Bool = false) {
+        let latency = recovery!.latency
+        var released: [DepacketizedAccessUnit] = []
+        recovery!.frames.release(now: now, latency: latency, all: all) { released.append($0) }
+        for unit in released { outputs.append(.accessUnit(unit)) }
     }
 
     /// Frames whose every packet was lost leave a gap of whole frame intervals in the
@@ -558,7 +594,17 @@ public struct ReceiveSession: Sendable {
         }
         let parsed = RTCPPacket.parseCompound(datagram)
         for error in parsed.errors { reject(.rtcp(error.kind)) }
+        if multicastTiming != nil {
+            multicastTiming!.noteReceived(bytes: datagram.count, sources: parsed.packets.compactMap {
+                if case .senderReport(let report) = $0 { return report.ssrc }
+                return nil
+            })
+        }
         for packet in parsed.packets {
+            if case .receiverSummary(let summary) = packet, summary.ssrc == lockedSSRC,
+               let group = summary.groupAndAveragePacketSize {
+                multicastTiming?.noteSummary(groupSize: group.groupSize, averagePacketSize: group.averagePacketSize)
+            }
             guard case .senderReport(let report) = packet, report.ssrc == lockedSSRC else { continue }
             if feedback.senderReportUnanswered {
                 sendFeedback(now: now, answeringSenderReport: true)
@@ -588,15 +634,24 @@ public struct ReceiveSession: Sendable {
         // report per quarter interval), so every one gives the sender its RTT sample: SRs
         // that a draining queue delivers close together would otherwise leave only the
         // later, less delayed one answered, and the sender's RTT would read low.
-        let due = immediately || feedback.isFull || now - lastReport >= Self.maxReportInterval
-            || (feedback.hasNews && now - lastReport >= config.reportInterval.nanoseconds)
-            || (answeringSenderReport && now - lastReport >= config.reportInterval.nanoseconds / 4)
+        let due: Bool
+        if multicastTiming != nil {
+            // A group's receiver: at its RFC 3550 interval; a PLI at once (RFC 4585 early feedback).
+            due = immediately || feedback.pictureLossPending
+                || multicastTiming!.due(now: now, unit: Double.random(in: 0...1))
+        } else {
+            due = immediately || feedback.isFull || now - lastReport >= Self.maxReportInterval
+                || (feedback.hasNews && now - lastReport >= config.reportInterval.nanoseconds)
+                || (answeringSenderReport && now - lastReport >= config.reportInterval.nanoseconds / 4)
+        }
         guard due else { return }
         lastReport = now
         let pliBefore = feedback.pictureLossIndications
         for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, rtxSSRC: recovery?.rtxSSRC, tracker: &tracker) {
+            multicastTiming?.noteSent(bytes: datagram.count)
             outputs.append(.transmit(Transmit(bytes: datagram, destination: destination)))
         }
+        multicastTiming?.reported(now: now, unit: Double.random(in: 0...1))
         counts.keyframeRequests += feedback.pictureLossIndications - pliBefore
     }
 }

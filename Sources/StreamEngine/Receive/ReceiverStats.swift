@@ -58,6 +58,12 @@ public struct ReceiverStats: Sendable, Equatable {
     /// SRTP counters, both directions (nil without SRTP). Packets that fail here never reach
     /// the counters above.
     public var srtp: SRTPStats?
+    /// A multicast receiver's RTCP report interval last drawn (RFC 3550 6.3), in seconds;
+    /// nil for a unicast receiver (it reports per `reportInterval`) or before the first draw.
+    public var rtcpIntervalSeconds: Double?
+    /// The session's members as a multicast receiver counts them for its report interval
+    /// (the sender's RSI group size plus the sender, or what it heard, at least 2); nil for unicast.
+    public var rtcpMembers: Int?
 
     /// With retransmission: lost originals (counted in `lost`) whose retransmission arrived
     /// before their frame's deadline and went into the frame.
@@ -88,9 +94,25 @@ public struct ReceiverStats: Sendable, Equatable {
     public var playoutLatencyMs: Double?
     /// Whether the playout latency is derived from the RTT and jitter (not configured).
     public var playoutLatencyDerived = false
+    /// With retransmission: the delay each frame was given, from the kernel receive time of
+    /// its first packet to its release (the playout latency, or more for a frame that waited
+    /// for a retransmission or took longer to arrive); nil before a frame went out.
+    public var playoutAddedLatencyMs: PercentilesMs?
     /// The RTT measured from NACK to retransmission (milliseconds), nil before one came.
     public var retransmissionRTTMs: Double?
 
     /// Zeroed counters.
     public init() {}
+
+    /// The median, 95th percentile and largest of a run's samples (milliseconds), and how many.
+    public struct PercentilesMs: Sendable, Equatable {
+        /// The median.
+        public var p50: Double
+        /// The 95th percentile.
+        public var p95: Double
+        /// The largest sample.
+        public var max: Double
+        /// Samples taken.
+        public var frames: Int
+    }
 }

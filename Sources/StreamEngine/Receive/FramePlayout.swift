@@ -1,0 +1,76 @@
+import MediaFormats
+
+/// The playout clock of the receiver's jitter buffer: every frame goes out the playout
+/// latency after the kernel receive time of its first packet, not before (a frame complete
+/// early waits; one that waited for a retransmission, or whose packets took longer than the
+/// latency to come, goes out as soon as the depacketizer lets it). Frames leave in stream
+/// order. Pure: arrival times and `now` are passed in (nanoseconds, CLOCK_REALTIME, the clock
+/// of kernel receive timestamps), so the delay each frame was given, from its first packet's
+/// kernel timestamp to its release, is measured here (`addedLatency`).
+///
+/// Memory is bounded: the first arrivals of at most `maxFrames` frames, and the frames of
+/// one playout latency.
+struct FramePlayout: Sendable {
+    /// The earliest arrival of a packet of each frame not yet out, by RTP timestamp.
+    private var firstArrivals: [UInt32: Int64] = [:]
+    /// Frames out of the depacketizer, waiting for their playout time, oldest first.
+    private var waiting: [(unit: DepacketizedAccessUnit, firstArrival: Int64)] = []
+    private var head = 0
+    /// Delay from the first packet's arrival to release, per frame (milliseconds).
+    private(set) var addedLatency = RTTDistribution()
+    /// The longest such delay (nanoseconds).
+    private(set) var maxAddedLatency: Int64 = 0
+    /// Most frames whose first arrival is remembered.
+    static let maxFrames = 512
+
+    /// A packet of the frame with RTP timestamp `timestamp` arrived at `arrival`.
+    mutating func noteArrival(timestamp: UInt32, arrival: Int64) {
+        if let first = firstArrivals[timestamp] {
+            if arrival < first { firstArrivals[timestamp] = arrival }
+            return
+        }
+        if firstArrivals.count >= Self.maxFrames, let oldest = firstArrivals.min(by: { $0.value < $1.value }) {
+            firstArrivals[oldest.key] = nil
+        }
+        firstArrivals[timestamp] = arrival
+    }
+
+    /// Frames waiting for their playout time.
+    var waitingCount: Int { waiting.count - head }
+
+    /// A frame out of the depacketizer at `now`: it waits for its playout time. Frames of
+    /// earlier timestamps whose first arrival is still remembered never came out (rejected
+    /// whole): forgotten.
+    mutating func hold(_ unit: DepacketizedAccessUnit, now: Int64) {
+        let first = firstArrivals.removeValue(forKey: unit.timestamp) ?? now
+        for timestamp in firstArrivals.keys where Int32(bitPattern: timestamp &- unit.timestamp) < 0 {
+            firstArrivals[timestamp] = nil
+        }
+        waiting.append((unit, first))
+    }
+
+    /// When the oldest waiting frame is due, with `latency`; nil when none waits.
+    func nextRelease(latency: Int64) -> Int64? {
+        head < waiting.count ? waiting[head].firstArrival + latency : nil
+    }
+
+    /// Releases, in order, the frames whose playout time (first arrival + `latency`) is at or
+    /// before `now`; with `all`, every frame (the stream ends).
+    mutating func release(now: Int64, latency: Int64, all: Bool = false, into output: (DepacketizedAccessUnit) -> Void) {
+        while head < waiting.count, all || waiting[head].firstArrival + latency <= now {
+            let (unit, first) = waiting[head]
+            head += 1
+            let added = max(0, now - first)
+            addedLatency.record(Double(added) / 1e6)
+            maxAddedLatency = max(maxAddedLatency, added)
+            output(unit)
+        }
+        if head == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 64 && head * 2 > waiting.count {
+            waiting.removeFirst(head)
+            head = 0
+        }
+    }
+}

@@ -1,0 +1,86 @@
+@testable import StreamEngine
+import MediaFormats
+import Testing
+
+/// RFC 4588 retransmissions spend the congestion controller's budget: they count in flight
+/// with the media until per-packet feedback on the RTX SSRC confirms them (or they are lost
+/// or written off). Socket-free: a `Retransmitter` in front of an idle producer, a fake clock.
+@Suite struct RetransmissionBudgetTests {
+    typealias History = RetransmissionHistoryTests
+    static let millisecond = History.millisecond
+
+    /// A controller with a fixed window that sees nothing in flight of its own.
+    struct StillController: CongestionController {
+        let window: Int
+        var bytesInFlight: Int { 0 }
+        var pacingRate: Int { 10_000_000 }
+        var targetBitrate: Int { 5_000_000 }
+        mutating func packetSent(_ packet: SentPacketRecord) {}
+        mutating func feedbackReceived(_ feedback: CongestionFeedback) {}
+        mutating func advance(to now: Duration) {}
+    }
+
+    /// Produces nothing: only retransmissions go.
+    final class Idle: DatagramProducer {
+        func peekDatagram() -> PendingDatagram? { nil }
+        func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {}
+    }
+
+    /// A flow under a 3,000-byte window, and a retransmitter whose history holds 20 packets of
+    /// 1,012 bytes (1,014 as RTX).
+    static func setUp() throws -> (MediaFlow, Retransmitter) {
+        let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
+        flow.congestion = StillController(window: 3_000)
+        flow.congestionActive = true
+        let retransmitter = Retransmitter(inner: Idle(), flow: flow, route: 1, history: History.history(first: 100),
+                                          clock: { 100 * RetransmissionBudgetTests.millisecond })
+        return (flow, retransmitter)
+    }
+
+    /// Sends what the window lets out; returns the RTX sequence numbers sent.
+    static func sendAll(_ retransmitter: Retransmitter) throws -> [UInt16] {
+        var sent: [UInt16] = []
+        while let pending = retransmitter.peekDatagram() {
+            var buffer = [UInt8](repeating: 0, count: pending.size)
+            buffer.withUnsafeMutableBytes { retransmitter.writeDatagram(into: $0) }
+            sent.append(try RTPHeader.parse(buffer).header.sequenceNumber)
+        }
+        return sent
+    }
+
+    @Test func retransmissionsCountInFlightUntilConfirmed() throws {
+        let (flow, retransmitter) = try Self.setUp()
+        retransmitter.handle(History.nack([100, 101, 102, 103, 104]))
+        // The first goes into an empty window, the second fits beside it (2,028 <= 3,000), the
+        // third would not: it waits, and so would media.
+        let first = try Self.sendAll(retransmitter)
+        #expect(first.count == 2 && flow.retransmissionBytesInFlight == 2 * 1_014)
+        #expect(!flow.congestionWindowAllows(1_000) && flow.congestionWindowAllows(900))
+        // The receiver's per-packet feedback confirms one: the next goes.
+        retransmitter.confirm([first[0]])
+        #expect(flow.retransmissionBytesInFlight == 1_014)
+        let second = try Self.sendAll(retransmitter)
+        #expect(second.count == 1 && flow.retransmissionBytesInFlight == 2 * 1_014)
+        // A confirmation repeated changes nothing; both confirmed empty the window.
+        retransmitter.confirm([first[0], first[1], second[0]])
+        #expect(flow.retransmissionBytesInFlight == 0 && retransmitter.confirmed == 3)
+        #expect(try Self.sendAll(retransmitter).count == 2)
+    }
+
+    @Test func unconfirmedRetransmissionsLeaveTheWindowWhenLostOrWrittenOff() throws {
+        let (flow, retransmitter) = try Self.setUp()
+        retransmitter.handle(History.nack([100, 101]))
+        #expect(try Self.sendAll(retransmitter).count == 2 && flow.retransmissionBytesInFlight == 2 * 1_014)
+        // Not confirmed within the loss timeout: lost, out of flight.
+        retransmitter.expire(sentBefore: 101 * Self.millisecond)
+        #expect(flow.retransmissionBytesInFlight == 0 && retransmitter.lost == 2)
+
+        retransmitter.handle(History.nack([105, 106]))
+        #expect(try Self.sendAll(retransmitter).count == 2 && flow.retransmissionBytesInFlight == 2 * 1_014)
+        // A receiver without per-packet feedback can never confirm them: written off, not lost.
+        retransmitter.writeOffInFlight()
+        #expect(flow.retransmissionBytesInFlight == 0 && retransmitter.lost == 2)
+        retransmitter.confirm([1, 2, 3, 4])
+        #expect(flow.retransmissionBytesInFlight == 0)
+    }
+}
