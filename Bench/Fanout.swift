@@ -21,10 +21,13 @@ struct FanoutOptions {
     var seconds: Double?
     var repeats: Int?
     var out = "results/fanout"
+    /// Flows expect RTCP feedback (their sockets, buffers and packet logs; the counter sends
+    /// none, so rounds must stay under the unconfirmed bound: about 1.5 s of the stream).
+    var feedback = false
 
     static let usage = """
         usage: bench fanout [--quick] [--flows LIST] [--group LIST] [--fps N] [--frame-bytes N]
-                            [--seconds S] [--repeat N] [--out DIR]
+                            [--seconds S] [--repeat N] [--out DIR] [--feedback]
           one synthetic HEVC source (one IDR, then P frames of --frame-bytes, default 12000, at --fps,
           default 30, in real time) handed to one MediaSender (no feedback, no congestion control,
           paced at 1.5 x the stream's bitrate per flow, MTU 1500) with N unicast flows to 127.0.0.1
@@ -37,6 +40,8 @@ struct FanoutOptions {
           (default 3) interleaved, --seconds each round (default 2), medians. Writes fanout.json,
           fanout.csv and fanout.md into DIR (default results/fanout).
           --quick: flows 1,10,255 and group 1,8, 0.5 s, one pass and no warm-up, for CI
+          --feedback: unicast flows expect RTCP feedback (none comes: keep --seconds at 1 or less,
+          under the unconfirmed bound), to measure what a flow with feedback costs
         """
 
     static func parse(_ arguments: [String]) throws(BenchError) -> FanoutOptions {
@@ -80,6 +85,7 @@ struct FanoutOptions {
                 options.seconds = seconds
             case "--repeat": options.repeats = try number(flag, 1...100)
             case "--out": options.out = try value(flag)
+            case "--feedback": options.feedback = true
             case "--help", "-h": throw .usage("help")
             default: throw .usage("unknown option \(flag) for fanout")
             }
@@ -214,7 +220,7 @@ func runFanoutRound(_ benchCase: FanoutCase, options: FanoutOptions, bench: Stri
         let destination = benchCase.multicast ? try SocketAddress.parse("\(fanoutGroup):\(port)")
             : try SocketAddress.parse("127.0.0.1:\(port + 2 * index)")
         var config = MediaSenderConfig(destination: destination)
-        config.feedback = false
+        config.feedback = options.feedback && !benchCase.multicast
         config.mtu = .fixed(1500)
         config.paceBitsPerSecond = options.bitrate * Double(benchCase.rateScale) * 1.5
         config.multicastTTL = 0  // this host only
@@ -433,8 +439,8 @@ func renderFanout(cases: [FanoutCase], rounds: [FanoutCase: [FanoutRound]], opti
     let json: [String: Any] = [
         "command": CommandLine.arguments.joined(separator: " "), "frameRate": options.frameRate,
         "frameBytes": options.frameBytes, "seconds": options.roundSeconds, "passes": options.repeatCount,
-        "warmUp": options.warmUp, "paceBitsPerSecondPerFlow": options.bitrate * 1.5,
-        "method": "one synthetic source handed in real time to one MediaSender (feedback off, no congestion control, "
+        "warmUp": options.warmUp, "paceBitsPerSecondPerFlow": options.bitrate * 1.5, "feedback": options.feedback,
+        "method": "one synthetic source handed in real time to one MediaSender (feedback as `feedback` says, no congestion control, "
             + "MTU 1500) with N unicast flows to 127.0.0.1 or one multicast flow (TTL 0, lo) heard by N sockets; "
             + "a child process counts each socket's datagrams; CPU is getrusage of the engine thread (RUSAGE_THREAD) "
             + "and of the bench process (engine + feeder) over the round, less the same in a run of the same flows with "
