@@ -17,6 +17,8 @@ func exitReporting(_ error: Error, prefix: String) -> Never {
 /// The subcommands besides send/recv: how each runs and its usage text.
 let subcommands: [String: (run: ([String]) throws -> Void, usage: String)] = [
     "encoder-rate": (runEncoderRate, EncoderRateOptions.usage),
+    "fanout": (runFanout, FanoutOptions.usage),
+    "fanout-count": (runFanoutCounter, FanoutOptions.usage),
     "peers": (runPeers, PeersOptions.usage),
     "peers-floor-send": (runFloorSender, PeersOptions.usage),
     "peers-count": (runCounter, PeersOptions.usage),

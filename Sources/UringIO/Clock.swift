@@ -25,9 +25,15 @@ public struct ProcessCPUTime: Sendable, Equatable {
     public var systemNanoseconds: Int64
 
     /// Reads the process's CPU time now.
-    public static func now() -> ProcessCPUTime {
+    public static func now() -> ProcessCPUTime { reading(__rusage_who_t(RUSAGE_SELF.rawValue)) }
+
+    /// Reads the calling thread's CPU time now (`getrusage(RUSAGE_THREAD)`; Glibc names the
+    /// constant, 1, only under _GNU_SOURCE).
+    public static func currentThread() -> ProcessCPUTime { reading(__rusage_who_t(1)) }
+
+    private static func reading(_ who: __rusage_who_t) -> ProcessCPUTime {
         var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        getrusage(who, &usage)
         return ProcessCPUTime(
             userNanoseconds: Int64(usage.ru_utime.tv_sec) * 1_000_000_000 + Int64(usage.ru_utime.tv_usec) * 1000,
             systemNanoseconds: Int64(usage.ru_stime.tv_sec) * 1_000_000_000 + Int64(usage.ru_stime.tv_usec) * 1000)

@@ -1,3 +1,4 @@
+import MediaFormats
 import Synchronization
 import Testing
 @testable import StreamEngine
@@ -8,6 +9,8 @@ private final class QueuedFlow: DatagramProducer {
     var sizes: [Int]
     /// Reported as `pendingBytes` when set (otherwise the sum of the sizes).
     var pendingOverride: Int?
+    /// How often the scheduler asked this flow for its next datagram.
+    private(set) var peeks = 0
     private var nextTag: UInt64 = 0
 
     init(_ flow: UInt8, count: Int, size: Int = 1000) {
@@ -16,7 +19,8 @@ private final class QueuedFlow: DatagramProducer {
     }
 
     func peekDatagram() -> PendingDatagram? {
-        sizes.first.map { PendingDatagram(route: Int(flow), size: $0, tag: nextTag) }
+        peeks += 1
+        return sizes.first.map { PendingDatagram(route: Int(flow), size: $0, tag: nextTag) }
     }
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
@@ -86,8 +90,80 @@ private func drain(_ scheduler: FlowScheduler, limit: Int = .max) -> [UInt8] {
         #expect(drain(scheduler) == Array(repeating: 1, count: 7))
         #expect(scheduler.peekDatagram() == nil)
         #expect(scheduler.readyIn(now: 0) == nil, "unpaced flows wait for nothing")
-        flows[0].sizes = [1000]  // a flow that comes back is served
+        flows[0].sizes = [1000]  // a flow that comes back is served once the engine wakes it
+        scheduler.wake(flow: 0)
         #expect(drain(scheduler) == [0])
+    }
+
+    /// A flow found idle is not asked again, however often the others are, until it is woken
+    /// (by its own input or feedback, or all of them by the periodic work); its bytes do not
+    /// count as pending meanwhile.
+    @Test func anIdleFlowIsSkippedUntilWoken() {
+        let flows = [QueuedFlow(0, count: 0), QueuedFlow(1, count: 4), QueuedFlow(2, count: 0)]
+        let scheduler = FlowScheduler(flows, paces: [nil, nil, nil], burstQuanta: [nil, nil, nil], quantum: 1000,
+                                      clock: { 0 })
+        #expect(drain(scheduler) == [1, 1, 1, 1])
+        let asked = flows[0].peeks
+        for _ in 0..<10 { #expect(scheduler.peekDatagram() == nil) }
+        #expect(flows[0].peeks == asked, "an idle flow is not asked again")
+        flows[0].sizes = [1000, 1000]
+        flows[2].sizes = [1000]
+        #expect(scheduler.peekDatagram() == nil && scheduler.pendingBytes == 0, "not woken: not seen")
+        scheduler.wake(flow: 2)
+        #expect(scheduler.pendingBytes == 1000)
+        #expect(drain(scheduler) == [2])
+        scheduler.wakeAll()
+        #expect(drain(scheduler) == [0, 0])
+    }
+
+    /// A flow held by its own cap is not asked again before the cap's time: many peeks at one
+    /// instant ask it once, and the wait comes from what was remembered.
+    @Test func aCappedFlowIsAskedAgainOnlyWhenItsCapAllows() {
+        let clock = ManualClock()
+        let flows = [QueuedFlow(0, count: 10), QueuedFlow(1, count: 0)]
+        let scheduler = FlowScheduler(flows, paces: [8e6, 8e6], burstQuanta: [1000, 1000], quantum: 4000,
+                                      clock: { clock.now })
+        #expect(drain(scheduler) == [0])  // its 1,000 B burst
+        let asked = flows[0].peeks
+        for _ in 0..<10 { #expect(scheduler.peekDatagram() == nil) }
+        #expect(flows[0].peeks == asked)
+        #expect(scheduler.readyIn(now: clock.now) == Self.millisecond)
+        #expect(flows[0].peeks == asked)
+        clock.advance(Self.millisecond)
+        #expect(drain(scheduler) == [0])
+    }
+
+    /// Flows of one engine with the same payload budget plan an access unit once: their
+    /// packets carry the same payloads under their own RTP headers (SSRC, sequence numbers).
+    @Test func flowsShareOnePlanPerAccessUnit() throws {
+        let plans = AccessUnitPlans()
+        let flows = try (0..<3).map { _ in try MediaFlow(route: 0, maxDatagramSize: 1200) }
+        for flow in flows { flow.sharedPlans = plans }
+        let units = (0..<2).map { index in
+            AccessUnit(nalUnits: [[0x02, 0x01] + (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }],
+                       timestamp: UInt32(index * 3000), isKeyframe: false)
+        }
+        for unit in units { for flow in flows { flow.enqueue(unit) } }
+        var packets: [[[UInt8]]] = flows.map { _ in [] }
+        for (index, flow) in flows.enumerated() {
+            while let datagram = flow.peekDatagram() {
+                var bytes = [UInt8](repeating: 0, count: datagram.size)
+                bytes.withUnsafeMutableBytes { flow.writeDatagram(into: $0) }
+                packets[index].append(bytes)
+            }
+        }
+        #expect(plans.planned == 2 && plans.shared == 4, "planned \(plans.planned), shared \(plans.shared)")
+        #expect(packets[0].count == 10)  // 5,002 B in FUs of at most 1,185 B: 5 packets per access unit
+        for other in packets.dropFirst() {
+            #expect(other.map { Array($0.dropFirst(RTPHeader.fixedSize)) } == packets[0].map { Array($0.dropFirst(RTPHeader.fixedSize)) })
+            #expect(other.map { Array($0[8..<12]) } != packets[0].map { Array($0[8..<12]) }, "each flow its own SSRC")
+        }
+        // A flow with another budget plans for itself.
+        let small = try MediaFlow(route: 0, maxDatagramSize: 600)
+        small.sharedPlans = plans
+        small.enqueue(units[0])
+        #expect(small.peekDatagram()!.size <= 600)
+        #expect(plans.planned == 3)
     }
 
     /// Two flows paced at 8 Mbit/s (1,000 B per ms) with 2,000 B bursts, the second idle: the

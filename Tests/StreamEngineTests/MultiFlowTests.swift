@@ -146,6 +146,44 @@ struct MultiFlowTests {
     /// idle, the first still leaves at its own 8 Mbit/s: its receiver's kernel timestamps
     /// never show a burst above that rate line beyond its own 2 ms quantum (without its own
     /// cap it would take all 16 Mbit/s: ~600 KB above the line over this 1.2 MB).
+    /// Flows fed in turn (one flow's frames, then the next one's, the engine running all the
+    /// while): a flow the engine found idle is served as soon as input reaches it, and every
+    /// receiver gets its frames byte for byte, every packet confirmed by its feedback.
+    @Test func flowsFedInTurnAreServedWhenTheirInputComes() throws {
+        let units = try encodeSynthetic(count: 30, width: 320, height: 180, bitrateKbps: 800)
+        try #require(units.count == 30)
+        let receivers = try (0..<3).map { _ in try BackgroundReceiver(frameLimit: units.count) }
+        let configs = receivers.map { receiver in
+            var config = MediaSenderConfig(destination: receiver.receiver.localAddress)
+            config.mtu = .fixed(1500)
+            config.paceBitsPerSecond = 20_000_000
+            return config
+        }
+        let sender = try MediaSender(flows: configs)
+        let done = DispatchSemaphore(value: 0)
+        let failure = Mutex<String?>(nil)
+        Thread {
+            do { try sender.run() } catch { failure.withLock { $0 = "\(error)" } }
+            done.signal()
+        }.start()
+        for flow in 0..<3 {
+            for unit in units {
+                #expect(sender.send(unit, flow: flow))
+                usleep(2_000)  // the others stay idle meanwhile
+            }
+            usleep(50_000)
+        }
+        sender.finish()
+        done.wait()
+        #expect(failure.withLock { $0 } == nil)
+        for (index, receiver) in receivers.enumerated() {
+            let received = receiver.finish(within: 20)
+            let sent = sender.stats(flow: index)
+            #expect(received.map(\.annexB) == units.map(\.annexB), "flow \(index)")
+            #expect(sent.framesSent == 30 && sent.packetsConfirmed == sent.packetsSent, "flow \(index): \(sent)")
+        }
+    }
+
     @Test func aFlowKeepsToItsOwnPaceWhileAnotherIsIdle() throws {
         let pace = 8_000_000.0
         let receivers = (0..<2).map { _ in

@@ -12,6 +12,12 @@ import UringIO
 /// flows change between send slots, never inside one (a slot has one route).
 /// Each datagram's tag carries its flow's index (`flowIndex(ofTag:)`), so send completions
 /// find their flow.
+///
+/// With many flows, most are idle or held by their caps at any moment, and a fill looks at
+/// every flow several times (each turn, the wait, the bytes pending). So the scheduler
+/// remembers: a flow that had nothing is skipped until the engine says it may have something
+/// again (`wake(flow:)` when input, feedback or a send completion reached it, `wakeAll()` with
+/// the flows' periodic work), and a flow held by its cap is skipped until the cap's time.
 final class FlowScheduler: DatagramProducer {
     private static let indexShift: UInt64 = 48
     private static let indexMask: UInt64 = 0xff << indexShift
@@ -24,6 +30,10 @@ final class FlowScheduler: DatagramProducer {
     private var caps: [Pacer?]
     /// Whether any flow has a cap (not with a single flow): the per-datagram path skips them otherwise.
     private var hasCaps: Bool
+    /// Flows that had nothing to send when last asked (skipped until woken).
+    private var idle: [Bool]
+    /// When each flow's cap lets its next datagram go (0: not known to be held).
+    private var capReadyAt: [Int64]
     private var current = 0
     private var credit: Int
     private var peeked = 0
@@ -60,6 +70,16 @@ final class FlowScheduler: DatagramProducer {
         }
         self.caps = caps
         hasCaps = caps.contains { $0 != nil }
+        idle = Array(repeating: false, count: producers.count)
+        capReadyAt = Array(repeating: 0, count: producers.count)
+    }
+
+    /// Flow `index` may have something to send again (input, feedback, a completion reached it).
+    func wake(flow index: Int) { idle[index] = false }
+
+    /// Every flow may have something to send again (time-driven work ran: timers, probes, drops).
+    func wakeAll() {
+        for index in idle.indices { idle[index] = false }
     }
 
     /// Changes one flow's own cap to `pace` (bits per second; nil: none) from now on, as a
@@ -76,6 +96,7 @@ final class FlowScheduler: DatagramProducer {
         } else {
             caps[index] = nil
         }
+        capReadyAt[index] = 0
         hasCaps = caps.contains { $0 != nil }
     }
 
@@ -88,10 +109,16 @@ final class FlowScheduler: DatagramProducer {
     func peekDatagram() -> PendingDatagram? {
         var now: Int64?
         for _ in 0...producers.count {
-            if credit > 0, var datagram = producers[current].peekDatagram(), capAllows(current, datagram.size, &now) {
-                peeked = current
-                datagram.tag = Self.flowTag(datagram.tag) | UInt64(current) << Self.indexShift
-                return datagram
+            if credit > 0, !idle[current], !heldByCap(current, &now) {
+                if var datagram = producers[current].peekDatagram() {
+                    if capAllows(current, datagram.size, &now) {
+                        peeked = current
+                        datagram.tag = Self.flowTag(datagram.tag) | UInt64(current) << Self.indexShift
+                        return datagram
+                    }
+                } else {
+                    idle[current] = true
+                }
             }
             current = (current + 1) % producers.count
             credit = quanta[current]
@@ -99,22 +126,39 @@ final class FlowScheduler: DatagramProducer {
         return nil
     }
 
-    /// Whether flow `index`'s own cap lets `bytes` go now (reads the clock once per peek).
-    private func capAllows(_ index: Int, _ bytes: Int, _ now: inout Int64?) -> Bool {
-        guard hasCaps, caps[index] != nil else { return true }
+    /// The clock reading of this peek (read once, and only when a cap is consulted).
+    private func peekTime(_ now: inout Int64?) -> Int64 {
         let time = now ?? clock()
         now = time
         peekedAt = time
-        return caps[index]!.delay(for: bytes, now: time) == 0
+        return time
+    }
+
+    /// Whether flow `index` is known to be held by its cap now.
+    private func heldByCap(_ index: Int, _ now: inout Int64?) -> Bool {
+        guard hasCaps, capReadyAt[index] > 0 else { return false }
+        return capReadyAt[index] > peekTime(&now)
+    }
+
+    /// Whether flow `index`'s own cap lets `bytes` go now; if not, remembers when it will.
+    private func capAllows(_ index: Int, _ bytes: Int, _ now: inout Int64?) -> Bool {
+        guard hasCaps, caps[index] != nil else { return true }
+        let time = peekTime(&now)
+        let wait = caps[index]!.delay(for: bytes, now: time)
+        capReadyAt[index] = wait > 0 ? time + wait : 0
+        return wait == 0
     }
 
     /// Nanoseconds until a flow held back only by its own cap may send (nil when none is).
     func readyIn(now: Int64) -> Int64? {
         guard hasCaps else { return nil }
         var soonest: Int64?
-        for index in producers.indices where caps[index] != nil {
-            guard let datagram = producers[index].peekDatagram() else { continue }
-            let wait = caps[index]!.delay(for: datagram.size, now: now)
+        for index in producers.indices where caps[index] != nil && !idle[index] {
+            var wait = capReadyAt[index] - now
+            if wait <= 0 {
+                guard let datagram = producers[index].peekDatagram() else { continue }
+                wait = caps[index]!.delay(for: datagram.size, now: now)
+            }
             soonest = min(soonest ?? wait, wait)
         }
         return soonest
@@ -127,11 +171,16 @@ final class FlowScheduler: DatagramProducer {
         if firstFlowThisPump < 0 { firstFlowThisPump = peeked } else if peeked != firstFlowThisPump { pumpMixesFlows = true }
     }
 
+    /// What the flows not known to be idle have waiting (an idle flow's bytes, if any, are
+    /// held by its window or path and cannot go now).
     var pendingBytes: Int {
-        producers.reduce(0) { total, producer in
-            let (sum, overflow) = total.addingReportingOverflow(producer.pendingBytes)
-            return overflow ? .max : sum
+        var total = 0
+        for index in producers.indices where !idle[index] {
+            let (sum, overflow) = total.addingReportingOverflow(producers[index].pendingBytes)
+            if overflow { return .max }
+            total = sum
         }
+        return total
     }
 
     /// Call after each pump: counts a submission that mixed flows.

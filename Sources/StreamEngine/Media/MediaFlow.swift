@@ -18,8 +18,18 @@ final class MediaFlow: DatagramProducer {
     /// Bytes of the access units in `queue` from `queueHead` on.
     private var queuedBytes = 0
     private var current: AccessUnit?
-    private var plan: [HEVCPayload] = []
+    private var plan: [HEVCPayload] = [] {
+        didSet {
+            planBytes = plan.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
+            planBytesWritten = 0
+        }
+    }
+    /// Wire bytes of `plan`, and of its packets written so far (`pendingBytes` without a walk over the plan).
+    private var planBytes = 0
+    private var planBytesWritten = 0
     private var planIndex = 0
+    /// Plans shared with the engine's other flows (nil: this flow plans alone).
+    var sharedPlans: AccessUnitPlans?
     private var packetizer: HEVCPacketizer
     /// The largest UDP payload allowed on this flow's path.
     private(set) var maxDatagramSize: Int
@@ -29,9 +39,9 @@ final class MediaFlow: DatagramProducer {
         didSet { try? setMaxDatagramSize(maxDatagramSize) }
     }
     /// Every packet sent and what became of it (kept only when feedback is expected).
-    var log = SentPacketLog()
+    var log: SentPacketLog
     /// Record packets in `log`: off when no feedback will ever confirm them.
-    var tracksPackets = true
+    var tracksPackets: Bool
     private var extendedSequence: Int64
     /// Bound on sent-but-unconfirmed bytes (nil: no bound, e.g. no feedback expected).
     var maxUnconfirmedBytes: Int?
@@ -90,9 +100,13 @@ final class MediaFlow: DatagramProducer {
     /// RTP timestamp of the last access unit started (for sender reports).
     private(set) var lastRTPTimestamp: UInt32 = 0
 
+    /// Makes a flow for send route `route` (`ssrc`: nil, a random one). With `tracksPackets` off
+    /// (no feedback will confirm anything) its log keeps no room for packets (1.5 MB less per flow).
     init(route: Int, maxDatagramSize: Int, payloadType: UInt8 = RTPHeader.defaultHEVCPayloadType,
-         ssrc: UInt32? = nil) throws(HEVCPacketizerError) {
+         ssrc: UInt32? = nil, tracksPackets: Bool = true) throws(HEVCPacketizerError) {
         self.route = route
+        self.tracksPackets = tracksPackets
+        log = tracksPackets ? SentPacketLog() : SentPacketLog(capacity: 1)
         self.payloadType = payloadType
         self.maxDatagramSize = maxDatagramSize
         var generator = SystemRandomNumberGenerator()
@@ -119,13 +133,7 @@ final class MediaFlow: DatagramProducer {
 
     /// What is left of the frame being sent plus the access units waiting (an estimate:
     /// headers of packets not planned yet are not counted, and the bound may drop some).
-    var pendingBytes: Int {
-        var bytes = queuedBytes
-        if planIndex < plan.count {
-            for payload in plan[planIndex...] { bytes += RTPHeader.fixedSize + payload.size }
-        }
-        return bytes
-    }
+    var pendingBytes: Int { queuedBytes + planBytes - planBytesWritten }
 
     /// Changes the datagram budget from the next access unit on.
     func setMaxDatagramSize(_ size: Int) throws(HEVCPacketizerError) {
@@ -260,12 +268,11 @@ final class MediaFlow: DatagramProducer {
         while planIndex >= plan.count {
             guard queueHead < queue.count else { return nil }
             let next = dequeue()
-            let planned = packetizer.plan(next)
-            let wireBytes = planned.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
-            guard admit(next, wireBytes: wireBytes) else { continue }
+            let planned = sharedPlans?.plan(next, packetizer: packetizer) ?? AccessUnitPlans.Plan(of: next, packetizer: packetizer)
+            guard admit(next, wireBytes: planned.wireBytes) else { continue }
             current = next
             lastRTPTimestamp = next.timestamp &+ timestampOffset
-            plan = planned
+            plan = planned.payloads
             planIndex = 0
         }
         return PendingDatagram(route: route, size: RTPHeader.fixedSize + plan[planIndex].size,
@@ -281,6 +288,7 @@ final class MediaFlow: DatagramProducer {
         let written = packetizer.write(payload, of: accessUnit,
                                        into: UnsafeMutableRawBufferPointer(rebasing: buffer[RTPHeader.fixedSize...]))
         let size = RTPHeader.fixedSize + written
+        planBytesWritten += RTPHeader.fixedSize + payload.size
         if size > maxDatagramSize { clamped += 1 }
         largestDatagram = max(largestDatagram, size)
         if tracksPackets {

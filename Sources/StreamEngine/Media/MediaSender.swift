@@ -161,11 +161,14 @@ public final class MediaSender: Sendable {
     /// The number of flows.
     public var flowCount: Int { flows.count }
 
-    /// Hands an access unit to every flow. Returns false when a flow had `maxQueuedFrames`
-    /// waiting already (that flow counts a dropped frame; the others took it).
+    /// Hands an access unit to every flow (one wake-up of the engine for all of them). Returns
+    /// false when a flow had `maxQueuedFrames` waiting already (that flow counts a dropped
+    /// frame; the others took it).
     @discardableResult
     public func send(_ accessUnit: AccessUnit) -> Bool {
-        flows.reduce(true) { $1.send(accessUnit) && $0 }
+        let accepted = flows.reduce(true) { $1.send(accessUnit, wake: false) && $0 }
+        wakeEvent.signal()
+        return accepted
     }
 
     /// Hands an access unit to one flow. Returns false (and counts a dropped frame) when
@@ -227,6 +230,11 @@ public final class MediaSender: Sendable {
         flows[flow].keyframeRequested.exchange(false, ordering: .relaxed)
     }
 
+    /// With several flows, how often the engine runs every flow's periodic work (nanoseconds;
+    /// a flow with new feedback also at the next wake-up): its timers are tens of milliseconds
+    /// and longer. A single flow's runs at every wake-up.
+    static let tickInterval: Int64 = 5_000_000
+
     /// The largest UDP payload for this path and configuration, and where the MTU came from.
     static func datagramBudget(socket: UDPSocket, setting: MTUSetting) -> (mtu: Int, source: MTUSource) {
         switch setting {
@@ -250,8 +258,9 @@ public final class MediaSender: Sendable {
         senderConfig.completionWindow = 2
         let paced = PacedSender(ring: ring, config: senderConfig)
         var senderFlows: [SenderFlow] = []
+        let plans = AccessUnitPlans()  // one packetization per access unit and payload budget
         for (index, handle) in flows.enumerated() {
-            senderFlows.append(try SenderFlow(index: index, handle: handle, ring: ring, paced: paced))
+            senderFlows.append(try SenderFlow(index: index, handle: handle, ring: ring, paced: paced, plans: plans))
         }
         // The path monitor: nil where netlink is unavailable (the engine then learns the path
         // from sends and feedback only, as without it).
@@ -273,17 +282,15 @@ public final class MediaSender: Sendable {
             let index = FlowScheduler.flowIndex(ofTag: report.tag)
             report.tag = FlowScheduler.flowTag(report.tag)
             senderFlows[index].handleSendReport(report)
+            scheduler.wake(flow: index)  // a failed send, a probe or retransmission settled
         }
-        // A controller's pacing rate moves with every report: the flow's own cap and the
-        // shared pacer (at the sum of the paces) follow it before each fill.
-        func applyPaces() {
-            var changed = false
-            for (index, flow) in senderFlows.enumerated() where flow.pace != paces[index] {
-                paces[index] = flow.pace
-                scheduler.setPace(flow.pace, burstQuantum: flow.burstQuantum, flow: index)
-                changed = true
-            }
-            if changed { paced.setRate(sharedRate(), burstQuantum: flowConfigs[0].burstQuantum) }
+        // A controller's pacing rate moves with every report: the flow's own cap follows it
+        // after the flow's tick, and the shared pacer (at the sum of the paces) before the fill.
+        func applyPace(of flow: SenderFlow) -> Bool {
+            guard flow.pace != paces[flow.index] else { return false }
+            paces[flow.index] = flow.pace
+            scheduler.setPace(flow.pace, burstQuantum: flow.burstQuantum, flow: flow.index)
+            return true
         }
         func publish() {
             for flow in senderFlows {
@@ -291,6 +298,7 @@ public final class MediaSender: Sendable {
             }
         }
         var lastPublish: Int64 = 0
+        var lastTick: Int64 = 0
         var pathsMayHaveChanged = false
         let publishInterval = max(flowConfigs.map(\.statsInterval.nanoseconds).min() ?? 50_000_000, 1_000_000)
         func armSenderReportAlarm(now: Int64) throws(SystemError) {
@@ -307,15 +315,34 @@ public final class MediaSender: Sendable {
                 // events) at once, not at the next interval.
                 pathsMayHaveChanged = false
                 for flow in senderFlows { flow.refreshPath(routeQuery) }
+                scheduler.wakeAll()
                 lastPublish = 0
             }
             let now = monotonicNanoseconds()
+            // With several flows, their periodic work (loss by age, liveness, the path MTU and its
+            // error queue, controllers, paces) runs once per `tickInterval`, and for a flow whose
+            // feedback came in since: not at every wake-up of the shared ring, which with many
+            // flows comes every few datagrams (work per flow per wake-up would grow with the
+            // square of the flows). A single flow's wake-ups are its own: it ticks at each, as
+            // it always has. Each flow's clock moves every time.
+            let fullTick = senderFlows.count == 1 || now - lastTick >= Self.tickInterval
+            if fullTick { lastTick = now }
+            var pacesChanged = false
             for flow in senderFlows {
-                flow.takeInput()
-                flow.tick(now: now)
+                // Only a flow whose inbox changed looks into it (and the scheduler at it again).
+                if flow.takeInput() { scheduler.wake(flow: flow.index) }
+                if fullTick || flow.feedbackSinceTick {
+                    flow.tick(now: now)
+                    pacesChanged = applyPace(of: flow) || pacesChanged
+                } else {
+                    flow.flow.now = now
+                }
             }
-            applyPaces()
-            try armSenderReportAlarm(now: now)  // no-op while one is armed
+            if pacesChanged { paced.setRate(sharedRate(), burstQuantum: flowConfigs[0].burstQuantum) }
+            if fullTick {
+                scheduler.wakeAll()  // timers may have queued probes, keyframes, drops
+                try armSenderReportAlarm(now: now)  // no-op while one is armed
+            }
             if now - lastPublish >= publishInterval {
                 lastPublish = now
                 publish()
@@ -341,6 +368,7 @@ public final class MediaSender: Sendable {
             let index = Int(completion.tag.payload) - Int(SenderFlow.firstFeedbackGroup)
             guard senderFlows.indices.contains(index) else { return }
             senderFlows[index].handleFeedback(completion)
+            scheduler.wake(flow: index)  // NACKs, a window that opened, confirmed probes
         })
         publish()
     }

@@ -18,6 +18,9 @@ final class FlowHandle: Sendable {
     let inbox = Mutex(Inbox())
     let statsBox = Mutex(SenderStats())
     let keyframeRequested = Atomic<Bool>(false)
+    /// Set when the inbox changed (or kept what did not fit the flow's queue): the engine
+    /// looks into it only then, not on every wake-up of every flow.
+    let inboxChanged = Atomic<Bool>(true)
     private let wakeEvent: WakeEvent
     /// Where the flow's events go (the sender's subscribers).
     let events: SenderEventHub
@@ -39,7 +42,9 @@ final class FlowHandle: Sendable {
         rtxSSRC = rtx
     }
 
-    func send(_ accessUnit: AccessUnit) -> Bool {
+    /// Queues `accessUnit` for the engine; `wake: false` leaves waking the engine to the caller
+    /// (one wake-up for an access unit handed to every flow).
+    func send(_ accessUnit: AccessUnit, wake: Bool = true) -> Bool {
         let accepted = inbox.withLock { box -> Bool in
             guard box.accessUnits.count < config.maxQueuedFrames else {
                 box.dropped += 1
@@ -48,17 +53,20 @@ final class FlowHandle: Sendable {
             box.accessUnits.append(accessUnit)
             return true
         }
-        wakeEvent.signal()
+        inboxChanged.store(true, ordering: .releasing)
+        if wake { wakeEvent.signal() }
         return accepted
     }
 
     func finish() {
         inbox.withLock { $0.finished = true }
+        inboxChanged.store(true, ordering: .releasing)
         wakeEvent.signal()
     }
 
     func redirect(to destination: SocketAddress) {
         inbox.withLock { $0.newDestination = destination }
+        inboxChanged.store(true, ordering: .releasing)
         wakeEvent.signal()
     }
 }
@@ -93,6 +101,8 @@ final class SenderFlow {
     /// path-MTU controller (probes, then media), all through SRTP when it is on.
     let producer: DatagramProducer
     var local = SenderStats()
+    /// Feedback came in since the last `tick`: the engine ticks this flow at its next wake-up.
+    private(set) var feedbackSinceTick = false
     /// The flow's path as the route monitor last reported it.
     var pathState = FlowPathState()
     /// The engine's route query (nil when the path is not watched).
@@ -119,7 +129,9 @@ final class SenderFlow {
     /// When the target was last announced (monotonic nanoseconds).
     private var lastTargetAnnounced: Int64 = 0
 
-    init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender) throws {
+    /// Opens the flow's sockets on `ring`, its routes in `paced`; its packetizer shares `plans`
+    /// with the engine's other flows.
+    init(index: Int, handle: FlowHandle, ring: Ring, paced: PacedSender, plans: AccessUnitPlans) throws {
         self.index = index
         self.handle = handle
         self.ring = ring
@@ -163,8 +175,9 @@ final class SenderFlow {
                                         mark: TrafficMark(config.serviceClass, ecn: .notECT))
         let (mtu, source) = MediaSender.datagramBudget(socket: socket, setting: config.mtu)
         do { flow = try MediaFlow(route: route, maxDatagramSize: mtu - socket.headerOverhead - trailer,
-                                  payloadType: config.payloadType, ssrc: handle.ssrc) }
+                                  payloadType: config.payloadType, ssrc: handle.ssrc, tracksPackets: config.feedback) }
         catch { throw ConfigurationError("packetizer", "MTU \(mtu) is too small") }
+        flow.sharedPlans = plans
         var fixedMTU: Int?
         if case .fixed(let value) = config.mtu { fixedMTU = value }
         let socket = socket
@@ -177,7 +190,6 @@ final class SenderFlow {
             $0.reprobeInterval = config.pathMTUReprobeInterval.nanoseconds
             if socket.family == .ipv4 { $0.baseMTU = config.pathMTUBaseIPv4 }
         }, now: monotonicNanoseconds())
-        flow.tracksPackets = config.feedback
         if config.feedback {
             flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
                 ?? max(Int((config.paceBitsPerSecond ?? 8_000_000) / 8), 256 * 1024)
@@ -278,12 +290,17 @@ final class SenderFlow {
     }
 
     /// Takes what other threads handed over: access units (as many as the queue has room
-    /// for), the end of input, a new destination.
-    func takeInput() {
+    /// for), the end of input, a new destination. Returns false, at once, when nothing was
+    /// handed over since the last call.
+    @discardableResult
+    func takeInput() -> Bool {
+        guard handle.inboxChanged.exchange(false, ordering: .acquiring) else { return false }
         let room = config.maxQueuedFrames - flow.queuedAccessUnits
         let (incoming, isFinished, dropped, newDestination) = handle.inbox.withLock { box in
             let taken = Array(box.accessUnits.prefix(max(0, room)))
             box.accessUnits.removeFirst(taken.count)
+            // What did not fit waits for room: look again at the next wake-up.
+            if !box.accessUnits.isEmpty { handle.inboxChanged.store(true, ordering: .relaxed) }
             defer { box.newDestination = nil }
             return (taken, box.finished && box.accessUnits.isEmpty, box.dropped, box.newDestination)
         }
@@ -292,6 +309,7 @@ final class SenderFlow {
         inputFinished = isFinished
         local.framesDroppedQueueFull = dropped
         if let newDestination, newDestination != destination { redirect(to: newDestination) }
+        return true
     }
 
     /// Points the flow at a new receiver address (same family): the sockets are connected
@@ -372,6 +390,7 @@ final class SenderFlow {
     /// Periodic work: loss by age, liveness, keyframe requests, the path MTU.
     func tick(now: Int64) {
         flow.now = now
+        feedbackSinceTick = false
         if flow.log.sent > 0 && firstSend == nil { firstSend = now }
         // Never any feedback: a receiver that sends none. No bound until feedback appears.
         let silentSinceStart = config.feedback && !rtcp.feedbackSeen && now - (firstSend ?? now) > config.noFeedbackTimeout.nanoseconds
@@ -465,6 +484,7 @@ final class SenderFlow {
     /// A receive completion of this flow's feedback socket.
     func handleFeedback(_ completion: Completion) {
         guard let feedbackReceiver else { return }
+        feedbackSinceTick = true
         try? feedbackReceiver.handle(completion) { datagram in
             let arrival = datagram.timestampNanoseconds > 0 ? datagram.timestampNanoseconds : realtimeNanoseconds()
             guard let srtp else { return handleRTCP(datagram.payload, from: datagram.source, arrival: arrival) }

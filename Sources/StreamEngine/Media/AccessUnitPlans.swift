@@ -1,0 +1,57 @@
+import MediaFormats
+
+/// The RFC 7798 packetization plans of the latest access units, shared by the flows of one
+/// engine: an access unit handed to many flows is planned once per payload budget, not once
+/// per flow (only the RTP header of each packet differs between the flows).
+///
+/// An access unit is known by its value: the copies each flow holds share their storage, so
+/// comparing them costs a few loads, and a different access unit is never taken for it.
+final class AccessUnitPlans {
+    /// A plan, with the bytes its packets take on the wire (RTP headers included).
+    struct Plan {
+        var payloads: [HEVCPayload]
+        var wireBytes: Int
+
+        /// Plans `accessUnit` with `packetizer`.
+        init(of accessUnit: AccessUnit, packetizer: HEVCPacketizer) {
+            payloads = packetizer.plan(accessUnit)
+            wireBytes = payloads.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
+        }
+    }
+
+    private struct Entry {
+        var accessUnit: AccessUnit
+        var maxPayloadSize: Int
+        var plan: Plan
+    }
+
+    /// How many recent plans are kept: flows a few frames apart still share them.
+    static let capacity = 8
+    private var entries: [Entry] = []
+    private var oldest = 0
+    /// Plans made, and plans found made already (counters for tests and profiles).
+    private(set) var planned = 0
+    private(set) var shared = 0
+
+    /// The plan of `accessUnit` for `packetizer`'s payload budget, made once for all the flows.
+    func plan(_ accessUnit: AccessUnit, packetizer: HEVCPacketizer) -> Plan {
+        for entry in entries where entry.maxPayloadSize == packetizer.maxPayloadSize
+            && entry.accessUnit.timestamp == accessUnit.timestamp && entry.accessUnit == accessUnit {
+            shared += 1
+            return entry.plan
+        }
+        let plan = Plan(of: accessUnit, packetizer: packetizer)
+        let entry = Entry(accessUnit: accessUnit, maxPayloadSize: packetizer.maxPayloadSize, plan: plan)
+        if entries.count < Self.capacity {
+            entries.append(entry)
+        } else {
+            entries[oldest] = entry
+            oldest = (oldest + 1) % Self.capacity
+        }
+        planned += 1
+        return plan
+    }
+}
+
+@available(*, unavailable, message: "owned by the sender's engine thread")
+extension AccessUnitPlans: Sendable {}
