@@ -26,16 +26,33 @@ public enum AnnexB {
 
     /// Index of the next `00 00 01` at or after `from`, or nil.
     static func nextStartCode(in bytes: [UInt8], from: Int) -> Int? {
-        var index = from
+        bytes.withUnsafeBytes { nextStartCode(in: $0, from: from) }
+    }
+
+    /// Index of the next `00 00 01` at or after `from`, or nil.
+    ///
+    /// Looks for the `01` byte eight bytes at a time and checks the two bytes before each one
+    /// found: in coded slice data a byte of value 1 is rare, so most words are passed over with
+    /// one load and three arithmetic operations (the byte-by-byte scan this replaces was 6 % of
+    /// `streamer send`'s CPU from a file at 240 fps: results/profile.md).
+    static func nextStartCode(in bytes: UnsafeRawBufferPointer, from: Int) -> Int? {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
         let count = bytes.count
-        while index + 2 < count {
-            let third = bytes[index + 2]
-            if third > 1 {
-                index += 3  // no start code can contain this byte
-            } else if third == 1 {
-                if bytes[index + 1] == 0 && bytes[index] == 0 { return index }
-                index += 3
-            } else {
+        var index = max(from, 0) + 2  // where the `01` of a start code at `from` would be
+        while index < count {
+            if index + 8 <= count {
+                // A byte of `word ^ ones` is zero where `word` has a 1; a word with a zero
+                // byte is the only kind for which this expression is non-zero.
+                let flipped = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) ^ ones
+                if (flipped &- ones) & ~flipped & highBits == 0 {
+                    index += 8
+                    continue
+                }
+            }
+            let end = min(index + 8, count)
+            while index < end {
+                if bytes[index] == 1 && bytes[index - 1] == 0 && bytes[index - 2] == 0 { return index - 2 }
                 index += 1
             }
         }

@@ -252,10 +252,14 @@ private struct SourceRun {
                 waitForSlot()
             }
         }
+        // read(2) into one buffer kept for the whole file, handed to the splitter in place:
+        // FileHandle.readData made a new Data per megabyte, and [UInt8](chunk) copied it again.
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while !done {
-            let chunk = handle.readData(ofLength: 1 << 20)
-            if chunk.isEmpty { break }
-            deliver(splitter.append([UInt8](chunk)))
+            let count = chunk.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            deliver(chunk.withUnsafeBytes { splitter.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) })
         }
         deliver(splitter.finish())
         if !headersSent { source.releaseWaiters() }

@@ -145,4 +145,40 @@ import MediaFormats
         #expect(out.map(\.nalUnits) == [[good]])
         #expect(splitter.counters.invalidNALUnits == 2)
     }
+
+    /// The start-code search reads eight bytes at a time: against a byte-by-byte reference, on
+    /// streams dense in 00 and 01 bytes (start codes at every alignment, across word edges,
+    /// at the very start and end), every NAL unit comes out the same.
+    @Test func wordAtATimeSearchMatchesByteByByte() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<200 {
+            for _ in 0..<20 {
+                let bytes = (0..<length).map { _ -> UInt8 in
+                    let pick = UInt8.random(in: 0..<8, using: &generator)
+                    return pick < 4 ? 0 : pick < 6 ? 1 : UInt8.random(in: 2...255, using: &generator)
+                }
+                #expect(AnnexB.nalUnits(in: bytes).map(Array.init) == Self.referenceNALUnits(bytes))
+            }
+        }
+    }
+
+    private static func referenceNALUnits(_ bytes: [UInt8]) -> [[UInt8]] {
+        var starts: [Int] = []
+        var index = 0
+        while index + 2 < bytes.count {
+            if bytes[index] == 0 && bytes[index + 1] == 0 && bytes[index + 2] == 1 {
+                starts.append(index)
+                index += 3
+            } else {
+                index += 1
+            }
+        }
+        var units: [[UInt8]] = []
+        for (number, start) in starts.enumerated() {
+            var end = number + 1 < starts.count ? starts[number + 1] : bytes.count
+            while end > start + 3 && bytes[end - 1] == 0 { end -= 1 }
+            if end > start + 3 { units.append(Array(bytes[(start + 3)..<end])) }
+        }
+        return units
+    }
 }
