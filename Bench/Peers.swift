@@ -245,7 +245,8 @@ func runFloorSender(_ arguments: [String]) throws {
 
 /// `bench peers-count PORT EXPECTED`: a recvmmsg + GRO counter of datagrams and bytes; stops at
 /// EXPECTED datagrams (0: unknown) or 1.5 s after the last one; prints
-/// `packets=N bytes=N span=N` (span: RTP sequence numbers from the first to the last seen).
+/// `packets=N bytes=N span=N duration=NS` (span: RTP sequence numbers from the first to the last
+/// seen; duration: from the first receive to the last, in nanoseconds).
 func runCounter(_ arguments: [String]) throws {
     guard arguments.count == 2, let port = UInt16(arguments[0]), let expected = Int(arguments[1]) else {
         throw BenchError.usage("usage: bench peers-count PORT EXPECTED")
@@ -267,6 +268,7 @@ func runCounter(_ arguments: [String]) throws {
     var first: Int?, highest = 0, last: UInt16 = 0
     var lastSeen = monotonicNanoseconds()
     let started = lastSeen
+    var firstSeen: Int64?
     while expected == 0 || packets < expected {
         let now = monotonicNanoseconds()
         if packets > 0 && now - lastSeen > 1_500_000_000 { break }
@@ -281,6 +283,7 @@ func runCounter(_ arguments: [String]) throws {
         }
         guard let received = try PlainUDP.receiveMessages(socket, messages, count: batch) else { continue }
         lastSeen = monotonicNanoseconds()
+        if firstSeen == nil { firstSeen = lastSeen }
         for index in 0..<received {
             let length = Int(messages[index].length)
             var segment = length
@@ -308,7 +311,7 @@ func runCounter(_ arguments: [String]) throws {
             bytes += length
         }
     }
-    print("packets=\(packets) bytes=\(bytes) span=\(first == nil ? 0 : highest + 1)")
+    print("packets=\(packets) bytes=\(bytes) span=\(first == nil ? 0 : highest + 1) duration=\(lastSeen - (firstSeen ?? lastSeen))")
 }
 
 /// One measured run of a sender or a receiver.
@@ -324,6 +327,10 @@ struct PeerRound {
     var cpu: ChildRun
     /// From the sender's start to its exit.
     var wallNanoseconds: Int64 = 0
+    /// From the counter's first receive to its last.
+    var receiveNanoseconds: Int64 = 0
+    /// Packets delivered per second of the stream at the counter (start-up not included).
+    var packetsPerSecond: Double { Double(packets) * 1e9 / Double(max(receiveNanoseconds, 1)) }
     var nanosecondsPerPacket: Double { Double(cpu.userNanoseconds + cpu.systemNanoseconds) / Double(max(packets, 1)) }
 }
 
@@ -385,7 +392,8 @@ func measureSender(_ sender: PeerSender, bench: String, packets: Int, directory:
         .split(separator: "\n").last.map { "result " + $0 } ?? "")
     let span = fields.int("span")
     return PeerRound(sender: sender.name, mode: sender.mode, packets: fields.int("packets"), span: span,
-                     sent: sender.exact ? packets : span, cpu: child, wallNanoseconds: wall)
+                     sent: sender.exact ? packets : span, cpu: child, wallNanoseconds: wall,
+                     receiveNanoseconds: Int64(fields.int("duration")))
 }
 
 func runPeers(_ arguments: [String]) throws {
@@ -425,14 +433,13 @@ func runPeers(_ arguments: [String]) throws {
             let result = try measureSender(sender, bench: bench, packets: packets, directory: directory, port: &port)
             progress(String(format: "round %d %@ %@: %d of %d packets, exit %d, %.2f µs/packet, %.0f packets/s",
                             round, sender.name, sender.mode, result.packets, result.sent, result.cpu.status,
-                            result.nanosecondsPerPacket / 1000,
-                            Double(result.sent) * 1e9 / Double(max(result.wallNanoseconds, 1))))
+                            result.nanosecondsPerPacket / 1000, result.packetsPerSecond))
             if round > 0 { rounds.append(result) }
         }
     }
     var table = "| sender | mode | sent | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor | packets/s |\n"
         + "|---|---|---|---|---|---|---|---|---|\n"
-    var csv = "sender,mode,round,packets,span,exit,userNs,systemNs,nsPerPacket,wallNs\n"
+    var csv = "sender,mode,round,packets,span,exit,userNs,systemNs,nsPerPacket,wallNs,receiveNs\n"
     var json: [[String: Any]] = []
     for mode in modes {
         let floor = median(rounds.filter { $0.sender == "floor" && $0.mode == mode }.map(\.nanosecondsPerPacket))
@@ -441,14 +448,14 @@ func runPeers(_ arguments: [String]) throws {
             let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(max($0.packets, 1)) })
             let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(max($0.packets, 1)) })
             let total = median(mine.map(\.nanosecondsPerPacket))
-            let rate = median(mine.map { Double($0.sent) * 1e9 / Double(max($0.wallNanoseconds, 1)) })
+            let rate = median(mine.map(\.packetsPerSecond))
             table += String(format: "| %@ | %@ | %d | %d | %.2f | %.2f | %.2f | %.2f | %.0f |\n", sender.name, mode,
                             mine.map(\.sent).min() ?? 0, mine.map(\.packets).min() ?? 0, user / 1000, system / 1000,
                             total / 1000, total / floor, rate)
             for (index, round) in mine.enumerated() {
                 csv += "\(sender.name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
                     + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
-                    + "\(round.wallNanoseconds)\n"
+                    + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
             }
             json.append(["sender": sender.name, "mode": mode, "delivered": mine.map(\.packets), "sent": mine.map(\.sent),
                          "exit": mine.map(\.cpu.status), "userNsPerPacket": user, "systemNsPerPacket": system,
@@ -475,7 +482,7 @@ func runPeers(_ arguments: [String]) throws {
         for (index, round) in mine.enumerated() {
             csv += "recv-\(name),realtime,\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
                 + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
-                + "\(round.wallNanoseconds)\n"
+                + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
         }
         var row: [String: Any] = ["receiver": name, "userNsPerPacket": user, "systemNsPerPacket": system,
                                   "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
