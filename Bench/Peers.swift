@@ -27,7 +27,7 @@ struct PeersOptions {
           encodes a 1280x720 HEVC test file (ffmpeg + libx265) and sends it at N frames per second in
           real time (default 240), and as fast as each tool goes, through a floor sender (bench
           itself), streamer send, GStreamer and FFmpeg (each skipped with a message when missing) to
-          a recvmmsg + GRO counter; then each receiver fed by the floor sender in real time; reports
+          a recvmmsg + GRO counter; then each receiver fed by the floor sender, likewise; reports
           whole-process CPU per packet (wait4), packets per second, interleaved rounds after a
           warm-up, medians, and the ratio to the floor; writes peers.json, peers.csv and peers.md
           into DIR (default results/peers). --quick: 96 frames, one round, for CI. --no-fast: the
@@ -317,7 +317,7 @@ func runCounter(_ arguments: [String]) throws {
 /// One measured run of a sender or a receiver.
 struct PeerRound {
     var sender: String
-    /// "realtime" or "fast" (senders); receivers are fed in real time.
+    /// "realtime" or "fast": the sender paced to the frame rate, or as fast as it goes.
     var mode = "realtime"
     var packets: Int
     var span: Int
@@ -329,6 +329,8 @@ struct PeerRound {
     var wallNanoseconds: Int64 = 0
     /// From the counter's first receive to its last.
     var receiveNanoseconds: Int64 = 0
+    /// Packets a `streamer recv` receiver reported received (its --stats), for the fast rounds.
+    var receiverPackets = 0
     /// Packets delivered per second of the stream at the counter (start-up not included).
     var packetsPerSecond: Double { Double(packets) * 1e9 / Double(max(receiveNanoseconds, 1)) }
     var nanosecondsPerPacket: Double { Double(cpu.userNanoseconds + cpu.systemNanoseconds) / Double(max(packets, 1)) }
@@ -463,39 +465,49 @@ func runPeers(_ arguments: [String]) throws {
         }
     }
     let receivers = try measureReceivers(bench: bench, ffmpeg: ffmpeg, records: records, frames: frames,
-                                         packets: packets, streamers: streamers, options: options,
+                                         packets: packets, streamers: streamers, modes: modes, options: options,
                                          directory: directory, port: &port)
-    var receiverTable = "| receiver | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n|---|---|---|---|---|---|\n"
-    let floorReceiver = median(receivers.filter { $0.sender == "floor" }.map(\.nanosecondsPerPacket))
+    var receiverTable = "| receiver | mode | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n"
+        + "|---|---|---|---|---|---|---|\n"
     var receiverJSON: [[String: Any]] = []
     let streamerNames = Set(streamers.map(\.name))
-    for name in ["floor"] + streamers.map(\.name) + ["gstreamer", "ffmpeg"] {
-        let mine = receivers.filter { $0.sender == name }
-        guard !mine.isEmpty else { continue }
-        let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(packets) })
-        let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(packets) })
-        let total = median(mine.map(\.nanosecondsPerPacket))
-        let delivered = name == "floor" ? "\(mine.map(\.packets).min() ?? 0) packets"
-            : streamerNames.contains(name) ? "\(mine.map(\.span).min() ?? 0) frames" : "-"
-        receiverTable += String(format: "| %@ | %@ | %.2f | %.2f | %.2f | %.2f |\n", name, delivered, user / 1000,
-                                system / 1000, total / 1000, total / floorReceiver)
-        for (index, round) in mine.enumerated() {
-            csv += "recv-\(name),realtime,\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
-                + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
-                + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
+    for mode in modes {
+        let floorReceiver = median(receivers.filter { $0.sender == "floor" && $0.mode == mode }.map(\.nanosecondsPerPacket))
+        for name in ["floor"] + streamers.map(\.name) + ["gstreamer", "ffmpeg"] {
+            let mine = receivers.filter { $0.sender == name && $0.mode == mode }
+            guard !mine.isEmpty else { continue }
+            let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(packets) })
+            let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(packets) })
+            let total = median(mine.map(\.nanosecondsPerPacket))
+            let delivered = name == "floor" ? "\(mine.map(\.packets).min() ?? 0) packets"
+                : streamerNames.contains(name)
+                    ? "\(mine.map(\.span).min() ?? 0) frames" + (mode == "fast" ? ", \(mine.map(\.receiverPackets).min() ?? 0) packets" : "")
+                    : "-"
+            receiverTable += String(format: "| %@ | %@ | %@ | %.2f | %.2f | %.2f | %.2f |\n", name, mode, delivered, user / 1000,
+                                    system / 1000, total / 1000, total / floorReceiver)
+            for (index, round) in mine.enumerated() {
+                csv += "recv-\(name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
+                    + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
+                    + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
+            }
+            var row: [String: Any] = ["receiver": name, "mode": mode, "userNsPerPacket": user, "systemNsPerPacket": system,
+                                      "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
+                                      "exit": mine.map(\.cpu.status)]
+            if name == "floor" { row["delivered"] = mine.map(\.packets) }
+            if streamerNames.contains(name) {
+                row["decodedFrames"] = mine.map(\.span)
+                row["receivedPackets"] = mine.map(\.receiverPackets)
+            }
+            receiverJSON.append(row)
         }
-        var row: [String: Any] = ["receiver": name, "userNsPerPacket": user, "systemNsPerPacket": system,
-                                  "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
-                                  "exit": mine.map(\.cpu.status)]
-        if name == "floor" { row["delivered"] = mine.map(\.packets) }
-        if streamerNames.contains(name) { row["decodedFrames"] = mine.map(\.span) }
-        receiverJSON.append(row)
     }
     let loadAfter = loadAverage()
     let senderTitle = "Senders: \(frames) frames, \(packets) packets (floor packetization) at \(options.frameRate) fps in real time"
         + (options.fast ? " and as fast as each goes" : "")
         + "; whole-process CPU per delivered packet, medians of \(options.repeatCount) interleaved rounds"
-    let receiverTitle = "Receivers fed by the floor sender at \(options.frameRate) fps: whole-process CPU per sent packet, medians"
+    let receiverTitle = "Receivers fed by the floor sender at \(options.frameRate) fps"
+        + (options.fast ? " and as fast as it goes (the receiver may miss packets: see delivered)" : "")
+        + ": whole-process CPU per sent packet (the floor: per counted packet), medians"
     let loadLine = "Load average (1, 5, 15 min, /proc/loadavg) at the start: \(loadBefore); at the end: \(loadAfter)"
     print(loadLine)
     print(senderTitle)
@@ -521,11 +533,12 @@ func loadAverage() -> String {
     return text.split(separator: " ").prefix(3).joined(separator: " ")
 }
 
-/// Receiver rounds: each receiver fed by the floor sender, interleaved after a warm-up round;
-/// `packets` is what the floor counter counted, `span` the frames `streamer recv` decoded.
+/// Receiver rounds: each receiver fed by the floor sender in each mode (real time, or without
+/// sleeping), interleaved after a warm-up round; `packets` is what the floor counter counted,
+/// `span` the frames `streamer recv` decoded, `receiverPackets` the packets it received.
 func measureReceivers(bench: String, ffmpeg: String, records: String, frames: Int, packets: Int,
-                      streamers: [(name: String, path: String)], options: PeersOptions, directory: String,
-                      port: inout Int) throws -> [PeerRound] {
+                      streamers: [(name: String, path: String)], modes: [String], options: PeersOptions,
+                      directory: String, port: inout Int) throws -> [PeerRound] {
     typealias Command = (Int, String) -> [String]
     let floorCommand: Command = { port, _ in [bench, "peers-count", "\(port)", "\(packets)"] }
     var receivers: [(name: String, argv: Command)] = [("floor", floorCommand)]
@@ -545,44 +558,49 @@ func measureReceivers(bench: String, ffmpeg: String, records: String, frames: In
     let streamerNames = Set(streamers.map(\.name))
     var rounds: [PeerRound] = []
     for round in 0...options.repeatCount {
-        for receiver in receivers {
-            port += 2
-            let output = directory + "/recv-\(port)"
-            let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=peers\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
-                + "m=video \(port) RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\n"
-            try sdp.write(toFile: output + ".sdp", atomically: true, encoding: .utf8)
-            let child = try spawnChild(receiver.argv(port, output), stdoutPath: output + ".txt")
-            usleep(700_000)  // the receiver's start-up
-            let sender = waitChild(try spawnChild([bench, "peers-floor-send", records, "\(port)", "\(options.frameRate)"]))
-            var result: ChildRun?
-            for _ in 0..<30 where result == nil {  // the floor counter and streamer stop by themselves
-                usleep(100_000)
-                result = reapChild(child, flags: WNOHANG)
-            }
-            // GStreamer and FFmpeg run until stopped: SIGTERM (a SIGINT may be ignored when bench
-            // runs under a test harness), SIGKILL if that does not end it within 2 s.
-            for signal in [SIGTERM, SIGKILL] where result == nil {
-                kill(child, signal)
-                for _ in 0..<20 where result == nil {
+        for mode in modes {
+            for receiver in receivers {
+                port += 2
+                let output = directory + "/recv-\(port)"
+                let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=peers\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+                    + "m=video \(port) RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\n"
+                try sdp.write(toFile: output + ".sdp", atomically: true, encoding: .utf8)
+                let child = try spawnChild(receiver.argv(port, output), stdoutPath: output + ".txt")
+                usleep(700_000)  // the receiver's start-up
+                let fps = mode == "fast" ? 0 : options.frameRate
+                let sender = waitChild(try spawnChild([bench, "peers-floor-send", records, "\(port)", "\(fps)"]))
+                var result: ChildRun?
+                for _ in 0..<30 where result == nil {  // the floor counter and streamer stop by themselves
                     usleep(100_000)
                     result = reapChild(child, flags: WNOHANG)
                 }
+                // GStreamer and FFmpeg run until stopped: SIGTERM (a SIGINT may be ignored when bench
+                // runs under a test harness), SIGKILL if that does not end it within 2 s.
+                for signal in [SIGTERM, SIGKILL] where result == nil {
+                    kill(child, signal)
+                    for _ in 0..<20 where result == nil {
+                        usleep(100_000)
+                        result = reapChild(child, flags: WNOHANG)
+                    }
+                }
+                var counted = 0, decoded = 0, received = 0
+                if receiver.name == "floor" {
+                    counted = ControlMessage("result " + ((try? String(contentsOfFile: output + ".txt", encoding: .utf8))?
+                        .split(separator: "\n").last.map(String.init) ?? "")).int("packets")
+                }
+                if streamerNames.contains(receiver.name), let data = FileManager.default.contents(atPath: output + ".json"),
+                   let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+                    decoded = (stats["frames"] as? [String: Any])?["complete"] as? Int ?? 0
+                    received = (stats["packets"] as? [String: Any])?["received"] as? Int ?? 0
+                }
+                var measured = PeerRound(sender: receiver.name, mode: mode, packets: receiver.name == "floor" ? counted : packets,
+                                         span: decoded, cpu: result ?? waitChild(child))
+                measured.receiverPackets = received
+                progress(String(format: "round %d receiver %@ %@: exit %d, sender exit %d, %.2f µs/packet%@", round,
+                                receiver.name, mode, measured.cpu.status, sender.status, measured.nanosecondsPerPacket / 1000,
+                                receiver.name == "floor" ? " (\(counted) packets)" : streamerNames.contains(receiver.name) ? " (\(decoded) frames)" : ""))
+                if round > 0 { rounds.append(measured) }
             }
-            var counted = 0, decoded = 0
-            if receiver.name == "floor" {
-                counted = ControlMessage("result " + ((try? String(contentsOfFile: output + ".txt", encoding: .utf8))?
-                    .split(separator: "\n").last.map(String.init) ?? "")).int("packets")
-            }
-            if streamerNames.contains(receiver.name), let data = FileManager.default.contents(atPath: output + ".json"),
-               let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
-                decoded = (stats["frames"] as? [String: Any])?["complete"] as? Int ?? 0
-            }
-            let measured = PeerRound(sender: receiver.name, packets: receiver.name == "floor" ? counted : packets,
-                                     span: decoded, cpu: result ?? waitChild(child))
-            progress(String(format: "round %d receiver %@: exit %d, sender exit %d, %.2f µs/packet%@", round,
-                            receiver.name, measured.cpu.status, sender.status, measured.nanosecondsPerPacket / 1000,
-                            receiver.name == "floor" ? " (\(counted) packets)" : streamerNames.contains(receiver.name) ? " (\(decoded) frames)" : ""))
-            if round > 0 { rounds.append(measured) }
         }
     }
     return rounds
