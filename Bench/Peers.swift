@@ -3,10 +3,11 @@ import Glibc
 import MediaFormats
 import UringIO
 
-// bench peers: the same HEVC file at the same real-time frame rate through `streamer send`,
-// GStreamer, FFmpeg and a floor sender written here (one UDP GSO sendmsg per run of
-// equal-size datagrams of a frame, sleep to the next frame), all to the same recvmmsg + GRO
-// counter; whole-process CPU of each sender from outside (wait4), user and system apart.
+// bench peers: the same HEVC file at the same real-time frame rate, and as fast as each tool
+// goes, through `streamer send`, GStreamer, FFmpeg and a floor sender written here (one UDP GSO
+// sendmsg per run of equal-size datagrams of a frame, sleep to the next frame or not at all),
+// all to the same recvmmsg + GRO counter; whole-process CPU of each sender from outside
+// (wait4), user and system apart. `--compare NAME=PATH` adds rows for another streamer binary.
 
 /// Options of `bench peers`.
 struct PeersOptions {
@@ -15,15 +16,23 @@ struct PeersOptions {
     var frames: Int?
     var repeats: Int?
     var out = "results/peers"
+    /// `--compare NAME=PATH`: further `streamer` binaries measured beside this build's.
+    var compare: [(name: String, path: String)] = []
+    /// `--no-fast`: real-time rounds only.
+    var fast = true
 
     static let usage = """
-        usage: bench peers [--quick] [--fps N] [--frames N] [--repeat N] [--out DIR]
+        usage: bench peers [--quick] [--fps N] [--frames N] [--repeat N] [--no-fast] [--compare NAME=PATH]...
+                           [--out DIR]
           encodes a 1280x720 HEVC test file (ffmpeg + libx265) and sends it at N frames per second in
-          real time (default 240) through a floor sender (bench itself), streamer send, GStreamer and
-          FFmpeg (each skipped with a message when missing) to a recvmmsg + GRO counter; reports
-          whole-process CPU per packet of each sender (wait4), interleaved rounds after a warm-up,
-          medians, and the ratio to the floor; writes peers.json and peers.csv into DIR
-          (default results/peers). --quick: 96 frames, one round, for CI
+          real time (default 240), and as fast as each tool goes, through a floor sender (bench
+          itself), streamer send, GStreamer and FFmpeg (each skipped with a message when missing) to
+          a recvmmsg + GRO counter; then each receiver fed by the floor sender, likewise; reports
+          whole-process CPU per packet (wait4), packets per second, interleaved rounds after a
+          warm-up, medians, and the ratio to the floor; writes peers.json, peers.csv and peers.md
+          into DIR (default results/peers). --quick: 96 frames, one round, for CI. --no-fast: the
+          real-time rounds only. --compare NAME=PATH: also a sender and a receiver row NAME running
+          the streamer binary at PATH (e.g. a build of an older commit), in the same rounds
         """
 
     static func parse(_ arguments: [String]) throws(BenchError) -> PeersOptions {
@@ -45,6 +54,16 @@ struct PeersOptions {
             case "--out":
                 guard let value = rest.popFirst() else { throw .usage("--out needs a value") }
                 options.out = value
+            case "--no-fast": options.fast = false
+            case "--compare":
+                guard let value = rest.popFirst() else { throw .usage("--compare needs NAME=PATH") }
+                let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
+                let reserved = ["floor", "streamer", "gstreamer", "ffmpeg"] + options.compare.map(\.name)
+                guard parts.count == 2, !parts[0].isEmpty, !parts[0].contains(","), !reserved.contains(parts[0]) else {
+                    throw .usage("--compare \(value): expected NAME=PATH with a new NAME (not \(reserved.joined(separator: ", ")))")
+                }
+                guard access(parts[1], X_OK) == 0 else { throw .usage("--compare \(value): \(parts[1]) is not an executable") }
+                options.compare.append((parts[0], parts[1]))
             case "--help", "-h": throw .usage("help")
             default: throw .usage("unknown option \(flag) for peers")
             }
@@ -157,9 +176,9 @@ func writeFloorRecords(hevc: String, to path: String, frameRate: Int) throws -> 
 }
 
 /// `bench peers-floor-send RECORDS PORT FPS`: the least a sender does (run as a child so its
-/// CPU is measured from outside like every other sender's).
+/// CPU is measured from outside like every other sender's); FPS 0 sends without sleeping.
 func runFloorSender(_ arguments: [String]) throws {
-    guard arguments.count == 3, let port = UInt16(arguments[1]), let fps = Int(arguments[2]) else {
+    guard arguments.count == 3, let port = UInt16(arguments[1]), let fps = Int(arguments[2]), fps >= 0 else {
         throw BenchError.usage("usage: bench peers-floor-send RECORDS PORT FPS")
     }
     let file = open(arguments[0], O_RDONLY)
@@ -177,7 +196,7 @@ func runFloorSender(_ arguments: [String]) throws {
     defer { buffer.deallocate() }
     let control = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
     defer { control.deallocate() }
-    let interval = 1_000_000_000 / Int64(fps)
+    let interval = fps == 0 ? 0 : 1_000_000_000 / Int64(fps)
     var next = monotonicNanoseconds()
     while true {
         var counts = (UInt32(0), UInt32(0))
@@ -214,6 +233,7 @@ func runFloorSender(_ arguments: [String]) throws {
             offset += length
             index = end
         }
+        guard interval > 0 else { continue }
         next += interval
         let now = monotonicNanoseconds()
         if next > now {
@@ -225,7 +245,8 @@ func runFloorSender(_ arguments: [String]) throws {
 
 /// `bench peers-count PORT EXPECTED`: a recvmmsg + GRO counter of datagrams and bytes; stops at
 /// EXPECTED datagrams (0: unknown) or 1.5 s after the last one; prints
-/// `packets=N bytes=N span=N` (span: RTP sequence numbers from the first to the last seen).
+/// `packets=N bytes=N span=N duration=NS` (span: RTP sequence numbers from the first to the last
+/// seen; duration: from the first receive to the last, in nanoseconds).
 func runCounter(_ arguments: [String]) throws {
     guard arguments.count == 2, let port = UInt16(arguments[0]), let expected = Int(arguments[1]) else {
         throw BenchError.usage("usage: bench peers-count PORT EXPECTED")
@@ -247,6 +268,7 @@ func runCounter(_ arguments: [String]) throws {
     var first: Int?, highest = 0, last: UInt16 = 0
     var lastSeen = monotonicNanoseconds()
     let started = lastSeen
+    var firstSeen: Int64?
     while expected == 0 || packets < expected {
         let now = monotonicNanoseconds()
         if packets > 0 && now - lastSeen > 1_500_000_000 { break }
@@ -261,6 +283,7 @@ func runCounter(_ arguments: [String]) throws {
         }
         guard let received = try PlainUDP.receiveMessages(socket, messages, count: batch) else { continue }
         lastSeen = monotonicNanoseconds()
+        if firstSeen == nil { firstSeen = lastSeen }
         for index in 0..<received {
             let length = Int(messages[index].length)
             var segment = length
@@ -288,16 +311,91 @@ func runCounter(_ arguments: [String]) throws {
             bytes += length
         }
     }
-    print("packets=\(packets) bytes=\(bytes) span=\(first == nil ? 0 : highest + 1)")
+    print("packets=\(packets) bytes=\(bytes) span=\(first == nil ? 0 : highest + 1) duration=\(lastSeen - (firstSeen ?? lastSeen))")
 }
 
-/// One measured sender run.
+/// One measured run of a sender or a receiver.
 struct PeerRound {
     var sender: String
+    /// "realtime" or "fast": the sender paced to the frame rate, or as fast as it goes.
+    var mode = "realtime"
     var packets: Int
     var span: Int
+    /// Packets sent: the file's packetization for the floor, the RTP sequence span the counter
+    /// saw for the others (a loss at either end of the stream is not in it).
+    var sent = 0
     var cpu: ChildRun
+    /// From the sender's start to its exit.
+    var wallNanoseconds: Int64 = 0
+    /// From the counter's first receive to its last.
+    var receiveNanoseconds: Int64 = 0
+    /// Packets a `streamer recv` receiver reported received (its --stats), for the fast rounds.
+    var receiverPackets = 0
+    /// Packets delivered per second of the stream at the counter (start-up not included).
+    var packetsPerSecond: Double { Double(packets) * 1e9 / Double(max(receiveNanoseconds, 1)) }
     var nanosecondsPerPacket: Double { Double(cpu.userNanoseconds + cpu.systemNanoseconds) / Double(max(packets, 1)) }
+}
+
+/// A sender of `bench peers`: its row name, its command for a counter's port, and whether it
+/// sends the floor's own packetization (so the count of packets sent is known exactly).
+struct PeerSender {
+    var name: String
+    var mode: String
+    var argv: (Int) -> [String]
+    var exact: Bool
+}
+
+/// The senders of one mode: "realtime" (paced to the frame rate as each tool paces a file) or
+/// "fast" (as fast as each tool goes: the floor without sleeping, GStreamer `sync=false`,
+/// FFmpeg without `-re`). `streamer send` has no unpaced mode (its `--fps` is at most 240):
+/// it and the --compare binaries are real-time rows only.
+func peerSenders(mode: String, bench: String, records: String, hevc: String, ffmpeg: String,
+                 streamers: [(name: String, path: String)], options: PeersOptions) -> [PeerSender] {
+    let fast = mode == "fast"
+    let fps = "\(options.frameRate)"
+    var senders = [PeerSender(name: "floor", mode: mode, argv: { [bench, "peers-floor-send", records, "\($0)", fast ? "0" : fps] },
+                              exact: true)]
+    if !fast {
+        for streamer in streamers {
+            senders.append(PeerSender(name: streamer.name, mode: mode, argv: {
+                [streamer.path, "send", "--to", "127.0.0.1:\($0)", "--source", hevc, "--fps", fps, "--no-feedback", "--cc", "off",
+                 "--pace", "2G", "--mtu", "1428", "--quiet"]
+            }, exact: false))
+        }
+    }
+    if let gst = findExecutable("gst-launch-1.0") {
+        senders.append(PeerSender(name: "gstreamer", mode: mode, argv: {
+            [gst, "-q", "filesrc", "location=\(hevc)", "!", "h265parse", "!", "rtph265pay", "mtu=1400", "!", "udpsink",
+             "host=127.0.0.1", "port=\($0)", "sync=\(fast ? "false" : "true")"]
+        }, exact: false))
+    }
+    senders.append(PeerSender(name: "ffmpeg", mode: mode, argv: {
+        [ffmpeg, "-hide_banner", "-loglevel", "error"] + (fast ? [] : ["-re"])
+            + ["-framerate", fps, "-i", hevc, "-c", "copy", "-f", "rtp", "rtp://127.0.0.1:\($0)?pkt_size=1400"]
+    }, exact: false))
+    return senders
+}
+
+/// Starts a counter on the next port, runs `sender` to it and returns the measured round.
+func measureSender(_ sender: PeerSender, bench: String, packets: Int, directory: String, port: inout Int) throws -> PeerRound {
+    port += 2
+    let output = directory + "/count-\(port).txt"
+    let counter = try spawnChild([bench, "peers-count", "\(port)", "\(sender.exact ? packets : 0)"], stdoutPath: output)
+    var ready = false
+    for _ in 0..<500 where !ready {
+        usleep(10_000)
+        ready = (try? String(contentsOfFile: output, encoding: .utf8))?.hasPrefix("ready") == true
+    }
+    let started = monotonicNanoseconds()
+    let child = waitChild(try spawnChild(sender.argv(port)))
+    let wall = monotonicNanoseconds() - started
+    _ = waitChild(counter)
+    let fields = ControlMessage((try? String(contentsOfFile: output, encoding: .utf8))?
+        .split(separator: "\n").last.map { "result " + $0 } ?? "")
+    let span = fields.int("span")
+    return PeerRound(sender: sender.name, mode: sender.mode, packets: fields.int("packets"), span: span,
+                     sent: sender.exact ? packets : span, cpu: child, wallNanoseconds: wall,
+                     receiveNanoseconds: Int64(fields.int("duration")))
 }
 
 func runPeers(_ arguments: [String]) throws {
@@ -319,120 +417,134 @@ func runPeers(_ arguments: [String]) throws {
     let (frames, packets) = try writeFloorRecords(hevc: hevc, to: records, frameRate: options.frameRate)
     progress("\(frames) frames, \(packets) RTP packets of at most 1400 bytes")
     let bench = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-    let fps = "\(options.frameRate)"
-    var senders: [(name: String, argv: (Int) -> [String], exact: Bool)] = [
-        ("floor", { [bench, "peers-floor-send", records, "\($0)", fps] }, true),
-    ]
-    if let streamer = findExecutable("streamer") {
-        senders.append(("streamer", { [streamer, "send", "--to", "127.0.0.1:\($0)", "--source", hevc, "--fps", fps,
-                                        "--no-feedback", "--cc", "off", "--pace", "2G", "--mtu", "1428", "--quiet"] },
-                        false))
-    } else { progress("streamer not found: skipped") }
-    if let gst = findExecutable("gst-launch-1.0") {
-        senders.append(("gstreamer", { ["\(gst)", "-q", "filesrc", "location=\(hevc)", "!", "h265parse", "!",
-                                        "rtph265pay", "mtu=1400", "!", "udpsink", "host=127.0.0.1", "port=\($0)",
-                                        "sync=true"] }, false))
-    } else { progress("gst-launch-1.0 not found: skipped") }
-    senders.append(("ffmpeg", { [ffmpeg, "-hide_banner", "-loglevel", "error", "-re", "-framerate", fps, "-i", hevc,
-                                 "-c", "copy", "-f", "rtp", "rtp://127.0.0.1:\($0)?pkt_size=1400"] }, false))
+    let loadBefore = loadAverage()
+    var streamers = options.compare
+    if let streamer = findExecutable("streamer") { streamers.insert(("streamer", streamer), at: 0) } else {
+        progress("streamer not found: skipped")
+    }
+    if findExecutable("gst-launch-1.0") == nil { progress("gst-launch-1.0 not found: skipped") }
+    if options.fast { progress("fast rounds: streamer send has no unpaced mode (--fps at most 240), so no fast row for it") }
+    let modes = options.fast ? ["realtime", "fast"] : ["realtime"]
+    let senders = modes.flatMap { peerSenders(mode: $0, bench: bench, records: records, hevc: hevc, ffmpeg: ffmpeg,
+                                              streamers: streamers, options: options) }
 
     var rounds: [PeerRound] = []
     var port = 20_000 + Int(getpid() % 20_000)
     for round in 0...options.repeatCount {  // round 0 warms up
         for sender in senders {
-            port += 2
-            let output = directory + "/count-\(port).txt"
-            let counter = try spawnChild([bench, "peers-count", "\(port)", "\(sender.exact ? packets : 0)"],
-                                         stdoutPath: output)
-            var ready = false
-            for _ in 0..<500 where !ready {
-                usleep(10_000)
-                ready = (try? String(contentsOfFile: output, encoding: .utf8))?.hasPrefix("ready") == true
-            }
-            let child = waitChild(try spawnChild(sender.argv(port)))
-            _ = waitChild(counter)
-            let fields = ControlMessage((try? String(contentsOfFile: output, encoding: .utf8))?
-                .split(separator: "\n").last.map { "result " + $0 } ?? "")
-            let result = PeerRound(sender: sender.name, packets: fields.int("packets"), span: fields.int("span"),
-                                   cpu: child)
-            progress(String(format: "round %d %@: %d packets (sequence span %d), exit %d, %.2f µs/packet",
-                            round, sender.name, result.packets, result.span, child.status,
-                            result.nanosecondsPerPacket / 1000))
+            let result = try measureSender(sender, bench: bench, packets: packets, directory: directory, port: &port)
+            progress(String(format: "round %d %@ %@: %d of %d packets, exit %d, %.2f µs/packet, %.0f packets/s",
+                            round, sender.name, sender.mode, result.packets, result.sent, result.cpu.status,
+                            result.nanosecondsPerPacket / 1000, result.packetsPerSecond))
             if round > 0 { rounds.append(result) }
         }
     }
-    let floor = median(rounds.filter { $0.sender == "floor" }.map(\.nanosecondsPerPacket))
-    var table = "| sender | packets | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n|---|---|---|---|---|---|\n"
-    var csv = "sender,round,packets,span,exit,userNs,systemNs,nsPerPacket\n"
+    var table = "| sender | mode | sent | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor | packets/s |\n"
+        + "|---|---|---|---|---|---|---|---|---|\n"
+    var csv = "sender,mode,round,packets,span,exit,userNs,systemNs,nsPerPacket,wallNs,receiveNs\n"
     var json: [[String: Any]] = []
-    for sender in senders {
-        let mine = rounds.filter { $0.sender == sender.name }
-        let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(max($0.packets, 1)) })
-        let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(max($0.packets, 1)) })
-        let total = median(mine.map(\.nanosecondsPerPacket))
-        table += String(format: "| %@ | %d | %.2f | %.2f | %.2f | %.2f |\n", sender.name,
-                        mine.map(\.packets).min() ?? 0, user / 1000, system / 1000, total / 1000, total / floor)
-        for (index, round) in mine.enumerated() {
-            csv += "\(sender.name),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
-                + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket))\n"
+    for mode in modes {
+        let floor = median(rounds.filter { $0.sender == "floor" && $0.mode == mode }.map(\.nanosecondsPerPacket))
+        for sender in senders where sender.mode == mode {
+            let mine = rounds.filter { $0.sender == sender.name && $0.mode == mode }
+            let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(max($0.packets, 1)) })
+            let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(max($0.packets, 1)) })
+            let total = median(mine.map(\.nanosecondsPerPacket))
+            let rate = median(mine.map(\.packetsPerSecond))
+            table += String(format: "| %@ | %@ | %d | %d | %.2f | %.2f | %.2f | %.2f | %.0f |\n", sender.name, mode,
+                            mine.map(\.sent).min() ?? 0, mine.map(\.packets).min() ?? 0, user / 1000, system / 1000,
+                            total / 1000, total / floor, rate)
+            for (index, round) in mine.enumerated() {
+                csv += "\(sender.name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
+                    + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
+                    + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
+            }
+            json.append(["sender": sender.name, "mode": mode, "delivered": mine.map(\.packets), "sent": mine.map(\.sent),
+                         "exit": mine.map(\.cpu.status), "userNsPerPacket": user, "systemNsPerPacket": system,
+                         "nsPerPacket": total, "ratioToFloor": total / floor, "packetsPerSecond": rate])
         }
-        json.append(["sender": sender.name, "delivered": mine.map(\.packets),
-                     "sent": mine.map { sender.exact ? packets : $0.span },
-                     "exit": mine.map(\.cpu.status), "userNsPerPacket": user, "systemNsPerPacket": system,
-                     "nsPerPacket": total, "ratioToFloor": total / floor])
     }
-    let receivers = try measureReceivers(bench: bench, ffmpeg: ffmpeg, hevc: hevc, records: records, frames: frames,
-                                         packets: packets, options: options, directory: directory, port: &port)
-    var receiverTable = "| receiver | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n|---|---|---|---|---|---|\n"
-    let floorReceiver = median(receivers.filter { $0.sender == "floor" }.map(\.nanosecondsPerPacket))
+    let receivers = try measureReceivers(bench: bench, ffmpeg: ffmpeg, records: records, frames: frames,
+                                         packets: packets, streamers: streamers, modes: modes, options: options,
+                                         directory: directory, port: &port)
+    var receiverTable = "| receiver | mode | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n"
+        + "|---|---|---|---|---|---|---|\n"
     var receiverJSON: [[String: Any]] = []
-    for name in ["floor", "streamer", "gstreamer", "ffmpeg"] {
-        let mine = receivers.filter { $0.sender == name }
-        guard !mine.isEmpty else { continue }
-        let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(packets) })
-        let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(packets) })
-        let total = median(mine.map(\.nanosecondsPerPacket))
-        let delivered = name == "floor" ? "\(mine.map(\.packets).min() ?? 0) packets"
-            : name == "streamer" ? "\(mine.map(\.span).min() ?? 0) frames" : "-"
-        receiverTable += String(format: "| %@ | %@ | %.2f | %.2f | %.2f | %.2f |\n", name, delivered, user / 1000,
-                                system / 1000, total / 1000, total / floorReceiver)
-        for (index, round) in mine.enumerated() {
-            csv += "recv-\(name),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
-                + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket))\n"
+    let streamerNames = Set(streamers.map(\.name))
+    for mode in modes {
+        let floorReceiver = median(receivers.filter { $0.sender == "floor" && $0.mode == mode }.map(\.nanosecondsPerPacket))
+        for name in ["floor"] + streamers.map(\.name) + ["gstreamer", "ffmpeg"] {
+            let mine = receivers.filter { $0.sender == name && $0.mode == mode }
+            guard !mine.isEmpty else { continue }
+            let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(packets) })
+            let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(packets) })
+            let total = median(mine.map(\.nanosecondsPerPacket))
+            let delivered = name == "floor" ? "\(mine.map(\.packets).min() ?? 0) packets"
+                : streamerNames.contains(name)
+                    ? "\(mine.map(\.span).min() ?? 0) frames" + (mode == "fast" ? ", \(mine.map(\.receiverPackets).min() ?? 0) packets" : "")
+                    : "-"
+            receiverTable += String(format: "| %@ | %@ | %@ | %.2f | %.2f | %.2f | %.2f |\n", name, mode, delivered, user / 1000,
+                                    system / 1000, total / 1000, total / floorReceiver)
+            for (index, round) in mine.enumerated() {
+                csv += "recv-\(name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
+                    + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
+                    + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
+            }
+            var row: [String: Any] = ["receiver": name, "mode": mode, "userNsPerPacket": user, "systemNsPerPacket": system,
+                                      "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
+                                      "exit": mine.map(\.cpu.status)]
+            if name == "floor" { row["delivered"] = mine.map(\.packets) }
+            if streamerNames.contains(name) {
+                row["decodedFrames"] = mine.map(\.span)
+                row["receivedPackets"] = mine.map(\.receiverPackets)
+            }
+            receiverJSON.append(row)
         }
-        var row: [String: Any] = ["receiver": name, "userNsPerPacket": user, "systemNsPerPacket": system,
-                                  "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
-                                  "exit": mine.map(\.cpu.status)]
-        if name == "floor" { row["delivered"] = mine.map(\.packets) }
-        if name == "streamer" { row["decodedFrames"] = mine.map(\.span) }
-        receiverJSON.append(row)
     }
-    print("Senders at \(options.frameRate) fps in real time, \(frames) frames, \(packets) packets (floor packetization); "
-          + "whole-process CPU per delivered packet, medians of \(options.repeatCount) interleaved rounds")
+    let loadAfter = loadAverage()
+    let senderTitle = "Senders: \(frames) frames, \(packets) packets (floor packetization) at \(options.frameRate) fps in real time"
+        + (options.fast ? " and as fast as each goes" : "")
+        + "; whole-process CPU per delivered packet, medians of \(options.repeatCount) interleaved rounds"
+    let receiverTitle = "Receivers fed by the floor sender at \(options.frameRate) fps"
+        + (options.fast ? " and as fast as it goes (the receiver may miss packets: see delivered)" : "")
+        + ": whole-process CPU per sent packet (the floor: per counted packet), medians"
+    let loadLine = "Load average (1, 5, 15 min, /proc/loadavg) at the start: \(loadBefore); at the end: \(loadAfter)"
+    print(loadLine)
+    print(senderTitle)
     print(table)
-    print("Receivers fed by the floor sender at \(options.frameRate) fps: whole-process CPU per sent packet, medians")
+    print(receiverTitle)
     print(receiverTable)
     try FileManager.default.createDirectory(atPath: options.out, withIntermediateDirectories: true)
     let document: [String: Any] = ["command": CommandLine.arguments.joined(separator: " "), "frames": frames,
                                    "packets": packets, "frameRate": options.frameRate, "senders": json,
-                                   "receivers": receiverJSON]
+                                   "receivers": receiverJSON, "loadBefore": loadBefore, "loadAfter": loadAfter,
+                                   "compare": Dictionary(uniqueKeysWithValues: options.compare.map { ($0.name, $0.path) })]
     try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
         .write(to: URL(fileURLWithPath: options.out + "/peers.json"))
     try csv.write(toFile: options.out + "/peers.csv", atomically: true, encoding: .utf8)
-    try (table + "\n" + receiverTable).write(toFile: options.out + "/peers.md", atomically: true, encoding: .utf8)
+    try (loadLine + "\n\n" + senderTitle + "\n\n" + table + "\n" + receiverTitle + "\n\n" + receiverTable)
+        .write(toFile: options.out + "/peers.md", atomically: true, encoding: .utf8)
     progress("wrote \(options.out)/peers.json, peers.csv and peers.md")
 }
 
-/// Receiver rounds: each receiver fed by the floor sender, interleaved after a warm-up round;
-/// `packets` is what the floor counter counted, `span` the frames `streamer recv` decoded.
-func measureReceivers(bench: String, ffmpeg: String, hevc: String, records: String, frames: Int, packets: Int,
-                      options: PeersOptions, directory: String, port: inout Int) throws -> [PeerRound] {
+/// The first three fields of /proc/loadavg (1, 5 and 15 minute load averages), or "?".
+func loadAverage() -> String {
+    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "?" }
+    return text.split(separator: " ").prefix(3).joined(separator: " ")
+}
+
+/// Receiver rounds: each receiver fed by the floor sender in each mode (real time, or without
+/// sleeping), interleaved after a warm-up round; `packets` is what the floor counter counted,
+/// `span` the frames `streamer recv` decoded, `receiverPackets` the packets it received.
+func measureReceivers(bench: String, ffmpeg: String, records: String, frames: Int, packets: Int,
+                      streamers: [(name: String, path: String)], modes: [String], options: PeersOptions,
+                      directory: String, port: inout Int) throws -> [PeerRound] {
     typealias Command = (Int, String) -> [String]
     let floorCommand: Command = { port, _ in [bench, "peers-count", "\(port)", "\(packets)"] }
     var receivers: [(name: String, argv: Command)] = [("floor", floorCommand)]
-    if let streamer = findExecutable("streamer") {
-        receivers.append(("streamer", { port, base in
-            [streamer, "recv", "--listen", "127.0.0.1:\(port)", "--frames", "\(frames)", "--no-feedback", "--quiet",
+    for streamer in streamers {
+        receivers.append((streamer.name, { port, base in
+            [streamer.path, "recv", "--listen", "127.0.0.1:\(port)", "--frames", "\(frames)", "--no-feedback", "--quiet",
              "--stats", base + ".json"]
         }))
     }
@@ -443,46 +555,52 @@ func measureReceivers(bench: String, ffmpeg: String, hevc: String, records: Stri
     }
     receivers.append(("ffmpeg", { _, base in [ffmpeg, "-hide_banner", "-loglevel", "error", "-protocol_whitelist", "file,udp,rtp",
                                    "-i", base + ".sdp", "-c", "copy", "-f", "null", "-"] }))
+    let streamerNames = Set(streamers.map(\.name))
     var rounds: [PeerRound] = []
     for round in 0...options.repeatCount {
-        for receiver in receivers {
-            port += 2
-            let output = directory + "/recv-\(port)"
-            let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=peers\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
-                + "m=video \(port) RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\n"
-            try sdp.write(toFile: output + ".sdp", atomically: true, encoding: .utf8)
-            let child = try spawnChild(receiver.argv(port, output), stdoutPath: output + ".txt")
-            usleep(700_000)  // the receiver's start-up
-            let sender = waitChild(try spawnChild([bench, "peers-floor-send", records, "\(port)", "\(options.frameRate)"]))
-            var result: ChildRun?
-            for _ in 0..<30 where result == nil {  // the floor counter and streamer stop by themselves
-                usleep(100_000)
-                result = reapChild(child, flags: WNOHANG)
-            }
-            // GStreamer and FFmpeg run until stopped: SIGTERM (a SIGINT may be ignored when bench
-            // runs under a test harness), SIGKILL if that does not end it within 2 s.
-            for signal in [SIGTERM, SIGKILL] where result == nil {
-                kill(child, signal)
-                for _ in 0..<20 where result == nil {
+        for mode in modes {
+            for receiver in receivers {
+                port += 2
+                let output = directory + "/recv-\(port)"
+                let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=peers\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+                    + "m=video \(port) RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\n"
+                try sdp.write(toFile: output + ".sdp", atomically: true, encoding: .utf8)
+                let child = try spawnChild(receiver.argv(port, output), stdoutPath: output + ".txt")
+                usleep(700_000)  // the receiver's start-up
+                let fps = mode == "fast" ? 0 : options.frameRate
+                let sender = waitChild(try spawnChild([bench, "peers-floor-send", records, "\(port)", "\(fps)"]))
+                var result: ChildRun?
+                for _ in 0..<30 where result == nil {  // the floor counter and streamer stop by themselves
                     usleep(100_000)
                     result = reapChild(child, flags: WNOHANG)
                 }
+                // GStreamer and FFmpeg run until stopped: SIGTERM (a SIGINT may be ignored when bench
+                // runs under a test harness), SIGKILL if that does not end it within 2 s.
+                for signal in [SIGTERM, SIGKILL] where result == nil {
+                    kill(child, signal)
+                    for _ in 0..<20 where result == nil {
+                        usleep(100_000)
+                        result = reapChild(child, flags: WNOHANG)
+                    }
+                }
+                var counted = 0, decoded = 0, received = 0
+                if receiver.name == "floor" {
+                    counted = ControlMessage("result " + ((try? String(contentsOfFile: output + ".txt", encoding: .utf8))?
+                        .split(separator: "\n").last.map(String.init) ?? "")).int("packets")
+                }
+                if streamerNames.contains(receiver.name), let data = FileManager.default.contents(atPath: output + ".json"),
+                   let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+                    decoded = (stats["frames"] as? [String: Any])?["complete"] as? Int ?? 0
+                    received = (stats["packets"] as? [String: Any])?["received"] as? Int ?? 0
+                }
+                var measured = PeerRound(sender: receiver.name, mode: mode, packets: receiver.name == "floor" ? counted : packets,
+                                         span: decoded, cpu: result ?? waitChild(child))
+                measured.receiverPackets = received
+                progress(String(format: "round %d receiver %@ %@: exit %d, sender exit %d, %.2f µs/packet%@", round,
+                                receiver.name, mode, measured.cpu.status, sender.status, measured.nanosecondsPerPacket / 1000,
+                                receiver.name == "floor" ? " (\(counted) packets)" : streamerNames.contains(receiver.name) ? " (\(decoded) frames)" : ""))
+                if round > 0 { rounds.append(measured) }
             }
-            var counted = 0, decoded = 0
-            if receiver.name == "floor" {
-                counted = ControlMessage("result " + ((try? String(contentsOfFile: output + ".txt", encoding: .utf8))?
-                    .split(separator: "\n").last.map(String.init) ?? "")).int("packets")
-            }
-            if receiver.name == "streamer", let data = FileManager.default.contents(atPath: output + ".json"),
-               let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
-                decoded = (stats["frames"] as? [String: Any])?["complete"] as? Int ?? 0
-            }
-            let measured = PeerRound(sender: receiver.name, packets: receiver.name == "floor" ? counted : packets,
-                                     span: decoded, cpu: result ?? waitChild(child))
-            progress(String(format: "round %d receiver %@: exit %d, sender exit %d, %.2f µs/packet%@", round,
-                            receiver.name, measured.cpu.status, sender.status, measured.nanosecondsPerPacket / 1000,
-                            receiver.name == "floor" ? " (\(counted) packets)" : receiver.name == "streamer" ? " (\(decoded) frames)" : ""))
-            if round > 0 { rounds.append(measured) }
         }
     }
     return rounds
