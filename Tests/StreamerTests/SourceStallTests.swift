@@ -69,15 +69,24 @@ struct SourceStallTests {
         #expect(waitForExit(receiver, seconds: 20) == 0)
         let messages = String(decoding: senderErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let lines = messages.split(separator: "\n")
-        #expect(lines.filter { $0.contains("source stalled") }.count == 1, "stderr: \(messages)")
-        #expect(lines.filter { $0.contains("source resumed") }.count == 1, "stderr: \(messages)")
+        // Each stall is said once when it starts and once when it ends. The pause is one of
+        // them; a loaded machine can add short ones of its own (a writer or encoder late by more
+        // than the 0.5 s threshold), each said and counted the same way, never as long as the pause.
+        let stalledLines = lines.filter { $0.contains("source stalled") }.count
+        let resumedAfter = lines.filter { $0.contains("source resumed after") }.compactMap { line in
+            line.split(separator: " ").dropFirst(5).first.flatMap { Double($0) }
+        }
+        #expect(stalledLines == resumedAfter.count && stalledLines >= 1, "stderr: \(messages)")
+        #expect(resumedAfter.filter { $0 >= pause - 0.5 }.count == 1, "stderr: \(messages)")
 
         let send = try readJSON(sendStats)
         let recv = try readJSON(recvStats)
-        #expect(intField(send, "source.stalls") == 1)
+        #expect(intField(send, "source.stalls") == resumedAfter.count)
         #expect(field(send, "source.stalled") as? Bool == false)
         let stalledMs = try #require(intField(send, "source.stalledMs"))
-        #expect(stalledMs >= Int(pause * 1000) - 500 && stalledMs < Int(pause * 1000) + 3000, "stalledMs \(stalledMs)")
+        let others = Int(resumedAfter.filter { $0 < pause - 0.5 }.reduce(0, +) * 1000)
+        #expect(stalledMs >= Int(pause * 1000) - 500 && stalledMs < Int(pause * 1000) + 3000 + others,
+                "stalledMs \(stalledMs)")
         #expect(intField(send, "receiverGoneEvents") == 0)
         // No burst to catch up on the frames the stall missed: the 60 frames after it go at 30 fps.
         #expect(afterStall > 1.5, "60 frames went in \(afterStall) s after the stall")
