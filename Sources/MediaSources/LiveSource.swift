@@ -192,7 +192,7 @@ private struct SourceRun {
     /// When frame 0 was (or would have been) due; moves on after a stall.
     var start = ContinuousClock.now
     /// The same for a file read ahead, in `CLOCK_MONOTONIC` nanoseconds (the sink's clock).
-    var startNanoseconds = SourceRun.monotonicNanoseconds()
+    var startNanoseconds = LiveSource.monotonicNanoseconds()
     /// Frames handed over so far.
     var index = 0
     var frameRate: Int
@@ -217,7 +217,7 @@ private struct SourceRun {
     mutating func handAhead(_ unit: AccessUnit) {
         source.stalls.frameDelivered(at: .now)
         let interval = 1_000_000_000 / Int64(frameRate)
-        let now = Self.monotonicNanoseconds()
+        let now = LiveSource.monotonicNanoseconds()
         let due = startNanoseconds + Int64(index) * interval
         if now - due > SourceStallWatch.threshold(frameRate: frameRate).wholeNanoseconds { startNanoseconds += now - due }
         let dueNow = startNanoseconds + Int64(index) * interval
@@ -227,13 +227,6 @@ private struct SourceRun {
         }
         sink.send(unit, at: dueNow)
         index += 1
-    }
-
-    /// `CLOCK_MONOTONIC` in nanoseconds: the clock of the engine's due times.
-    static func monotonicNanoseconds() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
     }
 
     /// Sleeps until frame `index` is due (start + index / rate). Frame `index - 1` was just
@@ -355,6 +348,15 @@ private struct SourceRun {
         let config = EncoderConfig(width: width, height: height, fpsNumerator: frameRate, bitrateKbps: kbps,
                                    peakBitrateKbps: peak.map { min($0, EncoderConfig.maxBitrateKbps) })
         do { return try X265Encoder(config) } catch { throw .encoder(error) }
+    }
+}
+
+extension LiveSource {
+    /// `CLOCK_MONOTONIC` in nanoseconds: the clock of a sink's due times (``AccessUnitSink/send(_:at:)``).
+    static func monotonicNanoseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
     }
 }
 
