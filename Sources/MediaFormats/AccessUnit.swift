@@ -46,4 +46,20 @@ public protocol AccessUnitSink: AnyObject, Sendable {
     func finish()
     /// True (once) when the next picture should be a keyframe.
     func takeKeyframeRequest() -> Bool
+    /// True when ``send(_:at:)`` holds an access unit back until its due time, so a source may
+    /// hand over frames ahead of their time; false: it sends at once, and a source must hand
+    /// each frame over at its time.
+    var holdsUntilDue: Bool { get }
+    /// Hands over an access unit that must not start on the wire before `dueTime` (monotonic
+    /// nanoseconds, `CLOCK_MONOTONIC`; a time past: at once); false when it was dropped for
+    /// lack of room.
+    @discardableResult func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool
+}
+
+extension AccessUnitSink {
+    /// A sink sends what it is handed at once (the default).
+    public var holdsUntilDue: Bool { false }
+
+    /// Without ``holdsUntilDue``, the due time is not kept: the access unit goes at once.
+    @discardableResult public func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool { send(accessUnit) }
 }

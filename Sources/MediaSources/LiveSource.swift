@@ -7,6 +7,12 @@ import Synchronization
 /// at start + i / frame rate), until its end, the frame limit or `shouldStop`; then finishes
 /// the sink. What `streamer send` runs.
 ///
+/// A `.hevc` file read for a sink that holds access units until their time
+/// (``AccessUnitSink/holdsUntilDue``, a `MediaSender`) is read ahead: frames due within the
+/// next ``readAheadHorizon(frameRate:)`` are handed over at once with their due times, and the
+/// source thread sleeps once per horizon, not once per frame; the sender's own thread sends
+/// each frame at its time. Encoded sources (x265) hand each frame over as it is made.
+///
 /// A source that falls behind by more than the stall threshold (blocked, or slower than real
 /// time) does not catch up in a burst afterwards: its schedule starts again from the late
 /// frame. Its ``stalls`` watch counts such gaps.
@@ -127,6 +133,13 @@ public final class LiveSource: Sendable {
     /// file).
     public var bitrateStats: SourceBitrateStats { bitrate.withLock { $0.stats } }
 
+    /// How far ahead of their time a file source hands frames to a sink that holds them until
+    /// due: 100 ms, or 32 frame intervals when that is less (a sender queues at most
+    /// `maxQueuedFrames`, 120 by default).
+    public static func readAheadHorizon(frameRate: Int) -> Duration {
+        min(.milliseconds(100), .nanoseconds(32 * 1_000_000_000 / Int64(max(frameRate, 1))))
+    }
+
     /// The source thread takes the latest request (nil: none since the last call).
     fileprivate func takeBitrateRequest() -> Int? {
         bitrate.withLock { state in
@@ -178,6 +191,8 @@ private struct SourceRun {
     let peakBitrateKbps: Int?
     /// When frame 0 was (or would have been) due; moves on after a stall.
     var start = ContinuousClock.now
+    /// The same for a file read ahead, in `CLOCK_MONOTONIC` nanoseconds (the sink's clock).
+    var startNanoseconds = LiveSource.monotonicNanoseconds()
     /// Frames handed over so far.
     var index = 0
     var frameRate: Int
@@ -194,6 +209,25 @@ private struct SourceRun {
     }
 
     var done: Bool { shouldStop() || (frameLimit.map { index >= $0 } ?? false) }
+
+    /// Hands frame `index` over with its due time (the sink holds it until then), sleeping
+    /// first only when that time is beyond the read-ahead horizon: then until half the horizon
+    /// before it, so each sleep covers about half a horizon of frames. A frame far behind its
+    /// time (a stall, a slow disk) moves the schedule on from it, as ``waitForSlot()`` does.
+    mutating func handAhead(_ unit: AccessUnit) {
+        source.stalls.frameDelivered(at: .now)
+        let interval = 1_000_000_000 / Int64(frameRate)
+        let now = LiveSource.monotonicNanoseconds()
+        let due = startNanoseconds + Int64(index) * interval
+        if now - due > SourceStallWatch.threshold(frameRate: frameRate).wholeNanoseconds { startNanoseconds += now - due }
+        let dueNow = startNanoseconds + Int64(index) * interval
+        let horizon = LiveSource.readAheadHorizon(frameRate: frameRate).wholeNanoseconds
+        if dueNow - now > horizon {
+            usleep(useconds_t((dueNow - now - horizon / 2) / 1000))
+        }
+        sink.send(unit, at: dueNow)
+        index += 1
+    }
 
     /// Sleeps until frame `index` is due (start + index / rate). Frame `index - 1` was just
     /// delivered: a stall or a slow source that left it far behind its time moves the
@@ -240,6 +274,7 @@ private struct SourceRun {
         guard let handle = FileHandle(forReadingAtPath: path) else { throw .cannotOpen(path: path) }
         var splitter = AnnexBAccessUnitSplitter()
         var headersSent = false
+        let readsAhead = sink.holdsUntilDue
         func deliver(_ units: [AccessUnit]) {
             for var unit in units where !done {
                 if !headersSent {
@@ -247,6 +282,10 @@ private struct SourceRun {
                     headersSent = true
                 }
                 unit.timestamp = UInt32(truncatingIfNeeded: index * 90_000 / frameRate)
+                if readsAhead {
+                    handAhead(unit)
+                    continue
+                }
                 sink.send(unit)
                 index += 1
                 waitForSlot()
@@ -309,6 +348,15 @@ private struct SourceRun {
         let config = EncoderConfig(width: width, height: height, fpsNumerator: frameRate, bitrateKbps: kbps,
                                    peakBitrateKbps: peak.map { min($0, EncoderConfig.maxBitrateKbps) })
         do { return try X265Encoder(config) } catch { throw .encoder(error) }
+    }
+}
+
+extension LiveSource {
+    /// `CLOCK_MONOTONIC` in nanoseconds: the clock of a sink's due times (``AccessUnitSink/send(_:at:)``).
+    static func monotonicNanoseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
     }
 }
 

@@ -17,6 +17,23 @@ final class CollectingSink: AccessUnitSink {
     func takeKeyframeRequest() -> Bool { false }
 }
 
+/// A sink that holds access units until their due time: keeps each with its due time and
+/// when it was handed over (monotonic nanoseconds).
+final class DueSink: AccessUnitSink {
+    private let state = Mutex<(handed: [(unit: AccessUnit, due: Int64, at: Int64)], finished: Bool)>(([], false))
+    var handed: [(unit: AccessUnit, due: Int64, at: Int64)] { state.withLock { $0.handed } }
+    var finished: Bool { state.withLock { $0.finished } }
+    var holdsUntilDue: Bool { true }
+    func send(_ accessUnit: AccessUnit) -> Bool { send(accessUnit, at: LiveSource.monotonicNanoseconds()) }
+    func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool {
+        let now = LiveSource.monotonicNanoseconds()
+        state.withLock { $0.handed.append((accessUnit, dueTime, now)) }
+        return true
+    }
+    func finish() { state.withLock { $0.finished = true } }
+    func takeKeyframeRequest() -> Bool { false }
+}
+
 /// Runs `source` to its end (fast: 250 frames a second) and returns what the sink got.
 func runToEnd(_ source: MediaSource, frameLimit: Int? = nil) -> (LiveSource, CollectingSink) {
     let live = LiveSource()
@@ -56,6 +73,29 @@ struct LiveSourceTests {
         let expected: [UInt32] = (0..<5).map { index in UInt32(index * 90_000 / 250) }
         #expect(sink.units.map(\.timestamp) == expected)
         #expect(live.parameterSets == encoded.units[0].parameterSets)
+    }
+
+    /// A sink that holds access units until their due time (as a `MediaSender` does): the file
+    /// is read ahead, every frame handed over with its due time, frame i due 1 / rate after frame
+    /// i - 1, none handed over more than the horizon before its time, and frames well ahead of it.
+    @Test func annexBFileIsReadAheadForASinkThatHoldsUntilDue() throws {
+        let (_, encoded) = runToEnd(.synthetic(width: 320, height: 240), frameLimit: 40)
+        let path = try temporaryFile(encoded.units.flatMap(\.annexB), suffix: ".hevc")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let live = LiveSource()
+        let sink = DueSink()
+        live.start(.hevcFile(path: path), frameRate: 250, sink: sink)
+        let deadline = Date().addingTimeInterval(30)
+        while !sink.finished && Date() < deadline { usleep(2000) }
+        let handed = sink.handed
+        #expect(live.failure == nil)
+        #expect(handed.map(\.unit.nalUnits) == encoded.units.map(\.nalUnits))
+        let dues = handed.map(\.due)
+        #expect(zip(dues, dues.dropFirst()).allSatisfy { $1 - $0 == 4_000_000 })
+        let horizon = LiveSource.readAheadHorizon(frameRate: 250).wholeNanoseconds
+        #expect(horizon == 100_000_000)
+        #expect(handed.allSatisfy { $0.due - $0.at <= horizon })
+        #expect(handed.contains { $0.due - $0.at > 50_000_000 })  // read ahead, not frame by frame
     }
 
     @Test func failuresSayWhatFailedInOneLine() throws {

@@ -149,8 +149,20 @@ final class FlowScheduler: DatagramProducer {
         return wait == 0
     }
 
-    /// Nanoseconds until a flow held back only by its own cap may send (nil when none is).
+    /// Nanoseconds until the next access unit some flow holds for its due time may start
+    /// (nil: none waits); set by the engine, read when nothing can go now.
+    var nextDueIn: ((Int64) -> Int64?)?
+
+    /// Nanoseconds until a flow held back only by its own cap may send, or until an access
+    /// unit waiting for its time is due, whichever comes first (nil when neither waits).
     func readyIn(now: Int64) -> Int64? {
+        let due = nextDueIn?(now)
+        guard let capped = capsReadyIn(now: now) else { return due }
+        return min(capped, due ?? capped)
+    }
+
+    /// Nanoseconds until a flow held back only by its own cap may send (nil when none is).
+    private func capsReadyIn(now: Int64) -> Int64? {
         guard hasCaps else { return nil }
         var soonest: Int64?
         for index in producers.indices where caps[index] != nil && !idle[index] {

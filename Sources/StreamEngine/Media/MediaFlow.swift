@@ -12,8 +12,11 @@ final class MediaFlow: DatagramProducer {
     private let timestampOffset: UInt32
     private(set) var nextSequence: UInt16
     private var queue: [AccessUnit] = []
-    /// When each access unit in `queue` was enqueued (`now` then), by the same index.
+    /// When each access unit in `queue` was enqueued (`now` then), or its due time when it has
+    /// one (`maxFrameWait` counts from there), by the same index.
     private var enqueuedAt: [Int64] = []
+    /// When each access unit in `queue` may start (`Int64.min`: at once), by the same index.
+    private var dueAt: [Int64] = []
     private var queueHead = 0
     /// Bytes of the access units in `queue` from `queueHead` on.
     private var queuedBytes = 0
@@ -123,17 +126,44 @@ final class MediaFlow: DatagramProducer {
     /// True when nothing is waiting or half-written.
     var isEmpty: Bool { queuedAccessUnits == 0 && planIndex >= plan.count }
 
-    /// Queues an access unit that arrived at `time` (default: `now`).
-    func enqueue(_ accessUnit: AccessUnit, at time: Int64? = nil) {
+    /// Queues an access unit that arrived at `time` (default: `now`). With a `due` time
+    /// (monotonic nanoseconds) it does not start before `now` reaches it, and its wait
+    /// (`maxFrameWait`) counts from then.
+    func enqueue(_ accessUnit: AccessUnit, at time: Int64? = nil, due: Int64? = nil) {
         queue.append(accessUnit)
-        enqueuedAt.append(time ?? now)
+        enqueuedAt.append(due ?? time ?? now)
+        dueAt.append(due ?? .min)
         queuedBytes += accessUnit.byteCount
         framesQueued += 1
     }
 
     /// What is left of the frame being sent plus the access units waiting (an estimate:
     /// headers of packets not planned yet are not counted, and the bound may drop some).
-    var pendingBytes: Int { queuedBytes + planBytes - planBytesWritten }
+    var pendingBytes: Int { queuedBytes - bytesNotDue + planBytes - planBytesWritten }
+
+    /// Bytes of the access units at the tail of the queue that are not due yet (due times
+    /// rise along the queue: the walk stops at the first one due).
+    private var bytesNotDue: Int {
+        var bytes = 0
+        var index = queue.count - 1
+        while index >= queueHead && dueAt[index] > now {
+            bytes += queue[index].byteCount
+            index -= 1
+        }
+        return bytes
+    }
+
+    /// Nanoseconds from `now` until the next access unit waiting is due (nil: none waits for
+    /// its time). The engine's wait ends then.
+    /// Held against the flow's own `now` (what `peekDatagram` went by), so a unit that came
+    /// due since then gives 0, not nil.
+    func dueIn(now: Int64) -> Int64? {
+        guard queueHead < queue.count, dueAt[queueHead] > self.now else { return nil }
+        return max(dueAt[queueHead] - now, 0)
+    }
+
+    /// Whether the next access unit waiting had a due time and `now` reached it.
+    var dueWaiting: Bool { queueHead < queue.count && dueAt[queueHead] != .min && dueAt[queueHead] <= now }
 
     /// Changes the datagram budget from the next access unit on.
     func setMaxDatagramSize(_ size: Int) throws(HEVCPacketizerError) {
@@ -205,6 +235,7 @@ final class MediaFlow: DatagramProducer {
         if queueHead > 64 && queueHead * 2 > queue.count {
             queue.removeFirst(queueHead)
             enqueuedAt.removeFirst(queueHead)
+            dueAt.removeFirst(queueHead)
             queueHead = 0
         }
         return next
@@ -266,7 +297,7 @@ final class MediaFlow: DatagramProducer {
 
     private func peekPlanned() -> PendingDatagram? {
         while planIndex >= plan.count {
-            guard queueHead < queue.count else { return nil }
+            guard queueHead < queue.count, dueAt[queueHead] <= now else { return nil }
             let next = dequeue()
             let planned = sharedPlans?.plan(next, packetizer: packetizer) ?? AccessUnitPlans.Plan(of: next, packetizer: packetizer)
             guard admit(next, wireBytes: planned.wireBytes) else { continue }

@@ -171,6 +171,29 @@ public final class MediaSender: Sendable {
         return accepted
     }
 
+    /// Hands an access unit to every flow, to start on the wire no earlier than `dueTime`
+    /// (monotonic nanoseconds, `CLOCK_MONOTONIC`, as `UringIO.monotonicNanoseconds()`; a time
+    /// past: at once). A source reading ahead hands frames over before their time this way,
+    /// and the engine's own wait ends at each one's time: no thread needs to wake per frame
+    /// but the engine's. The engine is woken only for the first access unit of a batch
+    /// (while the flows' inboxes hold units not taken yet, it will wake and take them anyway).
+    /// A frame's `maxFrameWait` counts from its due time. Returns false as `send(_:)` does.
+    @discardableResult
+    public func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool {
+        var accepted = true
+        var wake = false
+        for flow in flows {
+            let queued = flow.queue(accessUnit, due: dueTime)
+            accepted = accepted && queued.accepted
+            wake = wake || queued.wasEmpty
+        }
+        if wake { wakeEvent.signal() }
+        return accepted
+    }
+
+    /// True: `send(_:at:)` holds access units back until their due time.
+    public var holdsUntilDue: Bool { true }
+
     /// Hands an access unit to one flow. Returns false (and counts a dropped frame) when
     /// `maxQueuedFrames` are already waiting there.
     @discardableResult
@@ -277,6 +300,9 @@ public final class MediaSender: Sendable {
         // carries some of each instead of one flow's whole frame.
         let scheduler = FlowScheduler(senderFlows.map(\.producer), paces: paces,
                                       burstQuanta: flowConfigs.map(\.burstQuantum), quantum: paced.pacer.burstQuantum)
+        // Access units handed over ahead of their time (`send(_:at:)`): the ring's wait ends
+        // when the first of them is due.
+        scheduler.nextDueIn = { now in senderFlows.lazy.compactMap { $0.flow.dueIn(now: now) }.min() }
         paced.queue.onReport = { report in
             var report = report
             let index = FlowScheduler.flowIndex(ofTag: report.tag)
@@ -329,8 +355,10 @@ public final class MediaSender: Sendable {
             if fullTick { lastTick = now }
             var pacesChanged = false
             for flow in senderFlows {
-                // Only a flow whose inbox changed looks into it (and the scheduler at it again).
-                if flow.takeInput() { scheduler.wake(flow: flow.index) }
+                // Only a flow whose inbox changed looks into it (and the scheduler at it again);
+                // a flow whose next access unit came due is looked at again too.
+                flow.flow.now = now
+                if flow.takeInput() || flow.flow.dueWaiting { scheduler.wake(flow: flow.index) }
                 if fullTick || flow.feedbackSinceTick {
                     flow.tick(now: now)
                     pacesChanged = applyPace(of: flow) || pacesChanged

@@ -8,7 +8,8 @@ import UringIO
 /// (access units, a new destination) and read from it (stats, keyframe requests).
 final class FlowHandle: Sendable {
     struct Inbox {
-        var accessUnits: [AccessUnit] = []
+        /// Access units handed over, each with its due time (nil: at once).
+        var accessUnits: [(accessUnit: AccessUnit, due: Int64?)] = []
         var finished = false
         var dropped = 0
         var newDestination: SocketAddress?
@@ -45,17 +46,27 @@ final class FlowHandle: Sendable {
     /// Queues `accessUnit` for the engine; `wake: false` leaves waking the engine to the caller
     /// (one wake-up for an access unit handed to every flow).
     func send(_ accessUnit: AccessUnit, wake: Bool = true) -> Bool {
-        let accepted = inbox.withLock { box -> Bool in
-            guard box.accessUnits.count < config.maxQueuedFrames else {
-                box.dropped += 1
-                return false
-            }
-            box.accessUnits.append(accessUnit)
-            return true
-        }
-        inboxChanged.store(true, ordering: .releasing)
+        let accepted = queue(accessUnit, due: nil).accepted
         if wake { wakeEvent.signal() }
         return accepted
+    }
+
+    /// Queues `accessUnit`, not to start before `due` (monotonic nanoseconds; nil: at once).
+    /// Returns whether it was taken, and whether the inbox was empty before: only then does
+    /// the engine need a wake-up (it takes everything in the inbox when it wakes, so units
+    /// handed after the first of a batch ride on the first one's wake-up).
+    func queue(_ accessUnit: AccessUnit, due: Int64?) -> (accepted: Bool, wasEmpty: Bool) {
+        let result = inbox.withLock { box -> (Bool, Bool) in
+            let wasEmpty = box.accessUnits.isEmpty
+            guard box.accessUnits.count < config.maxQueuedFrames else {
+                box.dropped += 1
+                return (false, wasEmpty)
+            }
+            box.accessUnits.append((accessUnit, due))
+            return (true, wasEmpty)
+        }
+        inboxChanged.store(true, ordering: .releasing)
+        return result
     }
 
     func finish() {
@@ -305,7 +316,7 @@ final class SenderFlow {
             return (taken, box.finished && box.accessUnits.isEmpty, box.dropped, box.newDestination)
         }
         let now = incoming.isEmpty ? 0 : monotonicNanoseconds()
-        for accessUnit in incoming { flow.enqueue(accessUnit, at: now) }
+        for (accessUnit, due) in incoming { flow.enqueue(accessUnit, at: now, due: due) }
         inputFinished = isFinished
         local.framesDroppedQueueFull = dropped
         if let newDestination, newDestination != destination { redirect(to: newDestination) }
@@ -457,6 +468,7 @@ final class SenderFlow {
     /// (or `finalFeedbackWait` passed). The engine stops when every flow is done.
     func isDone(now: Int64) -> Bool {
         guard inputFinished else { return false }
+        if flow.dueIn(now: now) != nil { return false }  // frames handed ahead still wait for their time
         if let multicastReceivers {
             // A group's stream ends when every receiver it knows has reported its last packet
             // (their next regular report after it), or after `finalFeedbackWait`.
