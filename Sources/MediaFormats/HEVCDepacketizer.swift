@@ -466,22 +466,21 @@ public struct HEVCDepacketizer: Sendable {
         }
 
         let continuing = assembly != nil
-        var current = assembly ?? Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence,
-                                           lastSequence: packet.sequence, missing: startMissing,
-                                           damaged: startDamaged)
         // `current` must own its arrays alone: while `assembly` shared them, appending a fragment
-        // copied the whole NAL unit rebuilt so far, every packet (results/profile.md).
-        assembly = nil
+        // copied the whole NAL unit rebuilt so far, every packet (results/profile.md). Moved
+        // out and back, not copied: no retain and release of its arrays per packet.
+        var current = assembly.take() ?? Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence,
+                                                  lastSequence: packet.sequence, missing: startMissing,
+                                                  damaged: startDamaged)
         if !continuing && (startDamaged || joining) { current.discarding = .afterGap }
         joining = false
         current.lastSequence = packet.sequence
         current.packetCount += 1
         if !current.abandoned { apply(packet.content, payload: payload, to: &current) }
         if packet.marker {
-            assembly = nil
             emit(current, into: &output)
         } else {
-            assembly = current
+            assembly = consume current
         }
     }
 
@@ -513,11 +512,13 @@ public struct HEVCDepacketizer: Sendable {
                 breakFragment(&current, byLoss: false)
                 current.discarding = .none
                 guard reserve(data.count + 2, in: &current) else { return }
-                var nal = [nalHeader.0, nalHeader.1]
                 // Room for a NAL unit like the last one rebuilt (an eighth more): growing by
                 // doubling copied each frame's slice several times over (8 % of `streamer
-                // recv`'s CPU at 240 fps: results/profile.md).
+                // recv`'s CPU at 240 fps: results/profile.md). One allocation per NAL unit.
+                var nal: [UInt8] = []
                 nal.reserveCapacity(max(data.count + 2, lastFragmentedNALSize + lastFragmentedNALSize / 8))
+                nal.append(nalHeader.0)
+                nal.append(nalHeader.1)
                 nal.append(contentsOf: data)
                 current.openFragment = nal
                 current.openFragmentType = type
@@ -534,8 +535,7 @@ public struct HEVCDepacketizer: Sendable {
                 guard reserve(data.count, in: &current) else { return }
                 current.openFragment!.append(contentsOf: data)
                 if end {
-                    let nal = current.openFragment!
-                    current.openFragment = nil
+                    let nal = current.openFragment.take()!
                     lastFragmentedNALSize = nal.count
                     current.nalUnits.append(nal)
                     noteNAL(firstByte: nal[0], in: &current)
