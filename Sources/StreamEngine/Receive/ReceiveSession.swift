@@ -101,6 +101,8 @@ public struct ReceiveSession: Sendable {
     private var nextOutput = 0
     /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout buffer).
     private var recovery: LossRecovery?
+    /// Empty between inputs: the capacity `push` reuses for the packets the playout buffer releases.
+    private var releasedScratch: [PlayoutBuffer.Packet] = []
     /// With a multicast `listen` group and feedback: when the regular reports go.
     private var multicastTiming: MulticastReportTiming?
 
@@ -454,8 +456,12 @@ public struct ReceiveSession: Sendable {
         let atOnce = recovery!.playout.releasesAtOnce(tracked.extendedSequence)
         let packet = PlayoutBuffer.Packet(header: header, payload: atOnce ? [] : Array(payload),
                                           sequence: tracked.extendedSequence)
+        // The list of released packets is reused from packet to packet: no allocation per packet.
+        swap(&released, &releasedScratch)
         if recovery!.insert(packet, arrival: arrival, now: now, into: &released) == .late { recovery!.counts.late += 1 }
         pushReleased(released, now: now, arriving: atOnce ? (tracked.extendedSequence, payload) : nil)
+        released.removeAll(keepingCapacity: true)
+        swap(&released, &releasedScratch)
     }
 
     /// Packets the playout buffer released, in order, into the depacketizer; the one numbered
