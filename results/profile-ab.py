@@ -12,7 +12,9 @@ RECORDS, HEVC, PACKETS, FRAMES = f"{LP}/t.rtp", f"{LP}/t.hevc", 37833, 2400
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 which = sys.argv[2] if len(sys.argv) > 2 else "send,recv"
 variants = sys.argv[3].split(",") if len(sys.argv) > 3 else ["before", "after"]
-streamers = {v: f"/tmp/lp-{v}/streamer" for v in variants}
+# Each variant's streamer: $VARIANTS{V}/streamer (VARIANTS default /tmp/lp-).
+VARIANTS = os.environ.get("VARIANTS", "/tmp/lp-")
+streamers = {v: f"{VARIANTS}{v}/streamer" for v in variants}
 port = 41000 + os.getpid() % 1000 * 2
 def run(argv, core):
     p = subprocess.Popen(["taskset", "-c", str(core), "nice", "-n", "-10"] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -49,7 +51,9 @@ for r in range(rounds + 1):
             if name == "floor":
                 p, out = start_counter(port, 1)
             else:
-                p = run([streamers[name], "recv", "--listen", f"127.0.0.1:{port}", "--frames", str(FRAMES), "--no-feedback", "--quiet", "--stats", f"{LP}/recv-{port}.json"], 1)
+                # FEEDBACK=1: the receivers send feedback and recover losses (playout buffer, NACK).
+                feedback = [] if os.environ.get("FEEDBACK") == "1" else ["--no-feedback"]
+                p = run([streamers[name], "recv", "--listen", f"127.0.0.1:{port}", "--frames", str(FRAMES)] + feedback + ["--quiet", "--stats", f"{LP}/recv-{port}.json"], 1)
                 time.sleep(0.7)
             sender = run([BENCH, "peers-floor-send", RECORDS, str(port), "240"], 0); sender.wait()
             deadline = time.time() + 5

@@ -139,10 +139,15 @@ public struct HEVCDepacketizer: Sendable {
     /// What has been seen so far.
     public private(set) var counters = DepacketizerCounters()
 
+    /// What a validated payload holds; the bytes stay in the payload (`parseContent` checked
+    /// every size, so `apply` reads them without checking again).
     private enum Content: Sendable {
-        case nal([UInt8])
-        case units([[UInt8]])
-        case fragment(start: Bool, end: Bool, type: UInt8, nalHeader: (UInt8, UInt8), data: [UInt8])
+        /// One NAL unit: the whole payload.
+        case nal
+        /// An Aggregation Packet: NAL units from offset 2, each after its two-byte size.
+        case units
+        /// A Fragmentation Unit: its data from offset 3.
+        case fragment(start: Bool, end: Bool, type: UInt8, nalHeader: (UInt8, UInt8))
         case rejected
     }
 
@@ -151,6 +156,9 @@ public struct HEVCDepacketizer: Sendable {
         var timestamp: UInt32
         var marker: Bool
         var content: Content
+        /// The payload, copied only when the packet waits behind a gap (or at stream start);
+        /// a packet consumed on arrival is read from the caller's bytes.
+        var payload: [UInt8] = []
     }
 
     private enum Discarding {
@@ -270,8 +278,18 @@ public struct HEVCDepacketizer: Sendable {
             counters.duplicate += 1
             return output
         }
-        accept(Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker,
-                      content: parseContent(payload)), into: &output)
+        var packet = Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker,
+                            content: parseContent(payload))
+        if started && heldCount == 0 && sequence == next {
+            // The next packet with nothing waiting: consumed from the caller's bytes, no copy
+            // (what `accept` would do: nothing is given up, nothing else drains).
+            highestSequence = max(highestSequence, sequence)
+            consume(packet, payload: payload, into: &output)
+            nextSequence = next + 1
+            return output
+        }
+        packet.payload = Self.keptPayload(packet.content, payload)
+        accept(packet, into: &output)
         return output
     }
 
@@ -304,9 +322,21 @@ public struct HEVCDepacketizer: Sendable {
         var output: [DepacketizedAccessUnit] = []
         nextSequence = sequence
         highestSequence = sequence
-        accept(Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker,
-                      content: parseContent(payload)), into: &output)
+        let content = parseContent(payload)
+        accept(Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker, content: content,
+                      payload: Self.keptPayload(content, payload)), into: &output)
         return output
+    }
+
+    /// The bytes a held packet keeps: its payload, none for a rejected one.
+    private static func keptPayload(_ content: Content, _ payload: UnsafeRawBufferPointer) -> [UInt8] {
+        if case .rejected = content { return [] }
+        return Array(payload)
+    }
+
+    /// Consumes a held packet from the bytes it kept.
+    private mutating func consumeHeld(_ packet: Packet, into output: inout [DepacketizedAccessUnit]) {
+        packet.payload.withUnsafeBytes { consume(packet, payload: $0, into: &output) }
     }
 
     private mutating func resetSequenceState() {
@@ -341,7 +371,7 @@ public struct HEVCDepacketizer: Sendable {
             guard let packet = held[index], packet.sequence == next else { return }
             held[index] = nil
             heldCount -= 1
-            consume(packet, into: &output)
+            consumeHeld(packet, into: &output)
             nextSequence = next + 1
         }
     }
@@ -359,7 +389,7 @@ public struct HEVCDepacketizer: Sendable {
             if let packet = held[index], packet.sequence == next {
                 held[index] = nil
                 heldCount -= 1
-                consume(packet, into: &output)
+                consumeHeld(packet, into: &output)
             } else {
                 recordGap(1)
             }
@@ -405,7 +435,8 @@ public struct HEVCDepacketizer: Sendable {
 
     // MARK: Assembly
 
-    private mutating func consume(_ packet: Packet, into output: inout [DepacketizedAccessUnit]) {
+    private mutating func consume(_ packet: Packet, payload: UnsafeRawBufferPointer,
+                                  into output: inout [DepacketizedAccessUnit]) {
         let gap = pendingGap
         pendingGap = 0
         var startDamaged = false
@@ -435,49 +466,59 @@ public struct HEVCDepacketizer: Sendable {
         }
 
         let continuing = assembly != nil
-        var current = assembly ?? Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence,
-                                           lastSequence: packet.sequence, missing: startMissing,
-                                           damaged: startDamaged)
         // `current` must own its arrays alone: while `assembly` shared them, appending a fragment
-        // copied the whole NAL unit rebuilt so far, every packet (results/profile.md).
-        assembly = nil
+        // copied the whole NAL unit rebuilt so far, every packet (results/profile.md). Moved
+        // out and back, not copied: no retain and release of its arrays per packet.
+        var current = assembly.take() ?? Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence,
+                                                  lastSequence: packet.sequence, missing: startMissing,
+                                                  damaged: startDamaged)
         if !continuing && (startDamaged || joining) { current.discarding = .afterGap }
         joining = false
         current.lastSequence = packet.sequence
         current.packetCount += 1
-        if !current.abandoned { apply(packet.content, to: &current) }
+        if !current.abandoned { apply(packet.content, payload: payload, to: &current) }
         if packet.marker {
-            assembly = nil
             emit(current, into: &output)
         } else {
-            assembly = current
+            assembly = consume current
         }
     }
 
-    private mutating func apply(_ content: Content, to current: inout Assembly) {
+    /// Adds a packet's content to the access unit, copying its NAL unit bytes from `payload`
+    /// (the one copy between the receive buffer and the frame).
+    private mutating func apply(_ content: Content, payload: UnsafeRawBufferPointer, to current: inout Assembly) {
         switch content {
         case .rejected:
             current.damaged = true
             current.discarding = current.openFragment == nil ? .afterGap : .countedNAL
             breakFragment(&current, byLoss: true)
-        case .nal(let nal):
+        case .nal:
             breakFragment(&current, byLoss: false)
             current.discarding = .none
-            append(nal, to: &current)
-        case .units(let units):
+            append(payload, to: &current)
+        case .units:
             breakFragment(&current, byLoss: false)
             current.discarding = .none
-            for unit in units where !current.abandoned { append(unit, to: &current) }
-        case .fragment(let start, let end, let type, let nalHeader, let data):
+            var offset = 2
+            while offset < payload.count && !current.abandoned {
+                let size = Int(payload[offset]) << 8 | Int(payload[offset + 1])
+                offset += 2
+                append(UnsafeRawBufferPointer(rebasing: payload[offset..<(offset + size)]), to: &current)
+                offset += size
+            }
+        case .fragment(let start, let end, let type, let nalHeader):
+            let data = UnsafeRawBufferPointer(rebasing: payload[3...])
             if start {
                 breakFragment(&current, byLoss: false)
                 current.discarding = .none
                 guard reserve(data.count + 2, in: &current) else { return }
-                var nal = [nalHeader.0, nalHeader.1]
                 // Room for a NAL unit like the last one rebuilt (an eighth more): growing by
                 // doubling copied each frame's slice several times over (8 % of `streamer
-                // recv`'s CPU at 240 fps: results/profile.md).
+                // recv`'s CPU at 240 fps: results/profile.md). One allocation per NAL unit.
+                var nal: [UInt8] = []
                 nal.reserveCapacity(max(data.count + 2, lastFragmentedNALSize + lastFragmentedNALSize / 8))
+                nal.append(nalHeader.0)
+                nal.append(nalHeader.1)
                 nal.append(contentsOf: data)
                 current.openFragment = nal
                 current.openFragmentType = type
@@ -494,11 +535,10 @@ public struct HEVCDepacketizer: Sendable {
                 guard reserve(data.count, in: &current) else { return }
                 current.openFragment!.append(contentsOf: data)
                 if end {
-                    let nal = current.openFragment!
-                    current.openFragment = nil
+                    let nal = current.openFragment.take()!
                     lastFragmentedNALSize = nal.count
                     current.nalUnits.append(nal)
-                    noteNAL(nal, in: &current)
+                    noteNAL(firstByte: nal[0], in: &current)
                 }
             } else if current.discarding != .none {
                 // The start of this NAL unit was lost (or came before we joined the stream).
@@ -538,14 +578,14 @@ public struct HEVCDepacketizer: Sendable {
         return true
     }
 
-    private mutating func append(_ nal: [UInt8], to current: inout Assembly) {
+    private mutating func append(_ nal: UnsafeRawBufferPointer, to current: inout Assembly) {
         guard reserve(nal.count, in: &current) else { return }
-        current.nalUnits.append(nal)
-        noteNAL(nal, in: &current)
+        current.nalUnits.append(Array(nal))
+        noteNAL(firstByte: nal[0], in: &current)
     }
 
-    private func noteNAL(_ nal: [UInt8], in current: inout Assembly) {
-        if HEVCNALUnitType(rawValue: nal[0] >> 1).isIRAP { current.isKeyframe = true }
+    private func noteNAL(firstByte: UInt8, in current: inout Assembly) {
+        if HEVCNALUnitType(rawValue: firstByte >> 1).isIRAP { current.isKeyframe = true }
     }
 
     private mutating func emit(_ finished: Assembly, into output: inout [DepacketizedAccessUnit]) {
@@ -571,7 +611,7 @@ public struct HEVCDepacketizer: Sendable {
         counters.rejected[reason, default: 0] += 1
     }
 
-    /// Validates a payload's structure and copies out its NAL units or fragment.
+    /// Validates a payload's structure (every size checked); copies nothing.
     private mutating func parseContent(_ payload: UnsafeRawBufferPointer) -> Content {
         guard payload.count >= 2 else {
             reject(.truncatedPayloadHeader)
@@ -585,9 +625,9 @@ public struct HEVCDepacketizer: Sendable {
         let type = (byte0 >> 1) & 0x3f
         switch type {
         case 0...47:
-            return .nal(Array(payload))
+            return .nal
         case HEVCNALUnitType.aggregationPacket.rawValue:
-            var units: [[UInt8]] = []
+            var unitCount = 0
             var offset = 2
             while offset < payload.count {
                 guard offset + 2 <= payload.count else {
@@ -609,14 +649,14 @@ public struct HEVCDepacketizer: Sendable {
                     reject(.aggregationInvalidUnit)
                     return .rejected
                 }
-                units.append(Array(UnsafeRawBufferPointer(rebasing: payload[offset..<(offset + size)])))
+                unitCount += 1
                 offset += size
             }
-            guard !units.isEmpty else {
+            guard unitCount > 0 else {
                 reject(.aggregationUnitTooShort)
                 return .rejected
             }
-            return .units(units)
+            return .units
         case HEVCNALUnitType.fragmentationUnit.rawValue:
             guard payload.count >= 3 else {
                 reject(.truncatedPayloadHeader)
@@ -639,8 +679,7 @@ public struct HEVCDepacketizer: Sendable {
                 return .rejected
             }
             let nalHeader = ((byte0 & 0x81) | fuType << 1, payload[1])
-            let data = Array(UnsafeRawBufferPointer(rebasing: payload[3...]))
-            return .fragment(start: start, end: end, type: fuType, nalHeader: nalHeader, data: data)
+            return .fragment(start: start, end: end, type: fuType, nalHeader: nalHeader)
         case HEVCNALUnitType.paci.rawValue:
             reject(.paciUnsupported)
             return .rejected

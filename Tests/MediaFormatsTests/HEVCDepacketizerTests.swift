@@ -86,6 +86,30 @@ import MediaFormats
         #expect(depacketizer.heldPacketCount == 0)
     }
 
+    @Test func payloadBytesAreOnlyReadDuringThePush() throws {
+        // Every payload through one buffer, scribbled over after each push (as a receive
+        // buffer is reused): packets consumed at once and packets held behind a gap both
+        // come out intact.
+        let original = try packets()
+        let scribble = [UInt8](repeating: 0x55, count: 2048)
+        for order in [Array(0..<9), [0, 2, 3, 1, 4, 6, 5, 7, 8]] {
+            let arriving = order.map { original[$0] }
+            var depacketizer = HEVCDepacketizer(reorderWindow: 4)
+            var out: [DepacketizedAccessUnit] = []
+            var buffer = scribble
+            for (header, payload) in arriving {
+                buffer.replaceSubrange(0..<payload.count, with: payload)
+                out += buffer.withUnsafeBytes {
+                    depacketizer.push(header, payload: UnsafeRawBufferPointer(rebasing: $0[0..<payload.count]))
+                }
+                buffer.replaceSubrange(0..<payload.count, with: repeatElement(0x55, count: payload.count))
+            }
+            out += depacketizer.flush()
+            #expect(out.map(\.accessUnit) == aus, "order \(order)")
+            #expect(out.allSatisfy { $0.isComplete })
+        }
+    }
+
     @Test func reorderingBeyondTheWindowGivesUp() throws {
         // One access unit of 30 fragments; fragment 3 arrives after everything else.
         let big = makeNAL(type: 1, size: 30 * 97 + 2, fill: 5)

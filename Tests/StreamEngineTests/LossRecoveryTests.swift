@@ -26,6 +26,9 @@ import UringIO
         var asked: [(time: Int64, sequence: UInt16)] = []
         /// Every NACK sent.
         var nacks: [RTCPGenericNACK] = []
+        /// Each datagram is handed over in one receive buffer, overwritten after each (as a
+        /// kernel buffer is reused for the next datagram).
+        var reusesOneBuffer = false
         private var transmitsSeen = 0
         private var lastTimeout: Int64 = 0
 
@@ -55,6 +58,7 @@ import UringIO
         /// `quiet` has passed after the last one, then finishes the stream.
         mutating func run(quiet: Int64 = 1_000 * LossRecoveryTests.millisecond, finish: Bool = true) {
             var end = (pending.map(\.time).max() ?? harness.now) + quiet
+            var receiveBuffer = [UInt8](repeating: 0x55, count: 65_536)
             while true {
                 pending.sort { $0.time < $1.time }
                 let arrival = pending.first?.time
@@ -67,8 +71,19 @@ import UringIO
                 } else if let arrival {
                     harness.now = max(harness.now, arrival)
                     let datagram = pending.removeFirst().datagram
-                    harness.session.handleDatagram(datagram, from: ReceiveSessionTests.sender, arrival: harness.now,
-                                                   now: harness.now)
+                    if reusesOneBuffer {
+                        let count = datagram.count
+                        receiveBuffer.replaceSubrange(0..<count, with: datagram)
+                        receiveBuffer.withUnsafeBytes {
+                            harness.session.handleDatagram(UnsafeRawBufferPointer(rebasing: $0[0..<count]),
+                                                           from: ReceiveSessionTests.sender, tos: 0,
+                                                           arrival: harness.now, now: harness.now)
+                        }
+                        receiveBuffer.replaceSubrange(0..<count, with: repeatElement(0x55, count: count))
+                    } else {
+                        harness.session.handleDatagram(datagram, from: ReceiveSessionTests.sender, arrival: harness.now,
+                                                       now: harness.now)
+                    }
                     end = max(end, harness.now + quiet)
                 } else {
                     break
@@ -143,6 +158,20 @@ import UringIO
         let rtt = stats.retransmissionRTTMs ?? 0
         #expect(rtt >= 20 && rtt < 22)
         #expect(stats.playoutLatencyDerived && (stats.playoutLatencyMs ?? 0) >= 50)
+    }
+
+    @Test func packetsAreReadOnlyDuringTheirInput() {
+        // Packets released at once (read from the datagram) and packets held behind a gap
+        // (kept) both come out intact when the receive buffer is reused for every datagram.
+        let frames = Self.stream(frames: 20)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link()
+        link.reusesOneBuffer = true
+        link.send(datagrams, drop: [3, 10, 11])
+        link.run()
+        #expect(ReceiveSessionTests.same(link.units, frames))
+        #expect(link.units.allSatisfy { $0.isComplete })
+        #expect(link.stats.recovered == 3 && link.stats.received == datagrams.count - 3)
     }
 
     @Test func theNACKGoesOnceThePacketIsBeyondTheReorderAllowance() {

@@ -118,6 +118,11 @@ struct PlayoutBuffer: Sendable {
         deadlines.removeAll()
     }
 
+    /// Whether a packet numbered `sequence` would never be held by `insert`: it is released
+    /// at once (the first packet, or the next one out) or dropped as a duplicate. Its bytes
+    /// then need not be kept.
+    func releasesAtOnce(_ sequence: Int64) -> Bool { nextSequence == nil || nextSequence == sequence }
+
     /// Whether `sequence` is missing (seen as a gap and not yet given up).
     func isMissing(_ sequence: Int64) -> Bool { deadlines[sequence] != nil }
 

@@ -101,6 +101,8 @@ public struct ReceiveSession: Sendable {
     private var nextOutput = 0
     /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout buffer).
     private var recovery: LossRecovery?
+    /// Empty between inputs: the capacity `push` reuses for the packets the playout buffer releases.
+    private var releasedScratch: [PlayoutBuffer.Packet] = []
     /// With a multicast `listen` group and feedback: when the regular reports go.
     private var multicastTiming: MulticastReportTiming?
 
@@ -449,16 +451,31 @@ public struct ReceiveSession: Sendable {
                                  arrival: arrival, now: now, into: &released)
             return
         }
-        let packet = PlayoutBuffer.Packet(header: header, payload: Array(payload), sequence: tracked.extendedSequence)
+        // A packet the buffer releases at once (the usual case: in order, nothing missing) goes
+        // into the depacketizer from the datagram's bytes; only one that may wait is copied.
+        let atOnce = recovery!.playout.releasesAtOnce(tracked.extendedSequence)
+        let packet = PlayoutBuffer.Packet(header: header, payload: atOnce ? [] : Array(payload),
+                                          sequence: tracked.extendedSequence)
+        // The list of released packets is reused from packet to packet: no allocation per packet.
+        swap(&released, &releasedScratch)
         if recovery!.insert(packet, arrival: arrival, now: now, into: &released) == .late { recovery!.counts.late += 1 }
-        pushReleased(released, now: now)
+        pushReleased(released, now: now, arriving: atOnce ? (tracked.extendedSequence, payload) : nil)
+        released.removeAll(keepingCapacity: true)
+        swap(&released, &releasedScratch)
     }
 
-    /// Packets the playout buffer released, in order, into the depacketizer.
-    private mutating func pushReleased(_ packets: [PlayoutBuffer.Packet], now: Int64) {
+    /// Packets the playout buffer released, in order, into the depacketizer; the one numbered
+    /// `arriving.sequence` (inserted without its bytes) is read from `arriving.payload`.
+    private mutating func pushReleased(_ packets: [PlayoutBuffer.Packet], now: Int64,
+                                       arriving: (sequence: Int64, payload: UnsafeRawBufferPointer)? = nil) {
         for packet in packets {
             let tracked = RTPSequenceTracker.Tracked(outcome: .inOrder, extendedSequence: packet.sequence)
-            let units = packet.payload.withUnsafeBytes { depacketizer.push(packet.header, payload: $0, tracked: tracked) }
+            let units: [DepacketizedAccessUnit]
+            if let arriving, arriving.sequence == packet.sequence {
+                units = depacketizer.push(packet.header, payload: arriving.payload, tracked: tracked)
+            } else {
+                units = packet.payload.withUnsafeBytes { depacketizer.push(packet.header, payload: $0, tracked: tracked) }
+            }
             emit(units, now: now)
         }
     }
