@@ -33,16 +33,10 @@ struct EncoderRateOptions {
 
     static func parse(_ arguments: [String]) throws(BenchError) -> EncoderRateOptions {
         var options = EncoderRateOptions()
-        var rest = arguments[...]
-        func value(_ flag: String) throws(BenchError) -> String {
-            guard let next = rest.popFirst() else { throw .usage("\(flag) needs a value") }
-            return next
-        }
+        var rest = BenchArguments(arguments)
+        func value(_ flag: String) throws(BenchError) -> String { try rest.value(flag) }
         func number(_ flag: String, _ text: String, in range: ClosedRange<Int>) throws(BenchError) -> Int {
-            guard let value = Int(text), range.contains(value) else {
-                throw .usage("\(flag) \(text): expected a whole number in \(range.lowerBound)...\(range.upperBound)")
-            }
-            return value
+            try BenchArguments.number(flag, text, in: range)
         }
         while let flag = rest.popFirst() {
             switch flag {

@@ -46,19 +46,10 @@ struct FanoutOptions {
 
     static func parse(_ arguments: [String]) throws(BenchError) -> FanoutOptions {
         var options = FanoutOptions()
-        var rest = arguments[...]
+        var rest = BenchArguments(arguments)
         var flows: [Int]?, groups: [Int]?
-        func value(_ flag: String) throws(BenchError) -> String {
-            guard let text = rest.popFirst() else { throw .usage("\(flag) needs a value") }
-            return text
-        }
-        func number(_ flag: String, _ range: ClosedRange<Int>) throws(BenchError) -> Int {
-            let text = try value(flag)
-            guard let value = Int(text), range.contains(value) else {
-                throw .usage("\(flag) \(text): expected a whole number in \(range.lowerBound)...\(range.upperBound)")
-            }
-            return value
-        }
+        func value(_ flag: String) throws(BenchError) -> String { try rest.value(flag) }
+        func number(_ flag: String, _ range: ClosedRange<Int>) throws(BenchError) -> Int { try rest.number(flag, range) }
         func list(_ flag: String, _ range: ClosedRange<Int>) throws(BenchError) -> [Int] {
             let text = try value(flag)
             var values: [Int] = []

@@ -56,25 +56,14 @@ struct BenchOptions {
 
     static func parse(_ arguments: [String]) throws(BenchError) -> BenchOptions {
         var options = BenchOptions()
-        var rest = arguments[...]
+        var rest = BenchArguments(arguments)
         if let first = rest.first, first == "recv" || first == "send" {
             options.mode = first == "recv" ? .recv : .send
-            rest = rest.dropFirst()
+            _ = rest.popFirst()
         }
-        func value(_ name: String) throws(BenchError) -> String {
-            guard let next = rest.first, !next.hasPrefix("--") else { throw .usage("\(name) needs a value") }
-            rest = rest.dropFirst()
-            return next
-        }
-        func number(_ name: String, _ range: ClosedRange<Int>) throws(BenchError) -> Int {
-            let text = try value(name)
-            guard let parsed = Int(text), range.contains(parsed) else {
-                throw .usage("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-            }
-            return parsed
-        }
-        while let argument = rest.first {
-            rest = rest.dropFirst()
+        func value(_ name: String) throws(BenchError) -> String { try rest.value(name) }
+        func number(_ name: String, _ range: ClosedRange<Int>) throws(BenchError) -> Int { try rest.number(name, range) }
+        while let argument = rest.popFirst() {
             switch argument {
             case "--help", "-h": throw .usage("help")
             case "--quick": options.quick = true
@@ -139,4 +128,38 @@ struct BenchOptions {
     var runsSweeps: Bool { sweep ?? !quick }
     /// Whether the pacing rounds run.
     var runsPacing: Bool { pacing ?? true }
+}
+
+/// A bench command's arguments, taken from the front: options, their values, and whole
+/// numbers checked against a range, with one wording of the errors for every command.
+struct BenchArguments {
+    private var rest: ArraySlice<String>
+
+    init(_ arguments: [String]) { rest = arguments[...] }
+
+    /// The next argument, not taken.
+    var first: String? { rest.first }
+
+    /// Takes the next argument (nil at the end).
+    mutating func popFirst() -> String? { rest.popFirst() }
+
+    /// Takes the value of `option`: the next argument, which may not be another option.
+    mutating func value(_ option: String) throws(BenchError) -> String {
+        guard let next = rest.first, !next.hasPrefix("--") else { throw .usage("\(option) needs a value") }
+        rest = rest.dropFirst()
+        return next
+    }
+
+    /// Takes the value of `option` as a whole number in `range`.
+    mutating func number(_ option: String, _ range: ClosedRange<Int>) throws(BenchError) -> Int {
+        try Self.number(option, try value(option), in: range)
+    }
+
+    /// `text`, a value of `option`, as a whole number in `range`.
+    static func number(_ option: String, _ text: String, in range: ClosedRange<Int>) throws(BenchError) -> Int {
+        guard let value = Int(text), range.contains(value) else {
+            throw .usage("\(option) \(text): expected a whole number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return value
+    }
 }

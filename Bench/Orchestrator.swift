@@ -118,11 +118,7 @@ final class BenchDriver {
             sender = try StreamSender.run(plan: plan, media: try streamMedia(), to: destination, window: window,
                                           srtp: srtp.map(BenchSRTP.key))
         } else if let rate {
-            let socket = try UDPSocket(family: destination.family)
-            try socket.connect(destination)
-            socket.setSendBufferSize(4 << 20)
-            let mark = TrafficMark(.video, ecn: .ect0)
-            try socket.setTrafficMark(mark)
+            let (socket, mark) = try BenchSender.markedSocket(connectedTo: destination)
             sender = try BenchSender.sendEngine(spec, socket: socket, gso: benchCase.send != .uring, mark: mark,
                                                 window: window, rateBitsPerSecond: rate)
         } else {

@@ -133,11 +133,7 @@ struct SendRound {
 /// measures only the sending loop (CPU of this whole process, `getrusage`).
 enum BenchSender {
     static func run(_ spec: SendRound, to destination: SocketAddress, window: FlowWindow) throws -> SenderMeasurement {
-        let socket = try UDPSocket(family: destination.family)
-        try socket.connect(destination)
-        socket.setSendBufferSize(4 << 20)
-        let mark = TrafficMark(.video, ecn: .ect0)
-        try socket.setTrafficMark(mark)
+        let (socket, mark) = try markedSocket(connectedTo: destination)
         switch spec.path {
         case .sendto: return try sendTo(spec, socket: socket, window: window)
         case .sendmmsg: return try sendMessages(spec, socket: socket, window: window)
@@ -164,6 +160,17 @@ enum BenchSender {
         result.userNanoseconds = cpu.userNanoseconds
         result.systemNanoseconds = cpu.systemNanoseconds
         return result
+    }
+
+    /// A fresh UDP socket connected to `destination`, with a 4 MiB send buffer and the mark
+    /// every path sends with (video, ECT(0)).
+    static func markedSocket(connectedTo destination: SocketAddress) throws -> (socket: UDPSocket, mark: TrafficMark) {
+        let socket = try UDPSocket(family: destination.family)
+        try socket.connect(destination)
+        socket.setSendBufferSize(4 << 20)
+        let mark = TrafficMark(.video, ecn: .ect0)
+        try socket.setTrafficMark(mark)
+        return (socket, mark)
     }
 
     private static func sendTo(_ spec: SendRound, socket: UDPSocket, window: FlowWindow) throws -> SenderMeasurement {

@@ -131,6 +131,15 @@ extension RouteQuery: Sendable {}
 /// NETLINK_ROUTE socket subscribed to those groups, read through the owner's ring (one
 /// `IORING_OP_RECV` at a time, tagged `CompletionTag.routeKind`): no thread of its own.
 /// It only says that something changed; what the path is now is `RouteQuery`'s to ask.
+///
+/// It cannot stop listening silently: a receive that could not be queued, or that failed,
+/// is queued again by `poll` (at the owner's next turn; after a failure, `retryDelay` later),
+/// and since what the kernel said meanwhile was not heard, the paths are looked up again
+/// then. A notice is not the end of a change either: IPv4 announces a removed route before it
+/// takes it out of the table (`fib_table_delete` in net/ipv4/fib_trie.c sends RTM_DELROUTE,
+/// then removes the alias), so a lookup made at once on the notice may still find it. Each
+/// notice, and each overrun (ENOBUFS: notices lost), is therefore followed by lookups
+/// `settleDelays` later.
 public final class RouteMonitor {
     private let fd: Int32
     private let ring: Ring
@@ -141,9 +150,22 @@ public final class RouteMonitor {
     public private(set) var notifications = 0
     /// Times the kernel dropped notifications (ENOBUFS: more came than the socket held).
     public private(set) var overruns = 0
-    /// Why the monitor stopped listening (a receive failed other than by interruption or
-    /// overrun); nil while it listens.
+    /// Times the monitor could not listen: a receive failed (other than by interruption or
+    /// overrun) or could not be queued. Each one is retried by `poll`.
+    public private(set) var failures = 0
+    /// The last failure's error (nil: none).
     public private(set) var failure: Errno?
+    /// Monotonic times at which the paths are due to be looked up again (`poll`).
+    private var lookupsDue: [Int64] = []
+    /// No receive is queued before this monotonic time (after a failure).
+    private var retryAt: Int64 = 0
+
+    /// After a notice or an overrun, the paths are looked up again this long after it
+    /// (nanoseconds): the kernel may announce a change before it is in place.
+    public static let settleDelays: [Int64] = [20_000_000, 200_000_000]
+    /// After a failed receive, the next one is queued this long after it (nanoseconds): a
+    /// socket that fails at once is not spun on.
+    public static let retryDelay: Int64 = 1_000_000_000
 
     /// Opens the socket, subscribed to the path groups. Not armed yet.
     public init(ring: Ring) throws(SystemError) {
@@ -168,27 +190,78 @@ public final class RouteMonitor {
         armed = true
     }
 
-    /// Handles a completion tagged `routeKind`: returns true when paths may have changed (a
-    /// link, address or route notification, or notifications lost), and queues the next receive.
-    public func handle(_ completion: Completion) -> Bool {
+    /// Handles a completion tagged `routeKind` (read at `now`, monotonic): returns true when
+    /// paths may have changed (a link, address or route notification, or notifications lost),
+    /// and queues the next receive.
+    public func handle(_ completion: Completion, now: Int64 = monotonicNanoseconds()) -> Bool {
         armed = false
-        if completion.result < 0 {
-            let code = -completion.result
-            if code == ENOBUFS {
-                overruns += 1
-                try? arm()
-                return true  // what was lost may have been a change: ask again
-            }
-            // Anything but an interruption is the socket failing for good: stop listening
-            // rather than spin on a receive that fails at once (the engine goes on without).
-            if code == EINTR || code == EAGAIN { try? arm() } else { failure = Errno(code) }
-            return false
-        }
-        defer { try? arm() }
+        guard completion.result >= 0 else { return failed(Errno(-completion.result), now: now) }
         let bytes = Array(UnsafeRawBufferPointer(rebasing: buffer.prefix(Int(completion.result))))
+        rearm(now: now)
+        return take(bytes, now: now)
+    }
+
+    /// Takes a datagram of notifications read at `now`: true when one of them changes paths.
+    func take(_ bytes: [UInt8], now: Int64) -> Bool {
         let changes = NetlinkMessage.parse(bytes).filter { RouteMessageType.changesPaths($0.type) }.count
         notifications += changes
+        if changes > 0 { settle(now: now) }
         return changes > 0
+    }
+
+    /// A receive that completed with `code`.
+    private func failed(_ code: Errno, now: Int64) -> Bool {
+        switch code.rawValue {
+        case ENOBUFS:
+            overruns += 1
+            rearm(now: now)
+            settle(now: now)
+            return true  // what was lost may have been a change: ask again
+        case EINTR, EAGAIN:
+            rearm(now: now)
+            return false
+        default:
+            // Not queued again at once (a socket that fails at once would spin): `poll` does,
+            // `retryDelay` later.
+            failures += 1
+            failure = code
+            retryAt = now + Self.retryDelay
+            return false
+        }
+    }
+
+    /// Queues the next receive; one that cannot be queued (a full submission queue) is a
+    /// failure that `poll` retries at the owner's next turn.
+    private func rearm(now: Int64) {
+        do { try arm() } catch {
+            failures += 1
+            failure = error.code
+        }
+    }
+
+    /// The paths are looked up again `settleDelays` after `now`.
+    private func settle(now: Int64) {
+        lookupsDue = Self.settleDelays.map { now + $0 }
+    }
+
+    /// Called at each turn of the owner's loop (at monotonic `now`): queues the receive again
+    /// if none is queued (no sooner than `retryDelay` after a failed one), and returns true
+    /// when the paths should be looked up now: a settle lookup is due, or the monitor was not
+    /// listening and may have missed notices.
+    public func poll(now: Int64 = monotonicNanoseconds()) -> Bool {
+        var lookUp = false
+        if !armed && now >= retryAt {
+            rearm(now: now)
+            if armed {
+                settle(now: now)
+                lookUp = true
+            }
+        }
+        if let next = lookupsDue.first, next <= now {
+            lookupsDue.removeAll { $0 <= now }
+            lookUp = true
+        }
+        return lookUp
     }
 }
 

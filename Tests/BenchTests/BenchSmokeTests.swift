@@ -31,17 +31,7 @@ import Testing
     @Test(.enabled(if: uringAvailable, "io_uring is disabled here"))
     func quickRunDeliversEverythingIntact() throws {
         let binary = try #require(Self.benchBinary(), "bench binary not found; run swift build --product bench")
-        let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-smoke-\(getpid())")
-        defer { try? FileManager.default.removeItem(at: out) }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["--quick", "--out", out.path]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-
-        let data = try Data(contentsOf: out.appendingPathComponent("bench.json"))
-        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let (status, json) = try BenchRun.report(binary, ["--quick"], file: "bench.json")
         let runs = try #require(json["runs"] as? [[String: Any]])
         #expect(!runs.isEmpty)
         let paths = Set(runs.compactMap { $0["path"] as? String })
@@ -71,6 +61,6 @@ import Testing
             #expect(row["intact"] as? Bool == true, "pacing at \(rate): not intact or without timestamps")
             #expect((row["achievedBitsPerSecond"] as? Double ?? 0) > 0, "pacing at \(rate): no achieved rate")
         }
-        #expect(process.terminationStatus == 0, "bench exited with \(process.terminationStatus)")
+        #expect(status == 0, "bench exited with \(status)")
     }
 }

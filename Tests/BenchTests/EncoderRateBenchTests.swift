@@ -7,16 +7,9 @@ import Testing
 @Suite struct EncoderRateBenchTests {
     @Test func smallScheduleReportsEveryChangeLiveAndOnlyPeriodicKeyframes() throws {
         let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
-        let process = Process()
-        let output = Pipe()
-        process.executableURL = binary
-        process.arguments = ["encoder-rate", "--size", "320x180", "--schedule", "800,200,500", "--segment", "2",
-                             "--keyint", "25"]
-        process.standardOutput = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (status, text, _) = try BenchRun.output(binary, ["encoder-rate", "--size", "320x180", "--schedule", "800,200,500",
+                                                             "--segment", "2", "--keyint", "25"])
+        #expect(status == 0)
         let rows = text.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| target") }
         #expect(rows.map { $0.split(separator: "|")[0].trimmingCharacters(in: .whitespaces) } == ["800", "200", "500"])
         // 180 frames, a keyframe every 25: frames 0, 25, ..., 175.
@@ -26,15 +19,8 @@ import Testing
 
     @Test func badOptionsGiveOneLineAndExitStatus2() throws {
         let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
-        let process = Process()
-        let errors = Pipe()
-        process.executableURL = binary
-        process.arguments = ["encoder-rate", "--schedule", "800,zero"]
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 2)
+        let (status, _, text) = try BenchRun.output(binary, ["encoder-rate", "--schedule", "800,zero"])
+        #expect(status == 2)
         #expect(text == "bench encoder-rate: --schedule zero: expected a whole number in 1...800000\n")
     }
 }

@@ -7,18 +7,8 @@ import Testing
 @Suite struct FanoutBenchTests {
     @Test func quickRunDeliversEveryDatagramToEveryReceiver() throws {
         let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
-        let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-fanout-\(getpid())")
-        defer { try? FileManager.default.removeItem(at: out) }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["fanout", "--quick", "--out", out.path]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "bench fanout exited with \(process.terminationStatus)")
-
-        let data = try Data(contentsOf: out.appendingPathComponent("fanout.json"))
-        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let (status, json) = try BenchRun.report(binary, ["fanout", "--quick"], file: "fanout.json")
+        #expect(status == 0, "bench fanout exited with \(status)")
         let cases = try #require(json["cases"] as? [[String: Any]])
         let ran = cases.map { "\($0["case"] ?? "?") \($0["receivers"] ?? "?")" }
         #expect(ran == ["unicast 1", "unicast 10", "unicast 255", "multicast 1", "multicast 8"], "\(ran)")

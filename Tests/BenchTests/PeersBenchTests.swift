@@ -15,20 +15,11 @@ import Testing
     @Test(.enabled(if: ffmpegPresent, "ffmpeg (needed to make the test file) is not installed"))
     func quickRunDeliversEveryPacket() throws {
         let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
-        let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-peers-\(getpid())")
-        defer { try? FileManager.default.removeItem(at: out) }
-        let process = Process()
-        process.executableURL = binary
         let streamer = binary.deletingLastPathComponent().appendingPathComponent("streamer")
         let compare = FileManager.default.isExecutableFile(atPath: streamer.path)
-        process.arguments = ["peers", "--quick", "--out", out.path] + (compare ? ["--compare", "again=\(streamer.path)"] : [])
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "bench peers exited with \(process.terminationStatus)")
-
-        let data = try Data(contentsOf: out.appendingPathComponent("peers.json"))
-        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let (status, json) = try BenchRun.report(binary, ["peers", "--quick"] + (compare ? ["--compare", "again=\(streamer.path)"] : []),
+                                                 file: "peers.json")
+        #expect(status == 0, "bench peers exited with \(status)")
         let packets = try #require(json["packets"] as? Int)
         #expect(packets > 0)
         let senders = try #require(json["senders"] as? [[String: Any]])
@@ -82,16 +73,8 @@ import Testing
     /// exit, before anything is encoded or sent.
     @Test func compareWithoutExecutableIsRefused() throws {
         let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
-        let process = Process()
-        let errors = Pipe()
-        process.executableURL = binary
-        process.arguments = ["peers", "--compare", "old=/nonexistent/streamer"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus != 0)
+        let (status, _, text) = try BenchRun.output(binary, ["peers", "--compare", "old=/nonexistent/streamer"])
+        #expect(status != 0)
         #expect(text.contains("/nonexistent/streamer is not an executable"), "stderr: \(text)")
     }
 }

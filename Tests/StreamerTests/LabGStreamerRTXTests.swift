@@ -81,17 +81,11 @@ struct LabGStreamerRTXTests {
         let receiver = try spawnPeer(lab, "rcv", ["recv", "--port", "5004", "--rtcp-port", "5005", "--rtcp-host", "10.77.1.2",
                                                   "--rtcp-to", "6001", "--latency", "300", "--idle", "3", "--wait-first", "30",
                                                   "--output", output.path], output: peerOutput)
-        try lab.waitUntilBound("rcv", port: 5004)
         let sendStats = directory.appendingPathComponent("send.json")
-        let sender = try lab.spawn("snd", binary, [
-            "send", "--to", "10.77.2.2:5004", "--local-port", "6000", "--frames", "\(Self.frames)", "--size", "320x240",
-            "--bitrate", "1M", "--cc", "off", "--quiet", "--stats", sendStats.path,
-        ] + sendArguments)
+        let sender = try lab.spawnStreamToReceiver(binary, frames: Self.frames, stats: sendStats, sendArguments)
         try impairThenWait(lab, loss: loss, for: [sender, receiver])
         let counts = peerCounts(try String(contentsOf: peerOutput, encoding: .utf8))
-        let decoded = try run("/usr/bin/ffmpeg", ["-v", "quiet", "-i", output.path, "-f", "framemd5", "-"])
-        let frames = decoded.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
-        return (try readJSON(sendStats), counts, frames, try dropped(lab, since: before))
+        return (try readJSON(sendStats), counts, try ffmpegDecodedFrames(output.path), try dropped(lab, since: before))
     }
 
     /// GStreamer's rtpbin NACKs our stream, our RTX (own SSRC, PT 97) reaches its

@@ -65,6 +65,9 @@ struct LabPathMonitorTests {
         let send = try readJSON(sendStats)
         let recv = try readJSON(recvStats)
         let lines = (try? String(contentsOf: stderrPath, encoding: .utf8)) ?? ""
+        // Before the requirements, so that a failure says why: the path as the sender saw it
+        // (its monitor's overruns and failures among it) and what it said on stderr.
+        print((ipv6 ? "IPv6" : "IPv4") + " sender path \(field(send, "path") ?? "-"); errors \(field(send, "errors") ?? "-"); stderr: \(lines)")
 
         let unviableAt = try #require(field(send, "path.unviableAtUnix") as? Double)
         let viableAt = try #require(field(send, "path.viableAgainAtUnix") as? Double)

@@ -35,19 +35,13 @@ struct LabRetransmissionInteropTests {
         receiver.standardOutput = FileHandle.nullDevice
         receiver.standardError = FileHandle.nullDevice
         try receiver.run()
-        try lab.waitUntilBound("rcv", port: 5004)
         let sendStats = directory.appendingPathComponent("send.json")
-        let sender = try lab.spawn("snd", binary, [
-            "send", "--to", "10.77.2.2:5004", "--local-port", "6000", "--frames", "240", "--size", "320x240",
-            "--bitrate", "1M", "--cc", "off", "--quiet", "--stats", sendStats.path,
-        ] + sendArguments)
+        let sender = try lab.spawnStreamToReceiver(binary, frames: 240, stats: sendStats, sendArguments)
         #expect(waitForExit(sender, seconds: 30) == 0)
         Thread.sleep(forTimeInterval: 1)  // GStreamer's 300 ms jitter buffer drains
         receiver.interrupt()
         #expect(waitForExit(receiver, seconds: 10) == 0)
-        let decoded = try run("/usr/bin/ffmpeg", ["-v", "quiet", "-i", output.path, "-f", "framemd5", "-"])
-        let frames = decoded.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
-        return (try readJSON(sendStats), frames)
+        return (try readJSON(sendStats), try ffmpegDecodedFrames(output.path))
     }
 
     @Test func gstreamerNACKsAndGetsTheRetransmissions() throws {

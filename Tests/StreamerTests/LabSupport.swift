@@ -53,6 +53,18 @@ final class Lab {
         try run("/usr/sbin/ip", ["netns", "exec", "sl-\(name)-\(host)", executable] + arguments)
     }
 
+    /// Once rcv listens on port 5004: `streamer send` in snd of `frames` frames (320x240, 1 Mbit/s,
+    /// no congestion control, quiet) from port 6000 (its feedback socket 6001) to 10.77.2.2:5004,
+    /// its stats written to `stats`, with `arguments` added: the stream of the retransmission
+    /// interop tests.
+    func spawnStreamToReceiver(_ binary: String, frames: Int, stats: URL, _ arguments: [String]) throws -> Process {
+        try waitUntilBound("rcv", port: 5004)
+        return try spawn("snd", binary, [
+            "send", "--to", "10.77.2.2:5004", "--local-port", "6000", "--frames", "\(frames)", "--size", "320x240",
+            "--bitrate", "1M", "--cc", "off", "--quiet", "--stats", stats.path,
+        ] + arguments)
+    }
+
     /// Waits until UDP `port` (IPv4, or IPv6 with `ipv6`) is bound inside `host`, up to 10 s.
     func waitUntilBound(_ host: String, port: UInt16, ipv6: Bool = false) throws {
         let deadline = Date().addingTimeInterval(10)
@@ -91,6 +103,13 @@ func field(_ object: [String: Any], _ path: String) -> Any? {
 }
 
 func intField(_ object: [String: Any], _ path: String) -> Int? { field(object, path) as? Int }
+
+/// The frames ffmpeg decodes from the H.265 file at `path`, damaged as it may be (its framemd5
+/// lines: what it could not decode is not counted).
+func ffmpegDecodedFrames(_ path: String) throws -> Int {
+    let decoded = try run("/usr/bin/ffmpeg", ["-v", "quiet", "-i", path, "-f", "framemd5", "-"])
+    return decoded.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
+}
 
 /// A fresh temporary directory.
 func temporaryDirectory(_ prefix: String) throws -> URL {

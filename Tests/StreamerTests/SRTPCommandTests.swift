@@ -115,15 +115,23 @@ private func writeFile(_ directory: URL, _ name: String, _ text: String, mode: m
 /// SRTP with GStreamer's srtpenc (gstreamer1.0-plugins-bad, libsrtp2 too).
 @Suite(.enabled(if: uringEnabled && gstLaunch != nil, "needs io_uring and gst-launch-1.0 (tools/setup installs it)"))
 struct SRTPGStreamerTests {
+    /// What each test starts from: the built streamer, gst-launch, a fresh directory (the
+    /// caller removes it) and a random key, in base64 in a file there only we may read.
+    private func setUp(_ name: String) throws
+        -> (binary: String, gst: String, directory: URL, key: (base64: String, hex: String), keyFile: String) {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let gst = try #require(gstLaunch)
+        let directory = try temporaryDirectory(name)
+        let key = randomKey()
+        let keyFile = try writeFile(directory, "stream.key", key.base64, mode: 0o600)
+        return (binary, gst, directory, key, keyFile)
+    }
+
     /// GStreamer encodes, packetizes and protects (srtpenc, the key as 60 hex digits);
     /// `streamer recv --srtp-key` with the same key in base64 rebuilds every frame.
     @Test func gstreamerSendsSRTPAndWeReceive() throws {
-        let binary = try #require(streamerBinary(), "streamer not built")
-        let gst = try #require(gstLaunch)
-        let directory = try temporaryDirectory("gst-srtp")
+        let (binary, gst, directory, key, keyFile) = try setUp("gst-srtp")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let key = randomKey()
-        let keyFile = try writeFile(directory, "stream.key", key.base64, mode: 0o600)
         let port = nextPortPair()
         let receiver = try startReceiver(binary, port: port, frames: 60, seconds: 30, directory: directory, name: "recv",
                                          extra: ["--srtp-key", "@" + keyFile])
@@ -146,12 +154,8 @@ struct SRTPGStreamerTests {
     /// the test catches the stream on a socket of its own first and hands it on unchanged).
     /// GStreamer authenticates, decrypts and depacketizes it: ffprobe decodes what it wrote.
     @Test func gstreamerReceivesOurSRTP() throws {
-        let binary = try #require(streamerBinary(), "streamer not built")
-        let gst = try #require(gstLaunch)
-        let directory = try temporaryDirectory("gst-srtp-recv")
+        let (binary, gst, directory, key, keyFile) = try setUp("gst-srtp-recv")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let key = randomKey()
-        let keyFile = try writeFile(directory, "stream.key", key.base64, mode: 0o600)
         let catchPort = nextPortPair()
         let catcher = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         defer { close(catcher) }

@@ -11,19 +11,11 @@ struct ShutdownTests {
         let directory = try temporaryDirectory("signals")
         defer { try? FileManager.default.removeItem(at: directory) }
         let port = nextPortPair()
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: binary)
-        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--quiet",
-                              "--stats", directory.appendingPathComponent("recv.json").path]
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
+        let receiver = try launch(binary, ["recv", "--listen", "127.0.0.1:\(port)", "--quiet",
+                                           "--stats", directory.appendingPathComponent("recv.json").path])
         try waitUntilBound(port: port)
-        let sender = Process()
-        sender.executableURL = URL(fileURLWithPath: binary)
-        sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--size", "320x240", "--quiet",
-                            "--stats", directory.appendingPathComponent("send.json").path]
-        sender.standardError = FileHandle.nullDevice
-        try sender.run()
+        let sender = try launch(binary, ["send", "--to", "127.0.0.1:\(port)", "--size", "320x240", "--quiet",
+                                         "--stats", directory.appendingPathComponent("send.json").path])
         Thread.sleep(forTimeInterval: 2)
         kill(sender.processIdentifier, SIGINT)
         #expect(waitForExit(sender, seconds: 10) == 0)
@@ -43,19 +35,10 @@ struct ShutdownTests {
     @Test func secondSignalExitsAtOnce() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
         let port = nextPortPair()
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: binary)
-        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--quiet", "--out", "-"]
         let unread = Pipe()  // never read: the receiver's writes block once 64 KB are in it
-        receiver.standardOutput = unread
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
+        let receiver = try launch(binary, ["recv", "--listen", "127.0.0.1:\(port)", "--quiet", "--out", "-"], stdout: unread)
         try waitUntilBound(port: port)
-        let sender = Process()
-        sender.executableURL = URL(fileURLWithPath: binary)
-        sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--size", "320x240", "--duration", "4", "--quiet"]
-        sender.standardError = FileHandle.nullDevice
-        try sender.run()
+        let sender = try launch(binary, ["send", "--to", "127.0.0.1:\(port)", "--size", "320x240", "--duration", "4", "--quiet"])
         Thread.sleep(forTimeInterval: 2.5)
         kill(receiver.processIdentifier, SIGINT)
         Thread.sleep(forTimeInterval: 0.5)

@@ -56,21 +56,27 @@ struct StopRun: Sendable, CustomStringConvertible {
     }
 }
 
-/// Starts `arguments` with stdout discarded and stderr to `directory/stderr`.
-func startLogged(_ executable: String, _ arguments: [String], directory: URL,
-                 stdout: Any? = FileHandle.nullDevice) throws -> Process {
+/// Starts `arguments` with stdin, and stdout and stderr unless given, discarded.
+func launch(_ executable: String, _ arguments: [String], stdout: Any? = FileHandle.nullDevice,
+            stderr: Any? = FileHandle.nullDevice) throws -> Process {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
+    process.standardOutput = stdout
+    process.standardError = stderr
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    return process
+}
+
+/// Starts `arguments` with stdout discarded and stderr to `directory/stderr`.
+func startLogged(_ executable: String, _ arguments: [String], directory: URL,
+                 stdout: Any? = FileHandle.nullDevice) throws -> Process {
     let log = directory.appendingPathComponent("stderr")
     guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
         throw CocoaError(.fileWriteUnknown)
     }
-    process.standardError = try FileHandle(forWritingTo: log)
-    process.standardOutput = stdout
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    return process
+    return try launch(executable, arguments, stdout: stdout, stderr: try FileHandle(forWritingTo: log))
 }
 
 /// Collects what a finished run left in `directory` (its stats file is `name`).
@@ -159,17 +165,16 @@ struct StopSignalTests {
                 ], directory: directory)
                 // A stream to receive, once the receiver is bound (if it never binds, what it
                 // left says why).
-                let sender = Process()
+                var sender: Process?
                 if (try? waitUntilBound(port: port)) != nil {
-                    sender.executableURL = URL(fileURLWithPath: binary)
-                    sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--size", "320x240", "--bitrate", "500k",
-                                        "--duration", "5", "--quiet"]
-                    sender.standardError = FileHandle.nullDevice
-                    try sender.run()
+                    sender = try launch(binary, ["send", "--to", "127.0.0.1:\(port)", "--size", "320x240", "--bitrate", "500k",
+                                                 "--duration", "5", "--quiet"])
                 }
                 let status = waitForExit(receiver, seconds: 30)
-                if sender.isRunning { sender.terminate() }
-                if sender.processIdentifier != 0 { sender.waitUntilExit() }
+                if let sender {
+                    if sender.isRunning { sender.terminate() }
+                    sender.waitUntilExit()
+                }
                 return collect(label, status: status, directory: directory, name: "recv.json")
             } catch {
                 return StopRun.failed(label, "\(error)")
@@ -250,11 +255,7 @@ struct StopSignalTests {
         ], directory: directory, stdout: unread)
         defer { if receiver.isRunning { kill(receiver.processIdentifier, SIGKILL) } }
         try waitUntilBound(port: port)
-        let sender = Process()
-        sender.executableURL = URL(fileURLWithPath: binary)
-        sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--size", "320x240", "--duration", "6", "--quiet"]
-        sender.standardError = FileHandle.nullDevice
-        try sender.run()
+        let sender = try launch(binary, ["send", "--to", "127.0.0.1:\(port)", "--size", "320x240", "--duration", "6", "--quiet"])
         defer { if sender.isRunning { sender.terminate() } }
         Thread.sleep(forTimeInterval: 1)  // a keyframe alone is more than the 4 KB pipe holds
         kill(receiver.processIdentifier, SIGTERM)

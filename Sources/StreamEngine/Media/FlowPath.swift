@@ -129,6 +129,8 @@ extension SenderFlow {
         local.pathViableAgainAt = pathState.lastViableAt.map { Double(realtimeFromMonotonic($0)) / 1e9 }
         local.pathResumeMs = flow.lastResumeDelay.map { Double($0 / 1_000) / 1_000 }
         local.framesDroppedUnviable = flow.framesDroppedUnviable
+        local.pathMonitorOverruns = pathMonitor?.overruns ?? 0
+        local.pathMonitorFailures = pathMonitor?.failures ?? 0
     }
 }
 

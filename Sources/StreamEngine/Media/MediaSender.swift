@@ -293,6 +293,7 @@ public final class MediaSender: Sendable {
             try routeMonitor.arm()
             for flow in senderFlows {
                 flow.pathQuery = routeQuery
+                flow.pathMonitor = routeMonitor
                 flow.refreshPath(routeQuery)
             }
         }
@@ -336,6 +337,8 @@ public final class MediaSender: Sendable {
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
+            // The monitor listens again if it stopped, and asks for lookups after a change settled.
+            if let routeMonitor, routeQuery != nil, routeMonitor.poll() { pathsMayHaveChanged = true }
             if pathsMayHaveChanged, let routeQuery {
                 // Every flow asks for its path now, and what changed is published (stats,
                 // events) at once, not at the next interval.

@@ -118,6 +118,8 @@ final class SenderFlow {
     var pathState = FlowPathState()
     /// The engine's route query (nil when the path is not watched).
     var pathQuery: RouteQuery?
+    /// The engine's route monitor, for its counters (nil when the path is not watched).
+    var pathMonitor: RouteMonitor?
     /// The events between one publication of `local` and the next.
     private var eventDetector: SenderEventDetector
     private let bound: Int?

@@ -64,6 +64,11 @@ public struct SenderStats: Sendable, Equatable {
     public var pathResumeMs: Double?
     /// Frames dropped because the path was not viable (and after it, until a keyframe).
     public var framesDroppedUnviable = 0
+    /// Times the route monitor's socket overran (notifications lost; the paths looked up again).
+    public var pathMonitorOverruns = 0
+    /// Times the route monitor could not listen (a receive failed or could not be queued; it
+    /// listens again and the paths are looked up again).
+    public var pathMonitorFailures = 0
     /// The TOS byte's DSCP.
     public var dscp: UInt8 = 0
     /// The ECN codepoint sent.
