@@ -2,7 +2,9 @@
 /// each without its Annex B start code.
 public struct AccessUnit: Sendable, Equatable {
     /// The NAL units, each starting with its two-byte NAL unit header.
-    public var nalUnits: [[UInt8]]
+    public var nalUnits: [[UInt8]] {
+        didSet { byteCount = Self.byteCount(of: nalUnits) }
+    }
     /// Presentation time on the 90 kHz RTP clock.
     public var timestamp: UInt32
     /// True when the access unit holds an IRAP picture (IDR, CRA, BLA): a decoder can start here.
@@ -11,6 +13,7 @@ public struct AccessUnit: Sendable, Equatable {
     /// Makes an access unit from its NAL units (without start codes).
     public init(nalUnits: [[UInt8]], timestamp: UInt32, isKeyframe: Bool) {
         self.nalUnits = nalUnits
+        self.byteCount = Self.byteCount(of: nalUnits)
         self.timestamp = timestamp
         self.isKeyframe = isKeyframe
     }
@@ -21,8 +24,11 @@ public struct AccessUnit: Sendable, Equatable {
         nalUnits.filter { HEVCNALUnitType(nalUnit: $0)?.isParameterSet == true }
     }
 
-    /// Total bytes of all NAL units (no start codes).
-    public var byteCount: Int { nalUnits.reduce(0) { $0 + $1.count } }
+    /// Total bytes of all NAL units (no start codes). Kept with `nalUnits`, not summed on
+    /// each read: the sender asks for it per datagram.
+    public private(set) var byteCount: Int
+
+    private static func byteCount(of nalUnits: [[UInt8]]) -> Int { nalUnits.reduce(0) { $0 + $1.count } }
 
     /// The access unit in Annex B form: each NAL unit behind a four-byte start code.
     public var annexB: [UInt8] {

@@ -295,7 +295,7 @@ private struct SourceRun {
         // FileHandle.readData made a new Data per megabyte, and [UInt8](chunk) copied it again.
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while !done {
-            let count = chunk.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+            let count = Self.readChunk(handle, into: &chunk)
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             deliver(chunk.withUnsafeBytes { splitter.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) })
@@ -311,11 +311,20 @@ private struct SourceRun {
 ) throws(MediaSourceError) {
         var reader = Y4MReader()
         var encoder: X265Encoder?
+        // As for a .hevc file: read(2) into one buffer, handed to the reader in place, which
+        // copies the pixels once, into the frame x265 reads its planes from.
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while !done {
-            let chunk = handle.readData(ofLength: 1 << 20)
-            if chunk.isEmpty { break }
+            let count = Self.readChunk(handle, into: &chunk)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            let read: Result<[Y4MFrame], Y4MError> = chunk.withUnsafeBytes { bytes in
+                do throws(Y4MError) {
+                    return .success(try reader.append(UnsafeRawBufferPointer(rebasing: bytes[..<count])))
+                } catch { return .failure(error) }
+            }
             let frames: [Y4MFrame]
-            do { frames = try reader.append([UInt8](chunk)) } catch { throw .y4m(error) }
+            do { frames = try read.get() } catch { throw .y4m(error) }
             for frame in frames where !done {
                 if encoder == nil {
                     let header = reader.header!
@@ -339,6 +348,11 @@ private struct SourceRun {
             throw .y4mEndedBeforeFirstFrame
         }
         for unit in encoder.flush() { sink.send(unit) }
+    }
+
+    /// read(2) from `handle` into `buffer`: the byte count, 0 at the end, -1 with `errno` set.
+    private static func readChunk(_ handle: FileHandle, into buffer: inout [UInt8]) -> Int {
+        buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
     }
 
     /// Opens x265 at the latest bitrate requested (or the start's), with its peak.

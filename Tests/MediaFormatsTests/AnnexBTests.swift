@@ -100,6 +100,76 @@ import MediaFormats
         }
     }
 
+    /// Short streams with what a cut between reads can fall into: three- and four-byte start
+    /// codes, zero bytes at both ends, trailing zeros before a start code, a start code as the
+    /// last bytes, runs of zeros, no start code at all, an access unit over the size limit.
+    static func edgeStreams() -> [(name: String, stream: [UInt8], limit: Int)] {
+        let idr = makeNAL(type: 19, size: 9, firstSlice: true)
+        let p1 = makeNAL(type: 1, size: 5, firstSlice: true, fill: 3)
+        let p2 = makeNAL(type: 1, size: 4, firstSlice: false, fill: 5)
+        let p3 = makeNAL(type: 1, size: 6, firstSlice: true, fill: 9)
+        let vps = makeNAL(type: 32, size: 3)
+        let big = makeNAL(type: 1, size: 40, firstSlice: true, fill: 1)
+        return [
+            ("3- and 4-byte codes, zeros at both ends", [0, 0] + [0, 0, 1] + vps + [0, 0, 0, 1] + idr
+                + [0, 0, 1] + p1 + [0, 0, 0, 1] + p2 + [0, 0, 0], 1 << 20),
+            ("trailing zeros before start codes", [0, 0, 0, 1] + idr + [0, 0, 0, 0] + [0, 0, 1] + p1 + [0]
+                + [0, 0, 0, 1] + p3, 1 << 20),
+            ("start code as the last bytes", [0, 0, 1] + idr + [0, 0, 1] + p1 + [0, 0, 0, 1], 1 << 20),
+            ("garbage, then empty NAL units", [7, 0, 9, 0, 0] + [0, 0, 1, 0, 0, 1] + idr + [0, 0, 1, 0, 0, 0, 1]
+                + p1, 1 << 20),
+            ("no start code", [5, 6, 0, 0, 7, 0, 0, 2, 0, 0, 0, 3, 1, 0], 1 << 20),
+            ("an access unit over the limit", [0, 0, 1] + p1 + [0, 0, 1] + big + [0, 0, 0, 1] + p3 + [0, 0, 1]
+                + p2, 30),
+        ]
+    }
+
+    /// Split from what was read and only the tail kept between reads: every cut of each edge
+    /// stream into two reads, and into three, gives the whole buffer's access units and counters.
+    @Test func everyCutBetweenReadsMatchesWholeBuffer() {
+        for (name, stream, limit) in Self.edgeStreams() {
+            var whole = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
+            let wholeOut = whole.append(stream) + whole.finish()
+            for first in 0...stream.count {
+                for second in first...stream.count {
+                    var splitter = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
+                    let out = splitter.append(Array(stream[..<first])) + splitter.append(Array(stream[first..<second]))
+                        + splitter.append(Array(stream[second...])) + splitter.finish()
+                    #expect(out == wholeOut, "\(name): cut at \(first), \(second)")
+                    #expect(splitter.counters == whole.counters, "\(name): cut at \(first), \(second)")
+                }
+            }
+        }
+    }
+
+    /// What the edge streams split into, written out.
+    @Test func edgeStreamsSplitAsWritten() {
+        let streams = Self.edgeStreams()
+        let idr = makeNAL(type: 19, size: 9, firstSlice: true)
+        let p1 = makeNAL(type: 1, size: 5, firstSlice: true, fill: 3)
+        let p2 = makeNAL(type: 1, size: 4, firstSlice: false, fill: 5)
+        let p3 = makeNAL(type: 1, size: 6, firstSlice: true, fill: 9)
+        let vps = makeNAL(type: 32, size: 3)
+        let expected: [[[UInt8]]] = [[vps, idr], [p1, p2]]
+        func split(_ index: Int) -> (units: [[[UInt8]]], counters: AnnexBSplitterCounters) {
+            var splitter = AnnexBAccessUnitSplitter(maxAccessUnitSize: streams[index].limit)
+            let out = splitter.append(streams[index].stream) + splitter.finish()
+            return (out.map(\.nalUnits), splitter.counters)
+        }
+        #expect(split(0).units == expected)
+        #expect(split(1).units == [[idr], [p1], [p3]])
+        #expect(split(2).units == [[idr], [p1]])
+        let garbage = split(3)
+        #expect(garbage.units == [[idr], [p1]])
+        #expect(garbage.counters.garbageBytes == 2)
+        let none = split(4)
+        #expect(none.units.isEmpty)
+        #expect(none.counters.garbageBytes == 6)
+        let oversized = split(5)
+        #expect(oversized.units == [[p1], [p3, p2]])
+        #expect(oversized.counters.oversizedAccessUnits == 1)
+    }
+
     @Test func oversizedAccessUnitIsDroppedAndCounted() {
         let small = makeNAL(type: 1, size: 50, firstSlice: true, fill: 1)
         let big = makeNAL(type: 19, size: 5000, firstSlice: true, fill: 2)
@@ -146,7 +216,7 @@ import MediaFormats
         #expect(splitter.counters.invalidNALUnits == 2)
     }
 
-    /// The start-code search reads eight bytes at a time: against a byte-by-byte reference, on
+    /// The start-code search tests 32 positions at a time: against a byte-by-byte reference, on
     /// streams dense in 00 and 01 bytes (start codes at every alignment, across word edges,
     /// at the very start and end), every NAL unit comes out the same.
     @Test func wordAtATimeSearchMatchesByteByByte() {

@@ -75,6 +75,24 @@ struct LiveSourceTests {
         #expect(live.parameterSets == encoded.units[0].parameterSets)
     }
 
+    /// A y4m file whose frames (1.4 MB) span the source's 1 MB reads: every frame reaches x265
+    /// whole (a misplaced byte would break the next FRAME line) and comes out as one access unit.
+    @Test func y4mFramesAcrossReadsAreEncodedOneUnitEach() throws {
+        let (width, height) = (1280, 720)
+        var file = Array("YUV4MPEG2 W\(width) H\(height) F30:1 Ip C420jpeg\n".utf8)
+        for index in 0..<3 {
+            file += Array("FRAME\n".utf8)
+            file += (0..<(width * height * 3 / 2)).map { UInt8(truncatingIfNeeded: $0 / 7 + index * 40) }
+        }
+        let path = try temporaryFile(file, suffix: ".y4m")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let (live, sink) = runToEnd(.y4m(try #require(FileHandle(forReadingAtPath: path)), frameRate: nil))
+        #expect(live.failure == nil)
+        #expect(sink.units.count == 3)
+        #expect(sink.units.first?.isKeyframe == true)
+        #expect(live.parameterSets.map { HEVCNALUnitType(nalUnit: $0) } == [.vps, .sps, .pps])
+    }
+
     /// A sink that holds access units until their due time (as a `MediaSender` does): the file
     /// is read ahead, every frame handed over with its due time, frame i due 1 / rate after frame
     /// i - 1, none handed over more than the horizon before its time, and frames well ahead of it.
