@@ -392,6 +392,13 @@ public final class MediaSender: Sendable {
                 if routeMonitor.handle(completion) { pathsMayHaveChanged = true }
                 return
             }
+            if completion.tag.kind == CompletionTag.errorWatchKind {
+                // The flow's socket has an error queued: its next tick reads it.
+                if senderFlows.indices.contains(Int(completion.tag.payload)) {
+                    senderFlows[Int(completion.tag.payload)].pathMTU.errorQueueSignalled()
+                }
+                return
+            }
             guard completion.tag.kind == CompletionTag.receiveKind else { return }
             let index = Int(completion.tag.payload) - Int(SenderFlow.firstFeedbackGroup)
             guard senderFlows.indices.contains(index) else { return }

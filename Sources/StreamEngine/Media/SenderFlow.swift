@@ -201,6 +201,8 @@ final class SenderFlow {
             $0.reprobeInterval = config.pathMTUReprobeInterval.nanoseconds
             if socket.family == .ipv4 { $0.baseMTU = config.pathMTUBaseIPv4 }
         }, now: monotonicNanoseconds())
+        // ICMP and local errors are read when the socket signals one, not at every wake-up.
+        pathMTU.armErrorWatch = { (try? socket.armErrorWatch(on: ring, payload: UInt64(index))) != nil }
         if config.feedback {
             flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
                 ?? max(Int((config.paceBitsPerSecond ?? 8_000_000) / 8), 256 * 1024)
