@@ -17,8 +17,6 @@ final class MediaFlow: DatagramProducer {
     private var enqueuedAt: [Int64] = []
     /// When each access unit in `queue` may start (`Int64.min`: at once), by the same index.
     private var dueAt: [Int64] = []
-    /// Each access unit's `byteCount` (a walk over its NAL units), taken once when queued, by the same index.
-    private var byteCounts: [Int] = []
     private var queueHead = 0
     /// Bytes of the access units in `queue` from `queueHead` on.
     private var queuedBytes = 0
@@ -135,9 +133,7 @@ final class MediaFlow: DatagramProducer {
         queue.append(accessUnit)
         enqueuedAt.append(due ?? time ?? now)
         dueAt.append(due ?? .min)
-        let byteCount = accessUnit.byteCount
-        byteCounts.append(byteCount)
-        queuedBytes += byteCount
+        queuedBytes += accessUnit.byteCount
         framesQueued += 1
     }
 
@@ -151,7 +147,7 @@ final class MediaFlow: DatagramProducer {
         var bytes = 0
         var index = queue.count - 1
         while index >= queueHead && dueAt[index] > now {
-            bytes += byteCounts[index]
+            bytes += queue[index].byteCount
             index -= 1
         }
         return bytes
@@ -234,13 +230,12 @@ final class MediaFlow: DatagramProducer {
     /// Takes the oldest access unit waiting.
     private func dequeue() -> AccessUnit {
         let next = queue[queueHead]
-        queuedBytes -= byteCounts[queueHead]
         queueHead += 1
+        queuedBytes -= next.byteCount
         if queueHead > 64 && queueHead * 2 > queue.count {
             queue.removeFirst(queueHead)
             enqueuedAt.removeFirst(queueHead)
             dueAt.removeFirst(queueHead)
-            byteCounts.removeFirst(queueHead)
             queueHead = 0
         }
         return next
