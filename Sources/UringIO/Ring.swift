@@ -20,6 +20,8 @@ public struct CompletionTag: Sendable, Equatable {
     public static let wakeKind: UInt8 = 4
     /// Route monitor (netlink receive) completions.
     public static let routeKind: UInt8 = 5
+    /// Socket error watch (`UDPSocket.armErrorWatch`) completions.
+    public static let errorWatchKind: UInt8 = 6
 
     /// Makes a tag; `payload` must fit 56 bits.
     @inline(__always)

@@ -103,6 +103,27 @@ extension UDPSocket {
         return reports
     }
 
+    /// Watches for errors through `ring`: a one-shot poll for `POLLERR`, whose completion (tag
+    /// kind `CompletionTag.errorWatchKind`, `payload`) arrives when an ICMP or local error is
+    /// queued (at once if one waits already). Drain, then arm it again: an owner that drains
+    /// only after it fired makes no `recvmsg` per wake-up. `IORING_OP_POLL_ADD`.
+    public func armErrorWatch(on ring: Ring, payload: UInt64) throws(SystemError) {
+        let sqe = try ring.nextEntry()
+        io_uring_prep_poll_add(sqe, fd, UInt32(POLLERR))
+        io_uring_sqe_set_data64(sqe, CompletionTag(kind: CompletionTag.errorWatchKind, payload: payload).userData)
+    }
+
+    /// Takes (and so clears) the socket's pending error, if any: an error the kernel could
+    /// not queue (error queue full) leaves only this, and keeps `POLLERR` raised until it is
+    /// read. `getsockopt(SO_ERROR)`.
+    @discardableResult
+    public func takePendingError() -> Int32 {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) == 0 else { return 0 }
+        return value
+    }
+
     /// Walks the control messages of one error-queue message for `sock_extended_err`.
     private static func parseErrorMessages(_ message: inout msghdr, into reports: inout [SocketErrorReport]) {
         var cmsg = cu_cmsg_firsthdr(&message)

@@ -35,6 +35,41 @@ struct ErrorQueueTests {
         #expect(socket.drainErrorQueue().isEmpty, "drained")
     }
 
+    /// The error watch (a POLLERR poll through the ring) stays quiet while the error queue is
+    /// empty, completes with its tag once an ICMP error is queued, and, armed again after the
+    /// drain, is quiet again.
+    @Test(.enabled(if: Ring.isAvailable, "io_uring is disabled on this kernel"))
+    func theErrorWatchFiresOnlyWhenAnErrorIsQueued() throws {
+        let ring = try Ring(entries: 8)
+        let port: UInt16 = try {
+            let probe = try UDPSocket(family: .ipv4)
+            try probe.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
+            return try probe.localAddress().port
+        }()
+        let socket = try UDPSocket(family: .ipv4)
+        try socket.connect(SocketAddress(ip: "127.0.0.1", port: port)!)
+        try socket.enableReceiveErrors()
+        func watchCompletions() -> [Completion] {
+            var completions: [Completion] = []
+            _ = ring.reap { completions.append($0) }
+            return completions
+        }
+        try socket.armErrorWatch(on: ring, payload: 9)
+        try ring.submit()
+        #expect(watchCompletions().isEmpty, "nothing queued: the watch waits")
+        let payload = [UInt8](repeating: 7, count: 100)
+        _ = payload.withUnsafeBytes { try? PlainUDP.sendTo(socket, $0) }
+        try ring.submit(waitingFor: 1, timeoutNanoseconds: 5_000_000_000)
+        let fired = watchCompletions()
+        try #require(fired.count == 1, "completions: \(fired)")
+        #expect(fired[0].tag == CompletionTag(kind: CompletionTag.errorWatchKind, payload: 9))
+        #expect(fired[0].result & Int32(POLLERR) != 0)
+        #expect(socket.drainErrorQueue().count == 1)
+        try socket.armErrorWatch(on: ring, payload: 9)
+        try ring.submit()
+        #expect(watchCompletions().isEmpty, "drained: quiet again")
+    }
+
     /// Frag-needed, packet-too-big and local EMSGSIZE announce a path MTU; nothing else does.
     @Test func onlyMTUErrorsAnnounceAPathMTU() {
         #expect(SocketErrorReport(errno: EMSGSIZE, origin: .icmp, icmpType: 3, icmpCode: 4, info: 1400).pathMTU == 1400)

@@ -134,6 +134,13 @@ public final class MediaSender: Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let wakeEvent: WakeEvent
     private let eventHub = SenderEventHub()
+    /// When the engine's current wait ends (monotonic nanoseconds; `Int64.max`: only a
+    /// completion ends it). An access unit handed over ahead of its time (`send(_:at:)`) and
+    /// due no earlier needs no wake-up: the engine looks at its inboxes when the wait ends.
+    private let engineWaitsUntil = Atomic<Int64>(.min)
+    /// Set with every access unit handed over ahead of its time, taken by the engine just
+    /// before it waits (what came in after it read its inboxes is read then, not waited over).
+    private let aheadInputArrived = Atomic<Bool>(false)
 
     /// Makes a sender with one flow. Nothing is opened until `run`. Throws a `SystemError`
     /// when its wake-up eventfd cannot be made.
@@ -175,19 +182,19 @@ public final class MediaSender: Sendable {
     /// (monotonic nanoseconds, `CLOCK_MONOTONIC`, as `UringIO.monotonicNanoseconds()`; a time
     /// past: at once). A source reading ahead hands frames over before their time this way,
     /// and the engine's own wait ends at each one's time: no thread needs to wake per frame
-    /// but the engine's. The engine is woken only for the first access unit of a batch
-    /// (while the flows' inboxes hold units not taken yet, it will wake and take them anyway).
+    /// but the engine's. The engine is woken only for an access unit due before its current
+    /// wait ends (while it is awake, it reads its inboxes before it waits again).
     /// A frame's `maxFrameWait` counts from its due time. Returns false as `send(_:)` does.
     @discardableResult
     public func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool {
         var accepted = true
-        var wake = false
         for flow in flows {
-            let queued = flow.queue(accessUnit, due: dueTime)
-            accepted = accepted && queued.accepted
-            wake = wake || queued.wasEmpty
+            accepted = flow.queue(accessUnit, due: dueTime).accepted && accepted
         }
-        if wake { wakeEvent.signal() }
+        // Sequentially consistent, as the engine's side in `run`: either the engine sees this
+        // unit before it waits, or this sees the wait's end (and wakes it when due before).
+        aheadInputArrived.store(true, ordering: .sequentiallyConsistent)
+        if dueTime < engineWaitsUntil.load(ordering: .sequentiallyConsistent) { wakeEvent.signal() }
         return accepted
     }
 
@@ -329,7 +336,7 @@ public final class MediaSender: Sendable {
         var pathsMayHaveChanged = false
         let publishInterval = max(flowConfigs.map(\.statsInterval.nanoseconds).min() ?? 50_000_000, 1_000_000)
         func armSenderReportAlarm(now: Int64) throws(SystemError) {
-            let due = senderFlows.compactMap { $0.senderReportDue(now: now) }.min()
+            let due = senderFlows.lazy.compactMap { $0.senderReportDue(now: now) }.min()
             if let due { try ring.armAlarm(nanoseconds: max(due - now, 1_000)) }
         }
         try paced.run(scheduler, idlePoll: 20_000_000, isFinished: {
@@ -381,6 +388,10 @@ public final class MediaSender: Sendable {
             return !stopRequested.load(ordering: .relaxed)
         }, afterPump: {
             scheduler.endPump()
+        }, beforeWait: { timeout in
+            // Published before the inboxes are looked at once more (see `send(_:at:)`).
+            engineWaitsUntil.store(timeout.map { monotonicNanoseconds() + $0 } ?? .max, ordering: .sequentiallyConsistent)
+            return !aheadInputArrived.exchange(false, ordering: .sequentiallyConsistent)
         }, other: { completion in
             if completion.tag.kind == CompletionTag.timerKind && completion.tag.payload == Ring.alarmSlot {
                 // Sender reports leave at the alarm's (random) time, not at a pacer wake-up.
@@ -393,6 +404,13 @@ public final class MediaSender: Sendable {
                 // A link, address or route changed: the flows ask for their paths before the
                 // next fill (once however many notifications this wait brought).
                 if routeMonitor.handle(completion) { pathsMayHaveChanged = true }
+                return
+            }
+            if completion.tag.kind == CompletionTag.errorWatchKind {
+                // The flow's socket has an error queued: its next tick reads it.
+                if senderFlows.indices.contains(Int(completion.tag.payload)) {
+                    senderFlows[Int(completion.tag.payload)].pathMTU.errorQueueSignalled()
+                }
                 return
             }
             guard completion.tag.kind == CompletionTag.receiveKind else { return }

@@ -52,9 +52,8 @@ final class FlowHandle: Sendable {
     }
 
     /// Queues `accessUnit`, not to start before `due` (monotonic nanoseconds; nil: at once).
-    /// Returns whether it was taken, and whether the inbox was empty before: only then does
-    /// the engine need a wake-up (it takes everything in the inbox when it wakes, so units
-    /// handed after the first of a batch ride on the first one's wake-up).
+    /// Returns whether it was taken, and whether the inbox was empty before. Waking the engine
+    /// is the caller's (`MediaSender.send(_:at:)` wakes it only for a unit due before its wait ends).
     func queue(_ accessUnit: AccessUnit, due: Int64?) -> (accepted: Bool, wasEmpty: Bool) {
         let result = inbox.withLock { box -> (Bool, Bool) in
             let wasEmpty = box.accessUnits.isEmpty
@@ -203,6 +202,8 @@ final class SenderFlow {
             $0.reprobeInterval = config.pathMTUReprobeInterval.nanoseconds
             if socket.family == .ipv4 { $0.baseMTU = config.pathMTUBaseIPv4 }
         }, now: monotonicNanoseconds())
+        // ICMP and local errors are read when the socket signals one, not at every wake-up.
+        pathMTU.armErrorWatch = { (try? socket.armErrorWatch(on: ring, payload: UInt64(index))) != nil }
         if config.feedback {
             flow.maxUnconfirmedBytes = config.maxUnconfirmedBytes
                 ?? max(Int((config.paceBitsPerSecond ?? 8_000_000) / 8), 256 * 1024)

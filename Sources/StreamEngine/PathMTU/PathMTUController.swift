@@ -38,6 +38,29 @@ final class PathMTUController: DatagramProducer {
     /// Milliseconds from the start until the last completed search found its size.
     private(set) var lastSearchMilliseconds: Double?
 
+    /// Arms the socket's error watch (`UDPSocket.armErrorWatch`) again, false when it could
+    /// not; nil: no watch, the error queue is drained at every tick. With a watch it is drained
+    /// only after the watch fired (`errorQueueSignalled`), at the first tick, and while the
+    /// watch cannot be armed.
+    var armErrorWatch: (() -> Bool)?
+    /// The error watch fired: something waits on the error queue.
+    private var errorQueueMayHoldReports = true
+
+    /// The socket's error watch fired: the next tick drains the error queue.
+    func errorQueueSignalled() { errorQueueMayHoldReports = true }
+
+    /// What the error queue holds: read when the watch fired (then watched again), or always
+    /// without a watch.
+    private func drainErrorQueue() -> [SocketErrorReport] {
+        guard let armErrorWatch else { return socket.drainErrorQueue() }
+        guard errorQueueMayHoldReports else { return [] }
+        errorQueueMayHoldReports = false
+        let reports = socket.drainErrorQueue()
+        if reports.isEmpty { socket.takePendingError() }  // an error not queued would keep the watch firing
+        if !armErrorWatch() { errorQueueMayHoldReports = true }
+        return reports
+    }
+
     /// Sets up MTU handling for `flow` on `socket` (connected). `fixedMTU` pins it (no probing);
     /// without feedback there is nothing to confirm probes with: the kernel's view and ICMP only.
     /// `trailer`: bytes added after each datagram the flow writes (the SRTP tag).
@@ -114,7 +137,7 @@ final class PathMTUController: DatagramProducer {
     /// the error queue is drained and the losses of the outage are passed over (they are no
     /// black-hole evidence), so the prober resumes where it was.
     func pause() {
-        _ = socket.drainErrorQueue()
+        _ = drainErrorQueue()
         _ = flow.log.takeLostSizes()
         largeConfirmedSeen = flow.log.largeConfirmed
         confirmedSeen = flow.log.confirmed
@@ -131,7 +154,7 @@ final class PathMTUController: DatagramProducer {
     /// a probe for a packet of the stream: ffmpeg counts ~21,000 packets missed per probe).
     func tick(now: Int64, roundTripMilliseconds: Double?, receiverAlive: Bool, receiverConfirmsProbes: Bool?) {
         if receiverConfirmsProbes == false { stopProbing() }
-        let reports = socket.drainErrorQueue()  // always drained, even with a pinned MTU
+        let reports = drainErrorQueue()  // drained even with a pinned MTU
         errorQueueReports += reports.count
         guard var prober else { return }
         for report in reports {

@@ -241,16 +241,21 @@ public final class PacedSender {
     /// and `isFinished` says so (while it says no, an idle producer is polled every
     /// `idlePoll` nanoseconds). `beforePump` runs before each fill (to take new work in);
     /// when it returns false the loop stops filling and returns once what is in flight
-    /// has completed. `afterPump` runs after each fill. Completions of other kinds go to `other`.
+    /// has completed. `afterPump` runs after each fill. `beforeWait` runs before each wait with
+    /// its timeout (nil: until a completion); when it returns false the loop submits without
+    /// waiting and fills again. Completions of other kinds go to `other`.
     public func run(_ producer: DatagramProducer, idlePoll: Int64 = 200_000, isFinished: () -> Bool = { true },
                     beforePump: () throws(SystemError) -> Bool = { true }, afterPump: () -> Void = {},
+                    beforeWait: (_ timeoutNanoseconds: Int64?) -> Bool = { _ in true },
                     other: (Completion) -> Void = { _ in }) throws {
+        var sendsNotSubmitted = 0  // prepared by a fill whose submission went with the next one
         while try beforePump() {
             let sendsBefore = queue.counters.sendCalls
             let state = try pump(producer)
             afterPump()
             if state == .idle && isDrained && isFinished() { return }
-            let sends = queue.counters.sendCalls - sendsBefore
+            let sends = queue.counters.sendCalls - sendsBefore + sendsNotSubmitted
+            sendsNotSubmitted = 0
             // With a deadline (the pacer's, or the idle poll) the wait is not ended by the
             // completions of the sends it submits; without one (window or slots full) those
             // completions are what it waits for.
@@ -260,6 +265,10 @@ public final class PacedSender {
             if state == .batchFull && queue.batchesInFlight < config.completionWindow {
                 // More may go at once: submit without waiting.
                 try ring.submit()
+            } else if !beforeWait(timeout) {
+                // Something came in since the fill: fill again at once, and submit what this
+                // fill prepared with that one (one enter, not one more).
+                sendsNotSubmitted = sends
             } else {
                 try submitAndWait(timeoutNanoseconds: timeout, sendsJustPrepared: sends)
             }
