@@ -125,6 +125,16 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// The counters so far.
     public var stats: ReceiverStats { statsBox.withLock { $0 } }
 
+    /// How late the receive loop may serve a deadline of the session (a frame's playout time, a
+    /// report, a NACK) so that a datagram's wake-up serves it instead of a wake-up of its own:
+    /// a quarter of the report interval, at most 5 ms (about a frame at 240 fps). A frame's
+    /// playout time falls between the arrivals of later frames, so waking exactly at it cost a
+    /// second wake-up per frame with loss recovery (results/profile.md section 6); frames still go
+    /// out after their playout time, never before.
+    static func deadlineSlack(reportInterval: Duration) -> Int64 {
+        min(5_000_000, reportInterval.nanoseconds / 4)
+    }
+
     /// Receives until `stop`, or until `frameLimit` frames were emitted, passing each
     /// rebuilt access unit (complete or not) to `onAccessUnit`. The protocol is a
     /// `ReceiveSession`; this loop feeds it datagrams and the time, and carries out what it says.
@@ -176,13 +186,21 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         }
 
         let checkInterval = min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000))
-        // The session's deadlines (NACKs, playout) are kept to within the wait's timer slack.
+        let slack = Self.deadlineSlack(reportInterval: config.reportInterval)
+        // The time of this wake-up, read once for every datagram it brought (their arrival
+        // times are the kernel's): not one clock read per datagram.
+        var wakeTime: Int64?
+        // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or
+        // after them, at most `slack` late: see `deadlineSlack`.
         try loop.run(nextWait: {
             guard config.retransmission, let deadline = session.nextDeadline else { return checkInterval }
-            return min(checkInterval, deadline - realtimeNanoseconds())
+            let now = realtimeNanoseconds()
+            // Past (or Int64.min: feedback to send now): at once.
+            return deadline <= now ? 0 : min(checkInterval, deadline - now + slack)
         }, shouldStop: {
             stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
         }, tick: {
+            wakeTime = nil
             let now = realtimeNanoseconds()
             if let deadline = session.nextDeadline, now >= deadline {
                 session.handleTimeout(now: now)
@@ -191,9 +209,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             publishEvery50Milliseconds()
         }) { socketIndex, datagram in
             let port: ReceiveSession.Port = socketIndex == 1 ? .rtcp : .rtp
+            let now = wakeTime ?? realtimeNanoseconds()
+            wakeTime = now
             func handle(_ payload: UnsafeRawBufferPointer) {
                 session.handleDatagram(payload, from: datagram.source, tos: datagram.tos,
-                                       arrival: datagram.timestampNanoseconds, port: port, now: realtimeNanoseconds())
+                                       arrival: datagram.timestampNanoseconds, port: port, now: now)
             }
             if let srtp {
                 // Authenticated and decrypted first: what fails never reaches the session.
@@ -203,7 +223,6 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
                 handle(datagram.payload)
             }
             drainOutputs()
-            publishEvery50Milliseconds()
         }
         session.finish(now: realtimeNanoseconds())
         drainOutputs()
