@@ -130,9 +130,9 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// a quarter of the report interval, at most 5 ms (about a frame at 240 fps), and only while
     /// datagrams wake the loop at least that often (`datagramInterval`, smoothed): at lower
     /// rates no wake-up would be saved, so none. A frame's playout time falls between the
-    /// arrivals of later frames, so waking exactly at it cost a second wake-up per frame with
-    /// loss recovery (results/profile.md section 6); frames still go out after their playout
-    /// time, never before.
+    /// arrivals of later frames, so waking exactly at it cost wake-ups of their own with loss
+    /// recovery (10-20 % more than without, results/profile.md section 6); frames still go out
+    /// after their playout time, never before.
     static func deadlineSlack(reportInterval: Duration, datagramInterval: Int64) -> Int64 {
         let slack = min(5_000_000, reportInterval.nanoseconds / 4)
         return datagramInterval <= slack ? slack : 0
