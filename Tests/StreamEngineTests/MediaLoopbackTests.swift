@@ -1,7 +1,7 @@
 import Foundation
 import MediaFormats
 import MediaSources
-import StreamEngine
+@testable import StreamEngine
 import Synchronization
 import Testing
 import UringIO
@@ -93,8 +93,24 @@ struct PlayoutFrameLimitTests {
         }
         let all = try sendThroughEngine(units, mtu: .fixed(1500), configure: playout)
         #expect(all.received.count == 20 && all.receiver.playoutAddedLatencyMs?.frames == 20)
+        // Served at the next wake-up up to the loop's slack after it, a frame never goes out
+        // before its playout time (the histogram reads a sample to within 1 %).
+        #expect((all.receiver.playoutAddedLatencyMs?.p50 ?? 0) >= 297)
         let three = try sendThroughEngine(units, mtu: .fixed(1500), frameLimit: 3, configure: playout)
         // The frames after the third were whole, still waiting for their playout time.
         #expect(three.received.count == 3 && three.receiver.framesComplete > 3)
+    }
+
+    /// A deadline is served up to a quarter of the report interval late, never more than 5 ms
+    /// (about one frame at 240 fps, what lets the next frame's wake-up serve it), and only while
+    /// datagrams come that often: at 30 fps, on time.
+    @Test func theReceiveLoopServesADeadlineAtMostAFrameLate() {
+        let at240fps: Int64 = 4_166_667
+        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(20), datagramInterval: at240fps) == 5_000_000)
+        #expect(MediaReceiver.deadlineSlack(reportInterval: .seconds(1), datagramInterval: at240fps) == 5_000_000)
+        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(8), datagramInterval: 1_000_000) == 2_000_000)
+        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(8), datagramInterval: at240fps) == 0)
+        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(20), datagramInterval: 33_333_333) == 0)
+        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(20), datagramInterval: .max) == 0)
     }
 }
