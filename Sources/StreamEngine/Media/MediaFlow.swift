@@ -21,12 +21,8 @@ final class MediaFlow: DatagramProducer {
     /// Bytes of the access units in `queue` from `queueHead` on.
     private var queuedBytes = 0
     private var current: AccessUnit?
-    private var plan: [HEVCPayload] = [] {
-        didSet {
-            planBytes = plan.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
-            planBytesWritten = 0
-        }
-    }
+    /// The payloads of `current`, in sending order (set with `setPlan`, which keeps `planBytes`).
+    private var plan: [HEVCPayload] = []
     /// Wire bytes of `plan`, and of its packets written so far (`pendingBytes` without a walk over the plan).
     private var planBytes = 0
     private var planBytesWritten = 0
@@ -171,6 +167,19 @@ final class MediaFlow: DatagramProducer {
         maxDatagramSize = size
     }
 
+    /// Makes `planned` the plan under way, from its first packet.
+    private func setPlan(_ planned: AccessUnitPlans.Plan) {
+        plan = planned.payloads
+        planBytes = planned.wireBytes
+        planBytesWritten = 0
+        planIndex = 0
+    }
+
+    /// Drops the plan under way (nothing of it is sent any more).
+    private func clearPlan() {
+        setPlan(AccessUnitPlans.Plan(payloads: [], wireBytes: 0))
+    }
+
     /// Whether `accessUnit` may start now (a viable path; after an outage, a keyframe; the
     /// unconfirmed bound, against `wireBytes`: its datagrams as planned, RTP headers and FU
     /// headers included, the bytes the log will count); drops (and counts) it if not.
@@ -270,8 +279,7 @@ final class MediaFlow: DatagramProducer {
     private func dropWhileUnviable() {
         if current != nil {
             framesDroppedUnviable += 1
-            plan = []
-            planIndex = 0
+            clearPlan()
             current = nil
         }
         awaitingKeyframeAfterOutage = true
@@ -284,13 +292,12 @@ final class MediaFlow: DatagramProducer {
     /// `framesClamped`, and a keyframe is wanted (the receiver lost a reference).
     private func clampCurrentFrame() {
         if planIndex == 0, let accessUnit = current {
-            plan = packetizer.plan(accessUnit)
+            setPlan(AccessUnitPlans.Plan(of: accessUnit, packetizer: packetizer))
             return
         }
         clamped += plan[planIndex...].filter { RTPHeader.fixedSize + $0.size > maxDatagramSize }.count
         framesClamped += 1
-        plan = []
-        planIndex = 0
+        clearPlan()
         current = nil
         keyframeWanted = true
     }
@@ -303,8 +310,7 @@ final class MediaFlow: DatagramProducer {
             guard admit(next, wireBytes: planned.wireBytes) else { continue }
             current = next
             lastRTPTimestamp = next.timestamp &+ timestampOffset
-            plan = planned.payloads
-            planIndex = 0
+            setPlan(planned)
         }
         return PendingDatagram(route: route, size: RTPHeader.fixedSize + plan[planIndex].size,
                                tag: UInt64(packetsWritten))
