@@ -11,12 +11,18 @@ final class MediaFlow: DatagramProducer {
     let payloadType: UInt8
     private let timestampOffset: UInt32
     private(set) var nextSequence: UInt16
-    private var queue: [AccessUnit] = []
-    /// When each access unit in `queue` was enqueued (`now` then), or its due time when it has
-    /// one (`maxFrameWait` counts from there), by the same index.
-    private var enqueuedAt: [Int64] = []
-    /// When each access unit in `queue` may start (`Int64.min`: at once), by the same index.
-    private var dueAt: [Int64] = []
+    /// An access unit waiting, with its times and its byte count (counted once, on enqueue).
+    private struct Waiting {
+        var accessUnit: AccessUnit
+        /// When it was enqueued (`now` then), or its due time when it has one (`maxFrameWait`
+        /// counts from there).
+        var enqueuedAt: Int64
+        /// When it may start (`Int64.min`: at once).
+        var dueAt: Int64
+        /// `accessUnit.byteCount`.
+        var byteCount: Int
+    }
+    private var queue: [Waiting] = []
     private var queueHead = 0
     /// Bytes of the access units in `queue` from `queueHead` on.
     private var queuedBytes = 0
@@ -126,10 +132,10 @@ final class MediaFlow: DatagramProducer {
     /// (monotonic nanoseconds) it does not start before `now` reaches it, and its wait
     /// (`maxFrameWait`) counts from then.
     func enqueue(_ accessUnit: AccessUnit, at time: Int64? = nil, due: Int64? = nil) {
-        queue.append(accessUnit)
-        enqueuedAt.append(due ?? time ?? now)
-        dueAt.append(due ?? .min)
-        queuedBytes += accessUnit.byteCount
+        let waiting = Waiting(accessUnit: accessUnit, enqueuedAt: due ?? time ?? now, dueAt: due ?? .min,
+                              byteCount: accessUnit.byteCount)
+        queue.append(waiting)
+        queuedBytes += waiting.byteCount
         framesQueued += 1
     }
 
@@ -142,7 +148,7 @@ final class MediaFlow: DatagramProducer {
     private var bytesNotDue: Int {
         var bytes = 0
         var index = queue.count - 1
-        while index >= queueHead && dueAt[index] > now {
+        while index >= queueHead && queue[index].dueAt > now {
             bytes += queue[index].byteCount
             index -= 1
         }
@@ -154,12 +160,16 @@ final class MediaFlow: DatagramProducer {
     /// Held against the flow's own `now` (what `peekDatagram` went by), so a unit that came
     /// due since then gives 0, not nil.
     func dueIn(now: Int64) -> Int64? {
-        guard queueHead < queue.count, dueAt[queueHead] > self.now else { return nil }
-        return max(dueAt[queueHead] - now, 0)
+        guard queueHead < queue.count, queue[queueHead].dueAt > self.now else { return nil }
+        return max(queue[queueHead].dueAt - now, 0)
     }
 
     /// Whether the next access unit waiting had a due time and `now` reached it.
-    var dueWaiting: Bool { queueHead < queue.count && dueAt[queueHead] != .min && dueAt[queueHead] <= now }
+    var dueWaiting: Bool {
+        guard queueHead < queue.count else { return false }
+        let dueAt = queue[queueHead].dueAt
+        return dueAt != .min && dueAt <= now
+    }
 
     /// Changes the datagram budget from the next access unit on.
     func setMaxDatagramSize(_ size: Int) throws(HEVCPacketizerError) {
@@ -227,7 +237,7 @@ final class MediaFlow: DatagramProducer {
     /// the flow goes on at a keyframe, requested, as after the bound.
     func dropFramesWaitingTooLong() {
         guard congestionActive else { return }
-        while queueHead < queue.count && now - enqueuedAt[queueHead] > maxFrameWait {
+        while queueHead < queue.count && now - queue[queueHead].enqueuedAt > maxFrameWait {
             _ = dequeue()
             framesDroppedCongestion += 1
             if !awaitingKeyframe { keyframeWanted = true }
@@ -243,11 +253,9 @@ final class MediaFlow: DatagramProducer {
         queuedBytes -= next.byteCount
         if queueHead > 64 && queueHead * 2 > queue.count {
             queue.removeFirst(queueHead)
-            enqueuedAt.removeFirst(queueHead)
-            dueAt.removeFirst(queueHead)
             queueHead = 0
         }
-        return next
+        return next.accessUnit
     }
 
     func peekDatagram() -> PendingDatagram? {
@@ -304,7 +312,7 @@ final class MediaFlow: DatagramProducer {
 
     private func peekPlanned() -> PendingDatagram? {
         while planIndex >= plan.count {
-            guard queueHead < queue.count, dueAt[queueHead] <= now else { return nil }
+            guard queueHead < queue.count, queue[queueHead].dueAt <= now else { return nil }
             let next = dequeue()
             let planned = sharedPlans?.plan(next, packetizer: packetizer) ?? AccessUnitPlans.Plan(of: next, packetizer: packetizer)
             guard admit(next, wireBytes: planned.wireBytes) else { continue }
