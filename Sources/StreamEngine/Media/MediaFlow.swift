@@ -24,8 +24,11 @@ final class MediaFlow: DatagramProducer {
     }
     private var queue: [Waiting] = []
     private var queueHead = 0
-    /// Bytes of the access units in `queue` from `queueHead` on.
-    private var queuedBytes = 0
+    /// The first access unit in `queue` not seen due yet (due times rise along the queue, so
+    /// those before it are all due).
+    private var firstNotDue = 0
+    /// Bytes of the access units in `queue` from `queueHead` up to `firstNotDue`.
+    private var dueBytes = 0
     private var current: AccessUnit?
     /// The payloads of `current`, in sending order (set with `setPlan`, which keeps `planBytes`).
     private var plan: [HEVCPayload] = []
@@ -135,24 +138,19 @@ final class MediaFlow: DatagramProducer {
         let waiting = Waiting(accessUnit: accessUnit, enqueuedAt: due ?? time ?? now, dueAt: due ?? .min,
                               byteCount: accessUnit.byteCount)
         queue.append(waiting)
-        queuedBytes += waiting.byteCount
         framesQueued += 1
     }
 
     /// What is left of the frame being sent plus the access units waiting (an estimate:
     /// headers of packets not planned yet are not counted, and the bound may drop some).
-    var pendingBytes: Int { queuedBytes - bytesNotDue + planBytes - planBytesWritten }
-
-    /// Bytes of the access units at the tail of the queue that are not due yet (due times
-    /// rise along the queue: the walk stops at the first one due).
-    private var bytesNotDue: Int {
-        var bytes = 0
-        var index = queue.count - 1
-        while index >= queueHead && queue[index].dueAt > now {
-            bytes += queue[index].byteCount
-            index -= 1
+    /// Access units not due yet are not counted; those that came due since the last call are
+    /// added to a running count (no walk over the queue).
+    var pendingBytes: Int {
+        while firstNotDue < queue.count && queue[firstNotDue].dueAt <= now {
+            dueBytes += queue[firstNotDue].byteCount
+            firstNotDue += 1
         }
-        return bytes
+        return dueBytes + planBytes - planBytesWritten
     }
 
     /// Nanoseconds from `now` until the next access unit waiting is due (nil: none waits for
@@ -249,10 +247,11 @@ final class MediaFlow: DatagramProducer {
     /// Takes the oldest access unit waiting.
     private func dequeue() -> AccessUnit {
         let next = queue[queueHead]
+        if firstNotDue > queueHead { dueBytes -= next.byteCount } else { firstNotDue = queueHead + 1 }
         queueHead += 1
-        queuedBytes -= next.byteCount
         if queueHead > 64 && queueHead * 2 > queue.count {
             queue.removeFirst(queueHead)
+            firstNotDue -= queueHead
             queueHead = 0
         }
         return next.accessUnit
