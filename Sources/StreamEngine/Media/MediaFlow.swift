@@ -324,7 +324,9 @@ final class MediaFlow: DatagramProducer {
     }
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
-        guard let accessUnit = current else { return }
+        // Moved out of `current` for the write and back after it (not copied): a copy would be
+        // retained and released around the packetizer's call, for every datagram.
+        guard let accessUnit = current.take() else { return }
         let payload = plan[planIndex]
         let header = RTPHeader(marker: payload.marker, payloadType: payloadType, sequenceNumber: nextSequence,
                                timestamp: accessUnit.timestamp &+ timestampOffset, ssrc: ssrc)
@@ -352,7 +354,8 @@ final class MediaFlow: DatagramProducer {
         if planIndex == plan.count {
             framesWritten += 1
             if accessUnit.isKeyframe { keyframesWritten += 1 }
-            current = nil
+        } else {
+            current = accessUnit
         }
     }
 }
