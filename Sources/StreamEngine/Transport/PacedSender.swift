@@ -51,7 +51,10 @@ public struct PacedSenderConfig: Sendable {
     public var burstQuantum: Int?
     /// At most this many submissions may be in flight (submitted, not all completed).
     public var completionWindow: Int = 2
-    /// At most this many datagrams per submission (one `io_uring_enter`).
+    /// At most this many datagrams per submission (one `io_uring_enter`) start a send slot.
+    /// With GSO a slot's run begun under the limit is finished past it (up to 63 datagrams
+    /// more), so the limit does not cut a GSO run in two sends (with frames of ~35 packets it
+    /// cut one run in three).
     public var maxDatagramsPerSubmission: Int = 64
     /// Use UDP GSO where the kernel takes it.
     public var useGSO: Bool = true
@@ -181,7 +184,7 @@ public final class PacedSender {
             var next: PendingDatagram? = first
             var firstSize = 0
             while let datagram = next, datagram.route == first.route,
-                  datagramsThisSubmission < config.maxDatagramsPerSubmission,
+                  datagramsThisSubmission < config.maxDatagramsPerSubmission || (config.useGSO && firstSize > 0),
                   queue.datagramCount(slot) < UDPSendQueue.maxDatagramsPerSlot {
                 // A slot is one GSO group when it can be: equal sizes, the last may be shorter.
                 if firstSize > 0 && datagram.size > firstSize { break }
