@@ -51,10 +51,9 @@ public struct PacedSenderConfig: Sendable {
     public var burstQuantum: Int?
     /// At most this many submissions may be in flight (submitted, not all completed).
     public var completionWindow: Int = 2
-    /// At most this many datagrams per submission (one `io_uring_enter`) start a send slot.
-    /// With GSO a slot's run begun under the limit is finished past it (up to 63 datagrams
-    /// more), so the limit does not cut a GSO run in two sends (with frames of ~35 packets it
-    /// cut one run in three).
+    /// A submission (one `io_uring_enter`) starts send slots until it holds this many datagrams.
+    /// With GSO the slot under way then finishes its run (up to 63 datagrams past the limit),
+    /// so the limit never cuts a GSO run in two sends.
     public var maxDatagramsPerSubmission: Int = 64
     /// Use UDP GSO where the kernel takes it.
     public var useGSO: Bool = true
