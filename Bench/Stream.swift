@@ -66,7 +66,8 @@ struct StreamPlan {
     let packetsPerUnit: [Int]
     /// Sends (one SQE each) and GSO sends the engine makes for this stream when it is
     /// never starved, modelled from `PacedSender.pump` and `UDPSendQueue` (a submission
-    /// holds at most 64 datagrams; a slot holds equal sizes, the last may be shorter,
+    /// starts slots until it holds 64 datagrams, and finishes the slot under way past that;
+    /// a slot holds equal sizes, the last may be shorter,
     /// at most 64 datagrams and 64 KiB; a GSO run at most 65,507 bytes). `MediaSender`'s
     /// stats give GSO sends but not all sends; the measured GSO sends check the model.
     let modelledSends: Int
@@ -114,15 +115,12 @@ struct StreamPlan {
                 datagrams += 1
                 bytes += size
                 weighted &+= UInt64(datagrams) &* UInt64(size)
-                if inSubmission == 64 {
-                    closeSlot()
-                    inSubmission = 0
-                }
                 let wire = size + trailer
                 if let first = slot.first {
                     let last = slot[slot.count - 1]
                     if wire > first || last < first || slot.count == 64 || slotBytes + wire > 65_536 { closeSlot() }
                 }
+                if slot.isEmpty && inSubmission >= 64 { inSubmission = 0 }
                 slot.append(wire)
                 slotBytes += wire
                 inSubmission += 1

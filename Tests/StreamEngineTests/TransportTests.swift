@@ -60,6 +60,26 @@ struct LoopbackDeliveryTests {
         }
     }
 
+    /// With GSO the submission's datagram limit does not cut a run in two sends: runs of 40
+    /// datagrams (39 of 1,000 bytes, then one of 500) go one send each although a submission
+    /// starts slots only up to 64 datagrams (cut there, the second run would take two sends).
+    @Test(.enabled(if: UDPSocket.kernelSupportsGSO, "the kernel has no UDP GSO"))
+    func submissionLimitDoesNotCutAGSORun() throws {
+        let runs = 16
+        let run = 40
+        let count = runs * run
+        let size: @Sendable (Int) -> Int = { $0 % run == run - 1 ? 500 : 1000 }
+        let receiver = ThreadedReceiver(gro: true, expected: count, size: size)
+        var config = PacedSenderConfig()
+        config.maxDatagramsPerSubmission = 64
+        let sent = try sendPattern(count: count, port: receiver.port, config: config, receiver: receiver, size: size)
+        _ = receiver.finish(expected: count, seconds: 30)
+        #expect(sent.queue.datagrams == count)
+        #expect(sent.queue.failedDatagrams == 0)
+        #expect(sent.queue.sendCalls == runs)
+        #expect(sent.queue.gsoSends == runs)
+    }
+
     /// N datagrams go out in at most ceil(N / B) io_uring_enter calls, counted by the ring.
     @Test func batchesAreOneEnterEach() throws {
         let count = 6_400

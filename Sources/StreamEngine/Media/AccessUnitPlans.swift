@@ -17,6 +17,12 @@ final class AccessUnitPlans {
             payloads = packetizer.plan(accessUnit)
             wireBytes = payloads.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
         }
+
+        /// A plan of `payloads` taking `wireBytes` on the wire.
+        init(payloads: [HEVCPayload], wireBytes: Int) {
+            self.payloads = payloads
+            self.wireBytes = wireBytes
+        }
     }
 
     private struct Entry {

@@ -11,22 +11,27 @@ final class MediaFlow: DatagramProducer {
     let payloadType: UInt8
     private let timestampOffset: UInt32
     private(set) var nextSequence: UInt16
-    private var queue: [AccessUnit] = []
-    /// When each access unit in `queue` was enqueued (`now` then), or its due time when it has
-    /// one (`maxFrameWait` counts from there), by the same index.
-    private var enqueuedAt: [Int64] = []
-    /// When each access unit in `queue` may start (`Int64.min`: at once), by the same index.
-    private var dueAt: [Int64] = []
-    private var queueHead = 0
-    /// Bytes of the access units in `queue` from `queueHead` on.
-    private var queuedBytes = 0
-    private var current: AccessUnit?
-    private var plan: [HEVCPayload] = [] {
-        didSet {
-            planBytes = plan.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
-            planBytesWritten = 0
-        }
+    /// An access unit waiting, with its times and its byte count (counted once, on enqueue).
+    private struct Waiting {
+        var accessUnit: AccessUnit
+        /// When it was enqueued (`now` then), or its due time when it has one (`maxFrameWait`
+        /// counts from there).
+        var enqueuedAt: Int64
+        /// When it may start (`Int64.min`: at once).
+        var dueAt: Int64
+        /// `accessUnit.byteCount`.
+        var byteCount: Int
     }
+    private var queue: [Waiting] = []
+    private var queueHead = 0
+    /// The first access unit in `queue` not seen due yet (due times rise along the queue, so
+    /// those before it are all due).
+    private var firstNotDue = 0
+    /// Bytes of the access units in `queue` from `queueHead` up to `firstNotDue`.
+    private var dueBytes = 0
+    private var current: AccessUnit?
+    /// The payloads of `current`, in sending order (set with `setPlan`, which keeps `planBytes`).
+    private var plan: [HEVCPayload] = []
     /// Wire bytes of `plan`, and of its packets written so far (`pendingBytes` without a walk over the plan).
     private var planBytes = 0
     private var planBytesWritten = 0
@@ -130,27 +135,22 @@ final class MediaFlow: DatagramProducer {
     /// (monotonic nanoseconds) it does not start before `now` reaches it, and its wait
     /// (`maxFrameWait`) counts from then.
     func enqueue(_ accessUnit: AccessUnit, at time: Int64? = nil, due: Int64? = nil) {
-        queue.append(accessUnit)
-        enqueuedAt.append(due ?? time ?? now)
-        dueAt.append(due ?? .min)
-        queuedBytes += accessUnit.byteCount
+        let waiting = Waiting(accessUnit: accessUnit, enqueuedAt: due ?? time ?? now, dueAt: due ?? .min,
+                              byteCount: accessUnit.byteCount)
+        queue.append(waiting)
         framesQueued += 1
     }
 
     /// What is left of the frame being sent plus the access units waiting (an estimate:
     /// headers of packets not planned yet are not counted, and the bound may drop some).
-    var pendingBytes: Int { queuedBytes - bytesNotDue + planBytes - planBytesWritten }
-
-    /// Bytes of the access units at the tail of the queue that are not due yet (due times
-    /// rise along the queue: the walk stops at the first one due).
-    private var bytesNotDue: Int {
-        var bytes = 0
-        var index = queue.count - 1
-        while index >= queueHead && dueAt[index] > now {
-            bytes += queue[index].byteCount
-            index -= 1
+    /// Access units not due yet are not counted; those that came due since the last call are
+    /// added to a running count (no walk over the queue).
+    var pendingBytes: Int {
+        while firstNotDue < queue.count && queue[firstNotDue].dueAt <= now {
+            dueBytes += queue[firstNotDue].byteCount
+            firstNotDue += 1
         }
-        return bytes
+        return dueBytes + planBytes - planBytesWritten
     }
 
     /// Nanoseconds from `now` until the next access unit waiting is due (nil: none waits for
@@ -158,17 +158,34 @@ final class MediaFlow: DatagramProducer {
     /// Held against the flow's own `now` (what `peekDatagram` went by), so a unit that came
     /// due since then gives 0, not nil.
     func dueIn(now: Int64) -> Int64? {
-        guard queueHead < queue.count, dueAt[queueHead] > self.now else { return nil }
-        return max(dueAt[queueHead] - now, 0)
+        guard queueHead < queue.count, queue[queueHead].dueAt > self.now else { return nil }
+        return max(queue[queueHead].dueAt - now, 0)
     }
 
     /// Whether the next access unit waiting had a due time and `now` reached it.
-    var dueWaiting: Bool { queueHead < queue.count && dueAt[queueHead] != .min && dueAt[queueHead] <= now }
+    var dueWaiting: Bool {
+        guard queueHead < queue.count else { return false }
+        let dueAt = queue[queueHead].dueAt
+        return dueAt != .min && dueAt <= now
+    }
 
     /// Changes the datagram budget from the next access unit on.
     func setMaxDatagramSize(_ size: Int) throws(HEVCPacketizerError) {
         packetizer = try HEVCPacketizer(maxPayloadSize: size - RTPHeader.fixedSize - payloadReserve)
         maxDatagramSize = size
+    }
+
+    /// Makes `planned` the plan under way, from its first packet.
+    private func setPlan(_ planned: AccessUnitPlans.Plan) {
+        plan = planned.payloads
+        planBytes = planned.wireBytes
+        planBytesWritten = 0
+        planIndex = 0
+    }
+
+    /// Drops the plan under way (nothing of it is sent any more).
+    private func clearPlan() {
+        setPlan(AccessUnitPlans.Plan(payloads: [], wireBytes: 0))
     }
 
     /// Whether `accessUnit` may start now (a viable path; after an outage, a keyframe; the
@@ -218,7 +235,7 @@ final class MediaFlow: DatagramProducer {
     /// the flow goes on at a keyframe, requested, as after the bound.
     func dropFramesWaitingTooLong() {
         guard congestionActive else { return }
-        while queueHead < queue.count && now - enqueuedAt[queueHead] > maxFrameWait {
+        while queueHead < queue.count && now - queue[queueHead].enqueuedAt > maxFrameWait {
             _ = dequeue()
             framesDroppedCongestion += 1
             if !awaitingKeyframe { keyframeWanted = true }
@@ -230,15 +247,14 @@ final class MediaFlow: DatagramProducer {
     /// Takes the oldest access unit waiting.
     private func dequeue() -> AccessUnit {
         let next = queue[queueHead]
+        if firstNotDue > queueHead { dueBytes -= next.byteCount } else { firstNotDue = queueHead + 1 }
         queueHead += 1
-        queuedBytes -= next.byteCount
         if queueHead > 64 && queueHead * 2 > queue.count {
             queue.removeFirst(queueHead)
-            enqueuedAt.removeFirst(queueHead)
-            dueAt.removeFirst(queueHead)
+            firstNotDue -= queueHead
             queueHead = 0
         }
-        return next
+        return next.accessUnit
     }
 
     func peekDatagram() -> PendingDatagram? {
@@ -270,8 +286,7 @@ final class MediaFlow: DatagramProducer {
     private func dropWhileUnviable() {
         if current != nil {
             framesDroppedUnviable += 1
-            plan = []
-            planIndex = 0
+            clearPlan()
             current = nil
         }
         awaitingKeyframeAfterOutage = true
@@ -284,34 +299,34 @@ final class MediaFlow: DatagramProducer {
     /// `framesClamped`, and a keyframe is wanted (the receiver lost a reference).
     private func clampCurrentFrame() {
         if planIndex == 0, let accessUnit = current {
-            plan = packetizer.plan(accessUnit)
+            setPlan(AccessUnitPlans.Plan(of: accessUnit, packetizer: packetizer))
             return
         }
         clamped += plan[planIndex...].filter { RTPHeader.fixedSize + $0.size > maxDatagramSize }.count
         framesClamped += 1
-        plan = []
-        planIndex = 0
+        clearPlan()
         current = nil
         keyframeWanted = true
     }
 
     private func peekPlanned() -> PendingDatagram? {
         while planIndex >= plan.count {
-            guard queueHead < queue.count, dueAt[queueHead] <= now else { return nil }
+            guard queueHead < queue.count, queue[queueHead].dueAt <= now else { return nil }
             let next = dequeue()
             let planned = sharedPlans?.plan(next, packetizer: packetizer) ?? AccessUnitPlans.Plan(of: next, packetizer: packetizer)
             guard admit(next, wireBytes: planned.wireBytes) else { continue }
             current = next
             lastRTPTimestamp = next.timestamp &+ timestampOffset
-            plan = planned.payloads
-            planIndex = 0
+            setPlan(planned)
         }
         return PendingDatagram(route: route, size: RTPHeader.fixedSize + plan[planIndex].size,
                                tag: UInt64(packetsWritten))
     }
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
-        guard let accessUnit = current else { return }
+        // Moved out of `current` for the write and back after it (not copied): a copy would be
+        // retained and released around the packetizer's call, for every datagram.
+        guard let accessUnit = current.take() else { return }
         let payload = plan[planIndex]
         let header = RTPHeader(marker: payload.marker, payloadType: payloadType, sequenceNumber: nextSequence,
                                timestamp: accessUnit.timestamp &+ timestampOffset, ssrc: ssrc)
@@ -339,7 +354,8 @@ final class MediaFlow: DatagramProducer {
         if planIndex == plan.count {
             framesWritten += 1
             if accessUnit.isKeyframe { keyframesWritten += 1 }
-            current = nil
+        } else {
+            current = accessUnit
         }
     }
 }

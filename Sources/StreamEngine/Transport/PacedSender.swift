@@ -51,7 +51,9 @@ public struct PacedSenderConfig: Sendable {
     public var burstQuantum: Int?
     /// At most this many submissions may be in flight (submitted, not all completed).
     public var completionWindow: Int = 2
-    /// At most this many datagrams per submission (one `io_uring_enter`).
+    /// A submission (one `io_uring_enter`) starts send slots until it holds this many datagrams.
+    /// With GSO the slot under way then finishes its run (up to 63 datagrams past the limit),
+    /// so the limit never cuts a GSO run in two sends.
     public var maxDatagramsPerSubmission: Int = 64
     /// Use UDP GSO where the kernel takes it.
     public var useGSO: Bool = true
@@ -181,7 +183,7 @@ public final class PacedSender {
             var next: PendingDatagram? = first
             var firstSize = 0
             while let datagram = next, datagram.route == first.route,
-                  datagramsThisSubmission < config.maxDatagramsPerSubmission,
+                  datagramsThisSubmission < config.maxDatagramsPerSubmission || (config.useGSO && firstSize > 0),
                   queue.datagramCount(slot) < UDPSendQueue.maxDatagramsPerSlot {
                 // A slot is one GSO group when it can be: equal sizes, the last may be shorter.
                 if firstSize > 0 && datagram.size > firstSize { break }
