@@ -2,8 +2,8 @@ import Foundation
 import Synchronization
 
 /// The CPU time x265 takes in this process, apart from everything else: the time of the
-/// threads that call `x265_encoder_encode`, inside those calls (`CLOCK_THREAD_CPUTIME_ID` before
-/// and after), plus x265's own threads (its frame encoder, worker pool and lookahead), which it
+/// threads that call `x265_encoder_open`, `x265_encoder_encode` and `x265_encoder_close`, inside
+/// those calls (`CLOCK_THREAD_CPUTIME_ID` before and after), plus x265's own threads (its frame encoder, worker pool and lookahead), which it
 /// starts itself in `x265_encoder_open`.
 ///
 /// x265 3.5 does not account its CPU, and its threads are not ours to name; but a Linux thread
@@ -27,7 +27,8 @@ public enum EncoderCPUTime {
     }
 
     /// Runs `open` (`x265_encoder_open`) with the calling thread named for the encoder, so the
-    /// threads x265 starts carry that name; returns what `open` made and the name.
+    /// threads x265 starts carry that name, and counts the call's time; returns what `open`
+    /// made and the name.
     static func opening<T>(_ open: () -> T) -> (T, threadName: String) {
         let name = threadNamePrefix + String(opened.wrappingAdd(1, ordering: .relaxed).newValue)
         // pthread_setname_np needs _GNU_SOURCE, which Glibc's module does not define: the same
@@ -35,7 +36,7 @@ public enum EncoderCPUTime {
         let path = "/proc/thread-self/comm"
         let previous = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .newlines)
         let named = previous != nil && setThreadName(name, path: path)
-        let result = open()
+        let result = measuring(open)
         if named, let previous { _ = setThreadName(previous, path: path) }
         return (result, name)
     }
@@ -50,11 +51,13 @@ public enum EncoderCPUTime {
     }
 
     /// Runs `close` (`x265_encoder_close`, which ends the encoder's threads) after keeping the
-    /// time of the threads named `threadName`.
+    /// time of the threads named `threadName`, and counts the call's time.
     static func closing(threadName: String, _ close: () -> Void) {
         settled.withLock { total in
+            let before = threadCPUNanoseconds()
             total += threadNanoseconds(named: { $0 == threadName })
             close()
+            total += threadCPUNanoseconds() - before
         }
     }
 
