@@ -266,7 +266,17 @@ private struct SourceRun {
     /// Hands `unit` over now: at once with ``HandOver/fast(maxAhead:finished:)`` (when the sink
     /// has room), else as it is.
     func handNow(_ unit: AccessUnit) {
-        if case let .fast(maxAhead, finished) = handOver { handFast(unit, maxAhead: maxAhead, finished: finished) } else { sink.send(unit) }
+        guard case let .fast(maxAhead, finished) = handOver else {
+            sink.send(unit)
+            return
+        }
+        handFast(unit, maxAhead: maxAhead, finished: finished)
+    }
+
+    /// True with ``HandOver/fast(maxAhead:finished:)``.
+    var isFast: Bool {
+        if case .fast = handOver { return true }
+        return false
     }
 
     /// Sleeps until frame `index` is due (start + index / rate). Frame `index - 1` was just
@@ -276,7 +286,7 @@ private struct SourceRun {
     mutating func waitForSlot() {
         let now = ContinuousClock.now
         source.stalls.frameDelivered(at: now)
-        if case .fast = handOver { return }
+        if isFast { return }
         let due = start + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(frameRate))
         let late = now - due + .nanoseconds(1_000_000_000 / Int64(frameRate))
         if late > SourceStallWatch.threshold(frameRate: frameRate) { start += late }
@@ -316,8 +326,7 @@ private struct SourceRun {
         guard let handle = FileHandle(forReadingAtPath: path) else { throw .cannotOpen(path: path) }
         var splitter = AnnexBAccessUnitSplitter()
         var headersSent = false
-        var readsAhead = sink.holdsUntilDue
-        if case .fast = handOver { readsAhead = false }
+        let readsAhead = sink.holdsUntilDue && !isFast
         func deliver(_ units: [AccessUnit]) {
             for var unit in units where !done {
                 if !headersSent {
