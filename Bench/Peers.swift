@@ -20,10 +20,12 @@ struct PeersOptions {
     var compare: [(name: String, path: String)] = []
     /// `--no-fast`: real-time rounds only.
     var fast = true
+    /// `--no-x265`: without the x265 live rows.
+    var live = true
 
     static let usage = """
-        usage: bench peers [--quick] [--fps N] [--frames N] [--repeat N] [--no-fast] [--compare NAME=PATH]...
-                           [--out DIR]
+        usage: bench peers [--quick] [--fps N] [--frames N] [--repeat N] [--no-fast] [--no-x265]
+                           [--compare NAME=PATH]... [--out DIR]
           encodes a 1280x720 HEVC test file (ffmpeg + libx265) and sends it at N frames per second in
           real time (default 240), and as fast as each tool goes, through a floor sender (bench
           itself), streamer send, GStreamer and FFmpeg (each skipped with a message when missing) to
@@ -32,7 +34,10 @@ struct PeersOptions {
           warm-up, medians, and the ratio to the floor; writes peers.json, peers.csv and peers.md
           into DIR (default results/peers). --quick: 96 frames, one round, for CI. --no-fast: the
           real-time rounds only. --compare NAME=PATH: also a sender and a receiver row NAME running
-          the streamer binary at PATH (e.g. a build of an older commit), in the same rounds
+          the streamer binary at PATH (e.g. a build of an older commit), in the same rounds.
+          x265 live rows (unless --no-x265): streamer send encoding 1280x720 at 30 fps with x265 (a
+          y4m file from ffmpeg, 300 frames, --quick 45; and its synthetic source), its CPU split into
+          the encoder's and the rest, beside the floor sender sending the packets streamer sent
         """
 
     static func parse(_ arguments: [String]) throws(BenchError) -> PeersOptions {
@@ -55,6 +60,7 @@ struct PeersOptions {
                 guard let value = rest.popFirst() else { throw .usage("--out needs a value") }
                 options.out = value
             case "--no-fast": options.fast = false
+            case "--no-x265": options.live = false
             case "--compare":
                 guard let value = rest.popFirst() else { throw .usage("--compare needs NAME=PATH") }
                 let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
@@ -73,6 +79,8 @@ struct PeersOptions {
 
     var frameCount: Int { frames ?? (quick ? 96 : 1440) }
     var repeatCount: Int { repeats ?? (quick ? 1 : 3) }
+    /// Frames of the x265 live rows (10 s at 30 fps; 1.5 s with --quick).
+    var liveFrameCount: Int { quick ? 45 : 300 }
 }
 
 /// Finds an executable on PATH (or beside bench); nil when missing.
@@ -347,21 +355,19 @@ struct PeerSender {
 
 /// The senders of one mode: "realtime" (paced to the frame rate as each tool paces a file) or
 /// "fast" (as fast as each tool goes: the floor without sleeping, GStreamer `sync=false`,
-/// FFmpeg without `-re`). `streamer send` has no unpaced mode (its `--fps` is at most 240):
-/// it and the --compare binaries are real-time rows only.
+/// FFmpeg without `-re`, `streamer send --fast`, unpaced; a --compare binary without `--fast`
+/// is a real-time row only).
 func peerSenders(mode: String, bench: String, records: String, hevc: String, ffmpeg: String,
                  streamers: [(name: String, path: String)], options: PeersOptions) -> [PeerSender] {
     let fast = mode == "fast"
     let fps = "\(options.frameRate)"
     var senders = [PeerSender(name: "floor", mode: mode, argv: { [bench, "peers-floor-send", records, "\($0)", fast ? "0" : fps] },
                               exact: true)]
-    if !fast {
-        for streamer in streamers {
-            senders.append(PeerSender(name: streamer.name, mode: mode, argv: {
-                [streamer.path, "send", "--to", "127.0.0.1:\($0)", "--source", hevc, "--fps", fps, "--no-feedback", "--cc", "off",
-                 "--pace", "2G", "--mtu", "1428", "--quiet"]
-            }, exact: false))
-        }
+    for streamer in streamers where !fast || supportsFast(streamer.path) {
+        senders.append(PeerSender(name: streamer.name, mode: mode, argv: {
+            [streamer.path, "send", "--to", "127.0.0.1:\($0)", "--source", hevc, "--fps", fps, "--no-feedback", "--cc", "off"]
+                + (fast ? ["--fast"] : ["--pace", "2G"]) + ["--mtu", "1428", "--quiet"]
+        }, exact: false))
     }
     if let gst = findExecutable("gst-launch-1.0") {
         senders.append(PeerSender(name: "gstreamer", mode: mode, argv: {
@@ -374,6 +380,14 @@ func peerSenders(mode: String, bench: String, records: String, hevc: String, ffm
             + ["-framerate", fps, "-i", hevc, "-c", "copy", "-f", "rtp", "rtp://127.0.0.1:\($0)?pkt_size=1400"]
     }, exact: false))
     return senders
+}
+
+/// True when the streamer at `path` has `send --fast` (its `send --help` says so).
+func supportsFast(_ path: String) -> Bool {
+    let help = FileManager.default.temporaryDirectory.appendingPathComponent("bench-peers-help-\(getpid())").path
+    defer { try? FileManager.default.removeItem(atPath: help) }
+    guard let child = try? spawnChild([path, "send", "--help"], stdoutPath: help), waitChild(child).status == 0 else { return false }
+    return (try? String(contentsOfFile: help, encoding: .utf8))?.contains("--fast") == true
 }
 
 /// Starts a counter on the next port, runs `sender` to it and returns the measured round.
@@ -423,7 +437,9 @@ func runPeers(_ arguments: [String]) throws {
         progress("streamer not found: skipped")
     }
     if findExecutable("gst-launch-1.0") == nil { progress("gst-launch-1.0 not found: skipped") }
-    if options.fast { progress("fast rounds: streamer send has no unpaced mode (--fps at most 240), so no fast row for it") }
+    for streamer in streamers where options.fast && !supportsFast(streamer.path) {
+        progress("fast rounds: \(streamer.name) (\(streamer.path)) has no streamer send --fast: no fast row for it")
+    }
     let modes = options.fast ? ["realtime", "fast"] : ["realtime"]
     let senders = modes.flatMap { peerSenders(mode: $0, bench: bench, records: records, hevc: hevc, ffmpeg: ffmpeg,
                                               streamers: streamers, options: options) }
@@ -463,6 +479,11 @@ func runPeers(_ arguments: [String]) throws {
                          "exit": mine.map(\.cpu.status), "userNsPerPacket": user, "systemNsPerPacket": system,
                          "nsPerPacket": total, "ratioToFloor": total / floor, "packetsPerSecond": rate])
         }
+    }
+    var live = LiveReport()
+    if options.live, let streamer = streamers.first(where: { $0.name == "streamer" }) {
+        live = try measureLive(bench: bench, streamer: streamer.path, ffmpeg: ffmpeg, frames: options.liveFrameCount,
+                               options: options, directory: directory, port: &port)
     }
     let receivers = try measureReceivers(bench: bench, ffmpeg: ffmpeg, records: records, frames: frames,
                                          packets: packets, streamers: streamers, modes: modes, options: options,
@@ -514,17 +535,23 @@ func runPeers(_ arguments: [String]) throws {
     print(table)
     print(receiverTitle)
     print(receiverTable)
+    if !live.json.isEmpty {
+        print(live.title)
+        print(live.table)
+    }
     try FileManager.default.createDirectory(atPath: options.out, withIntermediateDirectories: true)
     let document: [String: Any] = ["command": CommandLine.arguments.joined(separator: " "), "frames": frames,
                                    "packets": packets, "frameRate": options.frameRate, "senders": json,
-                                   "receivers": receiverJSON, "loadBefore": loadBefore, "loadAfter": loadAfter,
+                                   "receivers": receiverJSON, "x265Live": live.json, "loadBefore": loadBefore, "loadAfter": loadAfter,
                                    "compare": Dictionary(uniqueKeysWithValues: options.compare.map { ($0.name, $0.path) })]
     try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
         .write(to: URL(fileURLWithPath: options.out + "/peers.json"))
     try csv.write(toFile: options.out + "/peers.csv", atomically: true, encoding: .utf8)
-    try (loadLine + "\n\n" + senderTitle + "\n\n" + table + "\n" + receiverTitle + "\n\n" + receiverTable)
+    if !live.json.isEmpty { try live.csv.write(toFile: options.out + "/peers-x265.csv", atomically: true, encoding: .utf8) }
+    try (loadLine + "\n\n" + senderTitle + "\n\n" + table + "\n" + receiverTitle + "\n\n" + receiverTable
+         + (live.json.isEmpty ? "" : "\n" + live.title + "\n\n" + live.table))
         .write(toFile: options.out + "/peers.md", atomically: true, encoding: .utf8)
-    progress("wrote \(options.out)/peers.json, peers.csv and peers.md")
+    progress("wrote \(options.out)/peers.json, peers.csv\(live.json.isEmpty ? "" : ", peers-x265.csv") and peers.md")
 }
 
 /// The first three fields of /proc/loadavg (1, 5 and 15 minute load averages), or "?".

@@ -17,6 +17,10 @@ import Synchronization
 /// time) does not catch up in a burst afterwards: its schedule starts again from the late
 /// frame. Its ``stalls`` watch counts such gaps.
 ///
+/// With ``HandOver/fast(maxAhead:finished:)`` a source does not wait for its frames' times: it
+/// hands each frame over as soon as it is read or encoded, while the sink has fewer than
+/// `maxAhead` frames it has not finished with (timestamps still count at the frame rate).
+///
 /// An x265 source (synthetic or y4m) follows ``requestBitrate(kbps:)``: the engine's thread
 /// asks, the source thread applies the latest request before its next frame, and
 /// ``bitrateStats`` counts the changes. A `.hevc` file is sent as it is.
@@ -78,8 +82,11 @@ public final class LiveSource: Sendable {
     /// `peakBitrateKbps` is the highest rate ``requestBitrate(kbps:)`` reaches without a keyframe
     /// (x265's VBV, fixed at open; default four times the opening rate); give it the congestion
     /// controller's maximum. A request above it reopens the encoder (one IDR, a fallback).
+    ///
+    /// `handOver` ``HandOver/fast(maxAhead:finished:)`` hands frames over as fast as the sink
+    /// takes them instead of at their times.
     public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, peakBitrateKbps: Int? = nil,
-                      frameLimit: Int? = nil,
+                      frameLimit: Int? = nil, handOver: HandOver = .realTime,
                       sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
         stalls.start(frameRate: frameRate)
         if case .hevcFile = source { bitrate.withLock { $0 = BitrateState(followsRequests: false) } }
@@ -88,7 +95,7 @@ public final class LiveSource: Sendable {
             do throws(MediaSourceError) {
                 var run = SourceRun(source: self, frameRate: frameRate, frameLimit: frameLimit, sink: sink,
                                     shouldStop: shouldStop, bitrateKbps: bitrateKbps,
-                                    peakBitrateKbps: peakBitrateKbps)
+                                    peakBitrateKbps: peakBitrateKbps, handOver: handOver)
                 switch source {
                 case let .synthetic(width, height):
                     try run.encodeSynthetic(width: width, height: height)
@@ -158,6 +165,17 @@ public final class LiveSource: Sendable {
     }
 }
 
+/// When a ``LiveSource`` hands its frames to the sink.
+public enum HandOver: Sendable {
+    /// Frame i at start + i / frame rate (the default).
+    case realTime
+    /// Each frame as soon as it is read or encoded, while fewer than `maxAhead` frames handed
+    /// over are not finished yet; `finished` counts the frames the sink is done with (sent or
+    /// dropped). When that count stops moving for a second the source hands over anyway (the
+    /// sink drops what it has no room for).
+    case fast(maxAhead: Int, finished: @Sendable () -> Int)
+}
+
 /// A live source's target bitrate and the changes it was asked for
 /// (``LiveSource/requestBitrate(kbps:)``).
 public struct SourceBitrateStats: Sendable, Equatable {
@@ -189,6 +207,7 @@ private struct SourceRun {
     /// x265's opening rate (unless a request came first) and its peak (nil: the default).
     let bitrateKbps: Int
     let peakBitrateKbps: Int?
+    let handOver: HandOver
     /// When frame 0 was (or would have been) due; moves on after a stall.
     var start = ContinuousClock.now
     /// The same for a file read ahead, in `CLOCK_MONOTONIC` nanoseconds (the sink's clock).
@@ -198,8 +217,9 @@ private struct SourceRun {
     var frameRate: Int
 
     init(source: LiveSource, frameRate: Int, frameLimit: Int?, sink: any AccessUnitSink,
-         shouldStop: @escaping @Sendable () -> Bool, bitrateKbps: Int, peakBitrateKbps: Int?) {
+         shouldStop: @escaping @Sendable () -> Bool, bitrateKbps: Int, peakBitrateKbps: Int?, handOver: HandOver) {
         self.source = source
+        self.handOver = handOver
         self.bitrateKbps = bitrateKbps
         self.peakBitrateKbps = peakBitrateKbps
         self.frameRate = frameRate
@@ -229,12 +249,44 @@ private struct SourceRun {
         index += 1
     }
 
+    /// With ``HandOver/fast(maxAhead:finished:)``: waits until the sink has room for one more
+    /// frame (fewer than `maxAhead` of the `index` handed over unfinished), then hands `unit`
+    /// over, due now.
+    func handFast(_ unit: AccessUnit, maxAhead: Int, finished: () -> Int) {
+        var done = finished()
+        var progressed = ContinuousClock.now
+        while index - done >= maxAhead && !shouldStop() && ContinuousClock.now - progressed < .seconds(1) {
+            usleep(200)
+            let now = finished()
+            if now != done { (done, progressed) = (now, .now) }
+        }
+        sink.send(unit, at: LiveSource.monotonicNanoseconds())
+    }
+
+    /// Hands `unit` over now: at once with ``HandOver/fast(maxAhead:finished:)`` (when the sink
+    /// has room), else as it is.
+    func handNow(_ unit: AccessUnit) {
+        guard case let .fast(maxAhead, finished) = handOver else {
+            sink.send(unit)
+            return
+        }
+        handFast(unit, maxAhead: maxAhead, finished: finished)
+    }
+
+    /// True with ``HandOver/fast(maxAhead:finished:)``.
+    var isFast: Bool {
+        if case .fast = handOver { return true }
+        return false
+    }
+
     /// Sleeps until frame `index` is due (start + index / rate). Frame `index - 1` was just
     /// delivered: a stall or a slow source that left it far behind its time moves the
-    /// schedule on instead of sending the frames it missed back to back.
+    /// schedule on instead of sending the frames it missed back to back. With
+    /// ``HandOver/fast(maxAhead:finished:)`` there is no wait.
     mutating func waitForSlot() {
         let now = ContinuousClock.now
         source.stalls.frameDelivered(at: now)
+        if isFast { return }
         let due = start + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(frameRate))
         let late = now - due + .nanoseconds(1_000_000_000 / Int64(frameRate))
         if late > SourceStallWatch.threshold(frameRate: frameRate) { start += late }
@@ -251,7 +303,7 @@ private struct SourceRun {
         }
         let unit: AccessUnit?
         do { unit = try encoder.encode(frame, forceKeyframe: sink.takeKeyframeRequest()) } catch { throw .encoder(error) }
-        if let unit { sink.send(unit) }
+        if let unit { handNow(unit) }
     }
 
     /// The synthetic test pattern, encoded.
@@ -274,7 +326,7 @@ private struct SourceRun {
         guard let handle = FileHandle(forReadingAtPath: path) else { throw .cannotOpen(path: path) }
         var splitter = AnnexBAccessUnitSplitter()
         var headersSent = false
-        let readsAhead = sink.holdsUntilDue
+        let readsAhead = sink.holdsUntilDue && !isFast
         func deliver(_ units: [AccessUnit]) {
             for var unit in units where !done {
                 if !headersSent {
@@ -286,7 +338,7 @@ private struct SourceRun {
                     handAhead(unit)
                     continue
                 }
-                sink.send(unit)
+                handNow(unit)
                 index += 1
                 waitForSlot()
             }

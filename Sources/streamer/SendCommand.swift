@@ -24,9 +24,11 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     }
     let trap = SignalTrap(finalReport: report) { stopFlag.set(true); sender.finish() }
     let hangup = HangupTrap { reresolve(options.targets, sender: sender) }
+    let recorder = try options.recordPath.map { try RecordingSink(path: $0, sink: sender) }
     source.start(configuration.source, frameRate: configuration.frameRate, bitrateKbps: configuration.bitrateKbps,
-                 peakBitrateKbps: configuration.peakBitrateKbps,
-                 frameLimit: configuration.frameLimit, sink: sender, shouldStop: { stopFlag.get() })
+                 peakBitrateKbps: configuration.peakBitrateKbps, frameLimit: configuration.frameLimit,
+                 handOver: configuration.fast ? fastHandOver(sender) : .realTime,
+                 sink: recorder ?? sender, shouldStop: { stopFlag.get() })
     source.waitUntilReady()
     if let failure = source.failure { printError("streamer send: \(failure)"); return 1 }
     if let sdpPath = options.sdpPath {
@@ -48,9 +50,20 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     statsWriter.get()?.stop()
     withExtendedLifetime((trap, hangup, follower)) {}
     if let failure = source.failure { printError("streamer send: \(failure)"); return 1 }
+    if let failure = recorder?.writeError { printError("streamer send: \(failure)"); return 1 }
     try report.write()
     // Nothing at all got out to a receiver: that is a failure of the run, not a fault it rode through.
     return sender.allStats.contains { $0.packetsSent == 0 && $0.framesEncoded > 0 } ? 1 : 0
+}
+
+/// `--fast`: the source hands a frame over while fewer than 100 are unfinished in the slowest
+/// flow (sent, or dropped as unviable, unconfirmed or for a full queue), by the published
+/// counts: the engine queues 120 (`maxQueuedFrames`) and takes 120 more into its inbox.
+func fastHandOver(_ sender: MediaSender) -> HandOver {
+    .fast(maxAhead: 100) {
+        sender.allStats.map { $0.framesSent + $0.framesDroppedUnviable + $0.framesDroppedUnconfirmed
+            + $0.framesDroppedQueueFull }.min() ?? 0
+    }
 }
 
 /// The run's summary on stderr (a line per flow, and one per flow whose sends failed) and

@@ -23,6 +23,8 @@ struct SendConfiguration {
     var rtsp: RTSPServerConfig?
     /// The flows obey a congestion controller (`--cc`, by default on for x265 sources).
     var congestionControl: Bool
+    /// `--fast`: frames go to the engine as fast as it takes them, not at their times.
+    var fast: Bool
 
     /// Resolves `--source` (a bad path is a usage error) and configures every flow.
     init(_ options: SendOptions) throws {
@@ -45,8 +47,9 @@ struct SendConfiguration {
         // A pace the user pinned (--pace, or pace= on a --to) is kept: no controller then unless asked.
         let pacePinned = options.pace != nil || options.targets.contains { $0.pace != nil }
         let multicast = options.targets.contains { $0.address.isMulticast }
+        fast = options.fast
         let congestionControl = options.congestionControl
-            ?? (!isFile && !pacePinned && !options.noFeedback && options.rtspListen == nil && !multicast)
+            ?? (!isFile && !options.fast && !pacePinned && !options.noFeedback && options.rtspListen == nil && !multicast)
         if (isFile || pacePinned) && options.congestionControl == nil,
            let given = [("--min-bitrate", options.minBitrate), ("--max-bitrate", options.maxBitrate),
                         ("--start-bitrate", options.startBitrate)].first(where: { $0.1 != nil }) {
@@ -101,7 +104,8 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     config.ecn = ecn ?? options.ecn
     config.mtu = options.mtu
     if let reprobe = options.mtuReprobe { config.pathMTUReprobeInterval = .seconds(reprobe) }
-    config.paceBitsPerSecond = pace ?? options.pace ?? options.bitrate * 1.5
+    // --fast: unpaced unless a pace is given.
+    config.paceBitsPerSecond = pace ?? options.pace ?? (options.fast ? nil : options.bitrate * 1.5)
     config.feedback = !options.noFeedback
     config.maxUnconfirmedBytes = options.maxUnconfirmed
     config.rtcpMux = options.rtcpMux
@@ -111,5 +115,7 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     if let interval = options.reportInterval { config.senderReportInterval = .seconds(interval) }
     // A --stats file rewritten more often than the engine's default publishing shows every rewrite.
     if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, .seconds(every)) }
+    // --fast: the source hands frames over while few are unsent, by the published counts.
+    if options.fast { config.statsInterval = min(config.statsInterval, .milliseconds(2)) }
     return config
 }

@@ -55,6 +55,11 @@ struct SendOptions {
     var multicastLoop = true
     /// `--ssm-source ADDR`: the SDP's `a=source-filter` source for source-specific receivers.
     var ssmSource: String?
+    /// `--fast`: frames handed to the engine as soon as they are read or encoded, unpaced unless
+    /// a pace is given.
+    var fast = false
+    /// `--record PATH`: the access units sent, written there as Annex B.
+    var recordPath: String?
 
     static let help = """
     usage: streamer send --to HOST:PORT[,class=C][,ecn=E][,pace=RATE] [--to ...] | --rtsp [ADDR:]PORT [options]
@@ -81,6 +86,12 @@ struct SendOptions {
       --fps N                    frame rate (default 30, or the y4m header's)
       --bitrate RATE             encoder target (default 4M; k, M, G suffixes)
       --frames N | --duration S  default: until SIGINT/SIGTERM
+      --fast                     as fast as the engine goes: each frame is handed over as soon as it
+                                 is read or encoded, not at its time (RTP timestamps still count at
+                                 --fps); unpaced unless --pace or pace= is given; not with --rtsp,
+                                 --duration or --cc on
+      --record PATH              also write the access units sent into PATH as Annex B (.hevc), e.g.
+                                 what x265 made of a synthetic or y4m source; not with --rtsp
       --pace RATE                pacing rate (default 1.5 x bitrate)
       --class background|default|video|realtime   DSCP CS1, CS0, AF41, EF (default video)
       --ecn off|ect0|ect1        default ect0
@@ -179,6 +190,8 @@ struct SendOptions {
                 let text = try reader.value(for: argument)
                 guard text == "on" || text == "off" else { throw UsageError("--multicast-loop: '\(text)' is not one of on, off") }
                 options.multicastLoop = text == "on"
+            case "--fast": options.fast = true
+            case "--record": options.recordPath = try reader.value(for: argument)
             case "--ssm-source":
                 let text = try reader.value(for: argument)
                 guard SocketAddress(ip: text, port: 0) != nil else { throw UsageError("--ssm-source: '\(text)' is not a numeric address") }
@@ -207,6 +220,7 @@ struct SendOptions {
         if options.rtspListen != nil && options.statsSeriesPath != nil {
             throw UsageError("--stats-series: not with --rtsp")
         }
+        try options.checkFast()
         try options.checkMulticast()
         try options.checkCongestionControl()
         return options
@@ -218,6 +232,17 @@ struct SendOptions {
         let maximum = maxBitrate ?? max(bitrate, minBitrate ?? 0, startBitrate ?? 0)
         let minimum = minBitrate ?? min(150_000, startBitrate ?? maximum, maximum)
         return (minimum, startBitrate ?? min(max(bitrate, minimum), maximum), maximum)
+    }
+
+    /// `--fast` hands frames over without their times: not for an RTSP player, a `--duration`
+    /// (which counts real time) or a congestion controller (which paces by them); `--record`
+    /// not with `--rtsp` (the source runs before PLAY).
+    private func checkFast() throws {
+        if recordPath != nil && rtspListen != nil { throw UsageError("--record: not with --rtsp") }
+        guard fast else { return }
+        if rtspListen != nil { throw UsageError("--fast: not with --rtsp (an RTSP client plays in real time)") }
+        if duration != nil { throw UsageError("--fast: not with --duration (it counts real time; use --frames)") }
+        if congestionControl == true { throw UsageError("--fast: not with --cc on (the controller paces the frames by their times)") }
     }
 
     /// A multicast flow has no feedback: `--cc on` and `--max-unconfirmed` are refused with one;

@@ -101,10 +101,15 @@ func congestionObject(_ stats: CongestionStats?) -> [String: Any] {
 func orNull<T>(_ value: T?) -> Any { value.map { $0 as Any } ?? NSNull() }
 
 /// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's,
-/// and the encoder's rate changes in the top-level `cc` (`encoderReconfigs` made live,
-/// `encoderReopens` made by reopening it with a keyframe, `encoderTargetBps`).
+/// the encoder's rate changes in the top-level `cc` (`encoderReconfigs` made live,
+/// `encoderReopens` made by reopening it with a keyframe, `encoderTargetBps`), and x265's CPU
+/// time in `cpu.encoderSeconds` (``EncoderCPUTime``; 0 for a `.hevc` file).
 func sendStatsObject(_ all: [SenderStats], source: LiveSource) -> [String: Any] {
     var object = senderStatsObject(all)
+    if var cpu = object["cpu"] as? [String: Any] {
+        cpu["encoderSeconds"] = EncoderCPUTime.seconds
+        object["cpu"] = cpu
+    }
     object["source"] = sourceStatsObject(source.stalls.stats)
     if var cc = object["cc"] as? [String: Any], cc["enabled"] as? Bool == true {
         let bitrate = source.bitrateStats

@@ -3,9 +3,10 @@ import Testing
 
 /// Runs the built `bench peers --quick` and checks, from its peers.json, that every sender
 /// present (the floor, and streamer, GStreamer, FFmpeg where installed) delivered every RTP
-/// packet it sent to the counter in real time and exited cleanly, that the fast rounds ran,
-/// and that a `--compare` binary (this build's streamer again) got its own rows. Never
-/// asserts on CPU figures.
+/// packet it sent to the counter in real time and exited cleanly, that the fast rounds ran
+/// (`streamer send --fast` among them), that a `--compare` binary (this build's streamer
+/// again) got its own rows, and that the x265 live rows delivered every packet, streamer's and
+/// the floor's, with the encoder's CPU counted. Never asserts on CPU figures.
 @Suite struct PeersBenchTests {
     static var ffmpegPresent: Bool {
         (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":")
@@ -24,7 +25,8 @@ import Testing
         #expect(packets > 0)
         let senders = try #require(json["senders"] as? [[String: Any]])
         let names = senders.compactMap { "\($0["sender"] ?? "?") \($0["mode"] ?? "?")" }
-        for expected in ["floor realtime", "ffmpeg realtime", "floor fast", "ffmpeg fast"] + (compare ? ["again realtime"] : []) {
+        for expected in ["floor realtime", "ffmpeg realtime", "floor fast", "ffmpeg fast"]
+            + (compare ? ["again realtime", "streamer fast", "again fast"] : []) {
             #expect(names.contains(expected), "senders: \(names)")
         }
         for sender in senders {
@@ -44,6 +46,21 @@ import Testing
                 // The floor sends the file's packetization as it is.
                 #expect(sent.allSatisfy { $0 == packets }, "\(name): \(sent) of \(packets)")
             }
+        }
+        // x265 live (streamer encoding at 30 fps, from y4m and synthetic), beside the floor sending
+        // what it recorded: every packet delivered on both sides, the encoder's CPU counted.
+        let live = json["x265Live"] as? [[String: Any]] ?? []
+        if compare {
+            #expect(Set(live.compactMap { $0["source"] as? String }) == ["y4m", "synthetic"], "x265Live: \(live)")
+        }
+        for row in live {
+            let name = "x265 \(row["source"] ?? "?")"
+            let delivered = row["delivered"] as? [Int] ?? [], sent = row["sent"] as? [Int] ?? []
+            #expect(!delivered.isEmpty && delivered == sent && sent.allSatisfy { $0 > 0 }, "\(name): delivered \(delivered), sent \(sent)")
+            let floorDelivered = row["floorDelivered"] as? [Int] ?? [], floorSent = row["floorSent"] as? [Int] ?? []
+            #expect(!floorDelivered.isEmpty && floorDelivered == floorSent, "\(name) floor: \(floorDelivered) of \(floorSent)")
+            #expect(((row["exit"] as? [Int] ?? [1]) + (row["floorExit"] as? [Int] ?? [1])).allSatisfy { $0 == 0 }, "\(name): \(row)")
+            #expect((row["encoderNs"] as? [Int] ?? []).allSatisfy { $0 > 0 }, "\(name): \(row)")
         }
         // The receivers, fed by the floor sender in real time: the floor counter counts every
         // packet and streamer recv completes every frame of the file (GStreamer and FFmpeg only run).

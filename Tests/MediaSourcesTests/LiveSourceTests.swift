@@ -116,6 +116,74 @@ struct LiveSourceTests {
         #expect(handed.contains { $0.due - $0.at > 50_000_000 })  // read ahead, not frame by frame
     }
 
+    /// `.fast`: a file at 1 frame per second is handed over without waiting for its frames'
+    /// times (in real time the 40 frames would take 40 s; the test's deadline is 30 s), each
+    /// frame due when it is handed over, not read ahead, with timestamps still at the rate.
+    @Test func fastHandOverDoesNotWaitForTheFramesTimes() throws {
+        let (_, encoded) = runToEnd(.synthetic(width: 320, height: 240), frameLimit: 40)
+        let path = try temporaryFile(encoded.units.flatMap(\.annexB), suffix: ".hevc")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let live = LiveSource()
+        let sink = DueSink()
+        live.start(.hevcFile(path: path), frameRate: 1, handOver: .fast(maxAhead: 1000) { 0 }, sink: sink)
+        let deadline = Date().addingTimeInterval(30)
+        while !sink.finished && Date() < deadline { usleep(2000) }
+        let handed = sink.handed
+        #expect(live.failure == nil)
+        #expect(handed.map(\.unit.nalUnits) == encoded.units.map(\.nalUnits))
+        #expect(handed.map(\.unit.timestamp) == (0..<40).map { UInt32($0 * 90_000) })
+        #expect(handed.allSatisfy { $0.due <= $0.at })
+    }
+
+    /// `.fast` hands over no more than `maxAhead` frames the sink has not finished, and goes on
+    /// as the sink finishes them.
+    @Test func fastHandOverWaitsForTheSinkToFinishFrames() throws {
+        let finished = Atomic<Int>(0)
+        let live = LiveSource()
+        let sink = CollectingSink()
+        live.start(.synthetic(width: 320, height: 240), frameRate: 1, frameLimit: 12,
+                   handOver: .fast(maxAhead: 4) { finished.load(ordering: .relaxed) }, sink: sink)
+        func waitFor(_ count: Int) {
+            let deadline = Date().addingTimeInterval(20)
+            while sink.units.count < count && Date() < deadline { usleep(1000) }
+        }
+        waitFor(4)
+        #expect(sink.units.count == 4)
+        finished.store(3, ordering: .relaxed)
+        waitFor(7)
+        #expect(sink.units.count == 7)
+        finished.store(12, ordering: .relaxed)
+        let deadline = Date().addingTimeInterval(20)
+        while !sink.finished && Date() < deadline { usleep(2000) }
+        #expect(sink.units.count == 12 && live.failure == nil)
+    }
+
+    /// x265's CPU is counted apart: its threads carry the encoder's name while it is open,
+    /// and encoding adds to ``EncoderCPUTime/seconds``, at most the process's own CPU time.
+    @Test func encoderCPUTimeCountsX265AndItsThreads() throws {
+        let before = EncoderCPUTime.seconds
+        let encoder = try X265Encoder(EncoderConfig(width: 640, height: 360, fpsNumerator: 30, bitrateKbps: 1000))
+        let named = EncoderCPUTime.threadNanoseconds { $0.hasPrefix(EncoderCPUTime.threadNamePrefix) }
+        #expect(named >= 0)
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").compactMap {
+            try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)
+        }
+        #expect(tasks.contains { $0.hasPrefix(EncoderCPUTime.threadNamePrefix) }, "threads: \(tasks)")
+        let pattern = SyntheticSource(width: 640, height: 360)
+        var frame = YUV420Frame(blackWithWidth: 640, height: 360)
+        for index in 0..<20 {
+            pattern.render(frameIndex: index, into: &frame)
+            _ = try encoder.encode(frame)
+        }
+        let after = EncoderCPUTime.seconds
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        let process = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        #expect(after > before)
+        #expect(after <= process)
+        withExtendedLifetime(encoder) {}
+    }
+
     @Test func failuresSayWhatFailedInOneLine() throws {
         let missing = "/nonexistent/\(UUID().uuidString).hevc"
         let (noFile, noFileSink) = runToEnd(.hevcFile(path: missing))

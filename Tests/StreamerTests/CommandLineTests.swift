@@ -128,6 +128,11 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         (["recv", "--listen", "5004", "--bogus"], "--bogus"),
         (["recv", "--listen", "5004", "--feedback-interval", "0.0001"], "--feedback-interval"),
         (["send", "--to", "127.0.0.1:5004,pace=fast"], "pace"),
+        (["send", "--rtsp", "8554", "--fast"], "--fast"),
+        (["send", "--to", "127.0.0.1:5004", "--fast", "--duration", "2"], "--fast"),
+        (["send", "--to", "127.0.0.1:5004", "--fast", "--cc", "on"], "--fast"),
+        (["send", "--rtsp", "8554", "--record", "x.hevc"], "--record"),
+        (["send", "--to", "127.0.0.1:5004", "--record", "/nonexistent/dir/x.hevc"], "--record"),
         (["send", "--to", "127.0.0.1:5004,speed=3M"], "pace=RATE"),
         (["recv", "--listen", "5004", "--feedback-interval", "soon"], "--feedback-interval"),
         (["fly"], "fly"),
@@ -284,6 +289,54 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         if let probe = try probeDecodedFrames(directory.appendingPathComponent("x.hevc").path) {
             #expect(probe.frames == 45)
             #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")
+        }
+    }
+
+    /// x265's CPU in `--stats` (`cpu.encoderSeconds`: more than 0, less than the process's), and
+    /// `--record`: the access units sent, as Annex B, which `--fast` then sends again from the
+    /// file at 1 frame per second faster than that (in real time the 90 frames would take
+    /// 90 s, beyond the run's 60 s limit); the receiver completes every frame of both runs.
+    @Test(.enabled(if: uringEnabled, "io_uring is disabled here"))
+    func encoderCPUAndRecordAndFast() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorded = directory.appendingPathComponent("sent.hevc").path
+        func value(_ object: Any?, _ path: String) -> Any? {
+            path.split(separator: ".").reduce(object) { ($0 as? [String: Any])?[String($1)] }
+        }
+        for (index, arguments) in [["--size", "640x360", "--fast", "--record", recorded],
+                                   ["--source", recorded, "--fps", "1", "--fast"]].enumerated() {
+            let port = Int(nextPortPair())
+            let receiver = Process()
+            receiver.executableURL = URL(fileURLWithPath: binary)
+            receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--frames", "90", "--quiet", "--no-feedback",
+                                  "--stats", directory.appendingPathComponent("recv\(index).json").path]
+            receiver.standardError = FileHandle.nullDevice
+            try receiver.run()
+            try waitUntilBound(port: UInt16(port))
+            let statsPath = directory.appendingPathComponent("send\(index).json").path
+            let sent = try run(binary, ["send", "--to", "127.0.0.1:\(port)", "--frames", "90", "--no-feedback", "--quiet",
+                                        "--stats", statsPath] + arguments)
+            #expect(sent.status == 0, "send \(arguments): \(sent.stderr)")
+            #expect(waitForExit(receiver, seconds: 20) == 0)
+            let send = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: statsPath)))
+            let recv = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("recv\(index).json")))
+            #expect(value(send, "frames.sent") as? Int == 90)
+            #expect(value(recv, "frames.complete") as? Int == 90)
+            #expect(value(recv, "packets.received") as? Int == value(send, "packets.sent") as? Int)
+            let encoder = try #require(value(send, "cpu.encoderSeconds") as? Double)
+            let total = (value(send, "cpu.userSeconds") as? Double ?? 0) + (value(send, "cpu.systemSeconds") as? Double ?? 0)
+            if index == 0 {
+                #expect(encoder > 0 && encoder < total, "encoder \(encoder) s of \(total) s")
+                if let probe = try probeDecodedFrames(recorded) {
+                    #expect(probe.frames == 90)
+                    #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")
+                }
+            } else {
+                #expect(encoder == 0)  // a .hevc file is not encoded
+            }
         }
     }
 }

@@ -15,7 +15,8 @@ import MediaFormats
 /// ``setBitrate(kbps:)`` takes effect on the next frame, without a keyframe.
 ///
 /// Not thread-safe: one encoder thread owns an instance. Keep it off the
-/// network ring's thread so a slow frame never stalls sending.
+/// network ring's thread so a slow frame never stalls sending. Its CPU time, and
+/// its own threads', is counted in ``EncoderCPUTime``.
 public final class X265Encoder {
     /// The configuration the encoder was opened with (``EncoderConfig/bitrateKbps``
     /// as at open; see ``bitrateKbps`` for the current value).
@@ -51,6 +52,8 @@ public final class X265Encoder {
     private let inputPicture: UnsafeMutablePointer<x265_picture>
     private let outputPicture: UnsafeMutablePointer<x265_picture>
     private var encoder: OpaquePointer
+    /// The name x265's threads of this encoder carry (``EncoderCPUTime``).
+    private var threadName: String
     /// Index of the next frame passed in; also its x265 pts.
     private var nextFrameIndex: Int64 = 0
     /// x265 accepts no frame after a flush.
@@ -69,7 +72,7 @@ public final class X265Encoder {
                 ? "x265_api_get(0) returned NULL (no 8-bit build?)"
                 : "library build does not match x265.h build \(X265_BUILD)")
         }
-        let (param, encoder, headers) = try Self.open(config)
+        let (param, encoder, headers, threadName) = try Self.open(config)
         guard let inputPicture = cx265_picture_alloc(), let outputPicture = cx265_picture_alloc() else {
             // picture_alloc only fails when malloc does.
             fatalError("x265_picture_alloc: out of memory")
@@ -85,6 +88,7 @@ public final class X265Encoder {
             keyframeInterval: config.keyframeInterval)
         self.param = param
         self.encoder = encoder
+        self.threadName = threadName
         self.headers = headers
         self.inputPicture = inputPicture
         self.outputPicture = outputPicture
@@ -92,7 +96,7 @@ public final class X265Encoder {
 
     deinit {
         // Not api->cleanup: that tears down process-global state other encoders share.
-        cx265_encoder_close(encoder)
+        EncoderCPUTime.closing(threadName: threadName) { cx265_encoder_close(encoder) }
         cx265_picture_free(inputPicture)
         cx265_picture_free(outputPicture)
         cx265_param_free(param)
@@ -198,10 +202,10 @@ public final class X265Encoder {
         var newConfig = config
         newConfig.bitrateKbps = kbps
         newConfig.peakBitrateKbps = nil
-        let (newParam, newEncoder, newHeaders) = try Self.open(newConfig)
-        cx265_encoder_close(encoder)
+        let (newParam, newEncoder, newHeaders, newThreadName) = try Self.open(newConfig)
+        EncoderCPUTime.closing(threadName: threadName) { cx265_encoder_close(encoder) }
         cx265_param_free(param)
-        (param, encoder, headers, bitrateKbps) = (newParam, newEncoder, newHeaders, kbps)
+        (param, encoder, headers, threadName, bitrateKbps) = (newParam, newEncoder, newHeaders, newThreadName, kbps)
         peakBitrateKbps = newConfig.effectivePeakBitrateKbps
         rateController.setTarget(bitsPerSecond: Double(kbps) * 1000)
         forcedQP.removeAll()
@@ -216,7 +220,7 @@ public final class X265Encoder {
     private func encodeStep(input: UnsafeMutablePointer<x265_picture>?) throws(EncoderError) -> AccessUnit? {
         var nals: UnsafeMutablePointer<x265_nal>?
         var nalCount: UInt32 = 0
-        let result = cx265_encoder_encode(encoder, &nals, &nalCount, input, outputPicture)
+        let result = EncoderCPUTime.measuring { cx265_encoder_encode(encoder, &nals, &nalCount, input, outputPicture) }
         guard result >= 0 else { throw .encodeFailed(code: result) }
         guard result > 0, nalCount > 0 else { return nil }
         let units = try Self.copyNALUnits(nals, count: nalCount)
@@ -240,22 +244,23 @@ public final class X265Encoder {
 
     // MARK: x265 glue
 
-    /// A configured parameter set, the encoder opened with it and its headers;
-    /// nothing leaks when a step fails.
+    /// A configured parameter set, the encoder opened with it, its headers and the name of
+    /// its threads; nothing leaks when a step fails.
     private static func open(_ config: EncoderConfig) throws(EncoderError)
-        -> (UnsafeMutablePointer<x265_param>, OpaquePointer, [[UInt8]]) {
+        -> (UnsafeMutablePointer<x265_param>, OpaquePointer, [[UInt8]], String) {
         guard let param = cx265_param_alloc() else { throw .openFailed(detail: "x265_param_alloc failed") }
         do throws(EncoderError) {
             try configure(param, config)
-            guard let encoder = cx265_encoder_open(param) else {
+            let (opened, threadName) = EncoderCPUTime.opening { cx265_encoder_open(param) }
+            guard let encoder = opened else {
                 throw .openFailed(detail: "x265_encoder_open refused \(config.width)x\(config.height) "
                     + "at \(config.fpsNumerator)/\(config.fpsDenominator) fps, \(config.bitrateKbps) kbit/s, "
                     + "preset \(config.preset) (picture too small for the preset's CTU size?)")
             }
             do throws(EncoderError) {
-                return (param, encoder, try readHeaders(encoder))
+                return (param, encoder, try readHeaders(encoder), threadName)
             } catch {
-                cx265_encoder_close(encoder)
+                EncoderCPUTime.closing(threadName: threadName) { cx265_encoder_close(encoder) }
                 throw error
             }
         } catch {

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+# The interleaved fast runs of results/profile.md section 6: the floor sender without sleeping
+# against `streamer send --fast` (unpaced), the same file, to bench peers-count; senders pinned to
+# core 0, the counter to core 1, as results/profile-ab.py does.
+# usage: fast-ab.py ROUNDS   (round 0 is a warm-up)
+# $LP holds t.hevc and t.rtp (bench peers --frames 2400); $BENCH the bench, $STREAMER the streamer.
+import os, subprocess, sys, time, statistics
+LP = os.environ.get("LP", "/tmp/lp")
+BENCH = os.environ.get("BENCH", "/tmp/lp-before/bench")
+STREAMER = os.environ.get("STREAMER", ".build/release/streamer")
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+port = 43000 + os.getpid() % 500 * 2
+res = {}
+for r in range(rounds + 1):
+    for name in ["floor", "streamer"]:
+        port += 2
+        out = f"{LP}/fcnt-{port}.txt"
+        counter = subprocess.Popen(["taskset", "-c", "1", BENCH, "peers-count", str(port), "0"], stdout=open(out, "w"),
+                                   stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            time.sleep(0.01)
+            if open(out).read().startswith("ready"): break
+        argv = [BENCH, "peers-floor-send", f"{LP}/t.rtp", str(port), "0"] if name == "floor" else \
+            [STREAMER, "send", "--to", f"127.0.0.1:{port}", "--source", f"{LP}/t.hevc", "--fps", "240", "--fast",
+             "--no-feedback", "--mtu", "1428", "--quiet"]
+        p = subprocess.Popen(["taskset", "-c", "0"] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, ru = os.wait4(p.pid, 0)
+        counter.wait()
+        fields = dict(x.split("=") for x in open(out).read().split()[1:])
+        packets = int(fields["packets"])
+        rate = packets * 1e9 / max(int(fields["duration"]), 1)
+        user, system = ru.ru_utime * 1e6 / max(packets, 1), ru.ru_stime * 1e6 / max(packets, 1)
+        print(f"round {r} {name}: {packets} of {fields['span']} packets, exit {status}, user {user:.2f} sys {system:.2f} "
+              f"total {user + system:.2f} us/pkt, {rate:.0f} pkt/s, load {open('/proc/loadavg').read().split()[0]}", flush=True)
+        if r > 0: res.setdefault(name, []).append((user, system, user + system, rate))
+for name, values in res.items():
+    m = [statistics.median(v[i] for v in values) for i in range(4)]
+    print(f"  {name}: user {m[0]:.2f} sys {m[1]:.2f} total {m[2]:.2f} us/pkt, {m[3]:.0f} pkt/s (n={len(values)})")
