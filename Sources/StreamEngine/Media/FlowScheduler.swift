@@ -25,16 +25,6 @@ final class FlowScheduler: DatagramProducer {
     static let maxFlows = 255
 
     private let producers: [DatagramProducer]
-    /// One producer in a box of a concrete class, which `Unmanaged` can lend without a reference
-    /// count: called through the `producers` array, the existential is retained and released
-    /// for every call (twice per datagram).
-    private final class ProducerBox {
-        let producer: DatagramProducer
-        init(_ producer: DatagramProducer) { self.producer = producer }
-    }
-    /// The boxes (owned here), and the same unretained for the per-datagram calls.
-    private let boxes: [ProducerBox]
-    private let unretainedBoxes: [Unmanaged<ProducerBox>]
     private let quanta: [Int]
     /// Each flow's own rate cap (nil: unpaced, or the only flow, which the shared pacer caps).
     private var caps: [Pacer?]
@@ -69,8 +59,6 @@ final class FlowScheduler: DatagramProducer {
         let now = clock()
         precondition(paces.count == producers.count && burstQuanta.count == producers.count)
         self.producers = producers
-        boxes = producers.map(ProducerBox.init)
-        unretainedBoxes = boxes.map { Unmanaged.passUnretained($0) }
         let weights = paces.map { $0 ?? 1 }
         let heaviest = max(weights.max() ?? 1, 1e-9)
         quanta = weights.map { max(Int(Double(quantum) * max($0, 0) / heaviest), 1500) }
@@ -122,7 +110,7 @@ final class FlowScheduler: DatagramProducer {
         var now: Int64?
         for _ in 0...producers.count {
             if credit > 0, !idle[current], !heldByCap(current, &now) {
-                if var datagram = withProducer(current, { $0.peekDatagram() }) {
+                if var datagram = producers[current].peekDatagram() {
                     if capAllows(current, datagram.size, &now) {
                         peeked = current
                         datagram.tag = Self.flowTag(datagram.tag) | UInt64(current) << Self.indexShift
@@ -136,12 +124,6 @@ final class FlowScheduler: DatagramProducer {
             credit = quanta[current]
         }
         return nil
-    }
-
-    /// Calls `body` with producer `index`, lent without a reference count (`boxes` owns it).
-    @inline(__always)
-    private func withProducer<Result>(_ index: Int, _ body: (DatagramProducer) -> Result) -> Result {
-        unretainedBoxes[index]._withUnsafeGuaranteedRef { body($0.producer) }
     }
 
     /// The clock reading of this peek (read once, and only when a cap is consulted).
@@ -195,7 +177,7 @@ final class FlowScheduler: DatagramProducer {
     }
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
-        withProducer(peeked) { $0.writeDatagram(into: buffer) }
+        producers[peeked].writeDatagram(into: buffer)
         if hasCaps { caps[peeked]?.consume(buffer.count, now: peekedAt) }
         credit -= buffer.count
         if firstFlowThisPump < 0 { firstFlowThisPump = peeked } else if peeked != firstFlowThisPump { pumpMixesFlows = true }
