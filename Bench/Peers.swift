@@ -22,10 +22,15 @@ struct PeersOptions {
     var fast = true
     /// `--no-x265`: without the x265 live rows.
     var live = true
+    /// `--pin`: senders on CPU 0, counters and receivers on CPU 1 (`taskset`), as issue 15 measured.
+    var pin = false
+
+    /// The CPUs of a pinned sender and of its counter or receiver, nil when not pinned.
+    var cores: PeerCores? { pin ? PeerCores(sender: 0, receiver: 1) : nil }
 
     static let usage = """
         usage: bench peers [--quick] [--fps N] [--frames N] [--repeat N] [--no-fast] [--no-x265]
-                           [--compare NAME=PATH]... [--out DIR]
+                           [--compare NAME=PATH]... [--pin] [--out DIR]
           encodes a 1280x720 HEVC test file (ffmpeg + libx265) and sends it at N frames per second in
           real time (default 240), and as fast as each tool goes, through a floor sender (bench
           itself), streamer send, GStreamer and FFmpeg (each skipped with a message when missing) to
@@ -37,7 +42,9 @@ struct PeersOptions {
           the streamer binary at PATH (e.g. a build of an older commit), in the same rounds.
           x265 live rows (unless --no-x265): streamer send encoding 1280x720 at 30 fps with x265 (a
           y4m file from ffmpeg, 300 frames, --quick 45; and its synthetic source), its CPU split into
-          the encoder's and the rest, beside the floor sender sending the packets streamer sent
+          the encoder's and the rest, beside the floor sender sending the packets streamer sent.
+          --pin: each sender on CPU 0, each counter and receiver on CPU 1 (taskset; the x265 rows
+          are not pinned)
         """
 
     static func parse(_ arguments: [String]) throws(BenchError) -> PeersOptions {
@@ -61,6 +68,9 @@ struct PeersOptions {
                 options.out = value
             case "--no-fast": options.fast = false
             case "--no-x265": options.live = false
+            case "--pin":
+                guard access(PeerCores.taskset, X_OK) == 0 else { throw .usage("--pin needs \(PeerCores.taskset) (util-linux)") }
+                options.pin = true
             case "--compare":
                 guard let value = rest.popFirst() else { throw .usage("--compare needs NAME=PATH") }
                 let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
@@ -100,6 +110,22 @@ struct ChildRun {
     var status: Int32
     var userNanoseconds: Int64
     var systemNanoseconds: Int64
+}
+
+/// Where `bench peers --pin` runs its children: the sender on one CPU, the counter or receiver
+/// on another.
+struct PeerCores {
+    var sender: Int
+    var receiver: Int
+    /// Runs a child on one CPU; it execs the child in its own process, so `wait4` of the
+    /// spawned pid is the child's CPU (and taskset's own start, a few hundred microseconds).
+    static let taskset = "/usr/bin/taskset"
+
+    /// `argv` run on CPU `core`.
+    static func pinned(_ argv: [String], to core: Int?) -> [String] {
+        guard let core else { return argv }
+        return [taskset, "-c", "\(core)"] + argv
+    }
 }
 
 /// Spawns `argv` with stdout to `stdoutPath` (or /dev/null) and stderr to /dev/null.
@@ -391,17 +417,19 @@ func supportsFast(_ path: String) -> Bool {
 }
 
 /// Starts a counter on the next port, runs `sender` to it and returns the measured round.
-func measureSender(_ sender: PeerSender, bench: String, packets: Int, directory: String, port: inout Int) throws -> PeerRound {
+func measureSender(_ sender: PeerSender, bench: String, packets: Int, directory: String, port: inout Int,
+                   cores: PeerCores? = nil) throws -> PeerRound {
     port += 2
     let output = directory + "/count-\(port).txt"
-    let counter = try spawnChild([bench, "peers-count", "\(port)", "\(sender.exact ? packets : 0)"], stdoutPath: output)
+    let counter = try spawnChild(PeerCores.pinned([bench, "peers-count", "\(port)", "\(sender.exact ? packets : 0)"],
+                                                  to: cores?.receiver), stdoutPath: output)
     var ready = false
     for _ in 0..<500 where !ready {
         usleep(10_000)
         ready = (try? String(contentsOfFile: output, encoding: .utf8))?.hasPrefix("ready") == true
     }
     let started = monotonicNanoseconds()
-    let child = waitChild(try spawnChild(sender.argv(port)))
+    let child = waitChild(try spawnChild(PeerCores.pinned(sender.argv(port), to: cores?.sender)))
     let wall = monotonicNanoseconds() - started
     _ = waitChild(counter)
     let fields = ControlMessage((try? String(contentsOfFile: output, encoding: .utf8))?
@@ -448,7 +476,8 @@ func runPeers(_ arguments: [String]) throws {
     var port = 20_000 + Int(getpid() % 20_000)
     for round in 0...options.repeatCount {  // round 0 warms up
         for sender in senders {
-            let result = try measureSender(sender, bench: bench, packets: packets, directory: directory, port: &port)
+            let result = try measureSender(sender, bench: bench, packets: packets, directory: directory, port: &port,
+                                           cores: options.cores)
             progress(String(format: "round %d %@ %@: %d of %d packets, exit %d, %.2f µs/packet, %.0f packets/s",
                             round, sender.name, sender.mode, result.packets, result.sent, result.cpu.status,
                             result.nanosecondsPerPacket / 1000, result.packetsPerSecond))
@@ -530,6 +559,7 @@ func runPeers(_ arguments: [String]) throws {
         + (options.fast ? " and as fast as it goes (the receiver may miss packets: see delivered)" : "")
         + ": whole-process CPU per sent packet (the floor: per counted packet), medians"
     let loadLine = "Load average (1, 5, 15 min, /proc/loadavg) at the start: \(loadBefore); at the end: \(loadAfter)"
+        + (options.pin ? ". Pinned (--pin): senders on CPU 0, counters and receivers on CPU 1" : ". Not pinned")
     print(loadLine)
     print(senderTitle)
     print(table)
@@ -542,7 +572,7 @@ func runPeers(_ arguments: [String]) throws {
     try FileManager.default.createDirectory(atPath: options.out, withIntermediateDirectories: true)
     let document: [String: Any] = ["command": CommandLine.arguments.joined(separator: " "), "frames": frames,
                                    "packets": packets, "frameRate": options.frameRate, "senders": json,
-                                   "receivers": receiverJSON, "x265Live": live.json, "loadBefore": loadBefore, "loadAfter": loadAfter,
+                                   "receivers": receiverJSON, "x265Live": live.json, "loadBefore": loadBefore, "loadAfter": loadAfter, "pinned": options.pin,
                                    "compare": Dictionary(uniqueKeysWithValues: options.compare.map { ($0.name, $0.path) })]
     try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
         .write(to: URL(fileURLWithPath: options.out + "/peers.json"))
@@ -592,10 +622,12 @@ func measureReceivers(bench: String, ffmpeg: String, records: String, frames: In
                 let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=peers\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
                     + "m=video \(port) RTP/AVP 96\r\na=rtpmap:96 H265/90000\r\n"
                 try sdp.write(toFile: output + ".sdp", atomically: true, encoding: .utf8)
-                let child = try spawnChild(receiver.argv(port, output), stdoutPath: output + ".txt")
+                let child = try spawnChild(PeerCores.pinned(receiver.argv(port, output), to: options.cores?.receiver),
+                                           stdoutPath: output + ".txt")
                 usleep(700_000)  // the receiver's start-up
                 let fps = mode == "fast" ? 0 : options.frameRate
-                let sender = waitChild(try spawnChild([bench, "peers-floor-send", records, "\(port)", "\(fps)"]))
+                let sender = waitChild(try spawnChild(PeerCores.pinned([bench, "peers-floor-send", records, "\(port)", "\(fps)"],
+                                                                      to: options.cores?.sender)))
                 var result: ChildRun?
                 for _ in 0..<30 where result == nil {  // the floor counter and streamer stop by themselves
                     usleep(100_000)
