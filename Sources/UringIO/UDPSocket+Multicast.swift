@@ -58,9 +58,11 @@ extension UDPSocket {
         }
     }
 
-    /// Lets several sockets on this host bind the same group and port (`SO_REUSEADDR`); call before `bind`.
-    public func allowSharedPort() throws(SystemError) {
-        try setOption(SOL_SOCKET, SO_REUSEADDR, 1, name: "SO_REUSEADDR")
+    /// Lets several sockets on this host bind the same group and port (`SO_REUSEADDR`; call before
+    /// `bind` to share a port others hold, after it to let others share this socket's); `false`
+    /// takes that back for binds still to come (a socket bound keeps its port).
+    public func allowSharedPort(_ allowed: Bool = true) throws(SystemError) {
+        try setOption(SOL_SOCKET, SO_REUSEADDR, allowed ? 1 : 0, name: "SO_REUSEADDR")
     }
 
     /// Joins `group` (its port is ignored) on `interface` (0: the route's): any source, or with

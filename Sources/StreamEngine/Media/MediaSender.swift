@@ -38,6 +38,10 @@ public struct MediaSenderConfig: Sendable {
     public var maxUnconfirmedBytes: Int?
     /// Local RTP port (RTCP on the next one unless muxed); nil: any free even/odd pair.
     public var localPort: UInt16?
+    /// `localPort` and the next are held by reservation sockets (the RTSP server's, named to the
+    /// client at SETUP) that let them be shared: the sender binds them while those still hold
+    /// them, then shares them with no one, so no other socket can take them in between.
+    var takesOverReservedPorts = false
     /// With a multicast destination: the hop limit (IPv4 TTL, IPv6 hops), default 1 (this link).
     public var multicastTTL = 1
     /// With a multicast destination: the interface index it leaves by; nil: the route's.

@@ -288,7 +288,7 @@ final class SenderFlow {
             let any = SocketAddress(ip: family == .ipv6 ? "::" : "0.0.0.0", port: port)!
             let rtp = try UDPSocket(family: family)
             do throws(SystemError) {
-                try rtp.bind(any)
+                try bind(rtp, to: any, takingOver: config.takesOverReservedPorts)
             } catch where error.errno == EADDRINUSE && config.localPort == nil {
                 continue
             }
@@ -297,10 +297,18 @@ final class SenderFlow {
             guard rtcpAddress.port < 65_535 else { continue }
             rtcpAddress.port += 1
             let rtcp = try UDPSocket(family: family)
-            if (try? rtcp.bind(rtcpAddress)) != nil { return (rtp, rtcp) }
+            if (try? bind(rtcp, to: rtcpAddress, takingOver: config.takesOverReservedPorts)) != nil { return (rtp, rtcp) }
         }
         throw SystemError("cannot bind", errno: EADDRINUSE,
                           context: config.localPort.map { "RTP/RTCP ports \($0)-\(Int($0) + 1)" } ?? "an RTP/RTCP port pair")
+    }
+
+    /// Binds `socket`; `takingOver` a port a reservation socket holds and lets share: shared for
+    /// the bind, then with no one.
+    private static func bind(_ socket: UDPSocket, to address: SocketAddress, takingOver: Bool) throws(SystemError) {
+        if takingOver { try socket.allowSharedPort() }
+        try socket.bind(address)
+        if takingOver { try socket.allowSharedPort(false) }
     }
 
     /// Takes what other threads handed over: access units (as many as the queue has room

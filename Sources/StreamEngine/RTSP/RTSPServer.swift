@@ -92,7 +92,8 @@ private struct RTSPSession {
     var requestStarted: Int64?
     var sessionID: String?
     var clientPort: UInt16?
-    /// The server port pair announced in SETUP, held bound until PLAY so nothing takes it.
+    /// The server port pair announced in SETUP, held bound for the session so nothing takes it
+    /// (the sender takes the ports over at PLAY while this still holds them).
     var reservation: (rtp: UDPSocket, rtcp: UDPSocket, port: UInt16)?
     var playing: PlayingSender?
     /// Set when the connection must close after the current response.
@@ -291,9 +292,15 @@ private struct RTSPSession {
         senderConfig.destination = connection.peer
         senderConfig.destination.port = clientPort
         senderConfig.localPort = reserved.port
-        reservation = nil  // closes the reserved sockets: the sender binds the same ports next
+        senderConfig.takesOverReservedPorts = true
+        // The sender binds the reserved ports when it runs, while the reservation still holds
+        // them (both sockets let them be shared; the sender's, once bound, shares with no one),
+        // and the reservation stays with the session: at no moment are the ports free for
+        // another socket to take (a test run in parallel took one in such a gap once). The
+        // sender's sockets, connected to the client, get the client's datagrams.
         let sender: MediaSender
         do { sender = try MediaSender(config: senderConfig) } catch {
+            reservation = nil
             onEvent("RTSP PLAY: \(error)")
             return RTSPResponse(status: 500, cseq: cseq)
         }
@@ -310,10 +317,12 @@ private struct RTSPSession {
     static func reservePortPair(family: SocketAddress.Family) -> (rtp: UDPSocket, rtcp: UDPSocket, port: UInt16)? {
         let wildcard = family == .ipv6 ? "::" : "0.0.0.0"
         for _ in 0..<64 {
+            // Bound unshared (a port no one else holds), then shared for the sender's take-over.
             guard let rtp = try? UDPSocket(family: family), (try? rtp.bind(SocketAddress(ip: wildcard, port: 0)!)) != nil,
                   let port = try? rtp.localAddress().port, port % 2 == 0, port < 65_534,
                   let rtcp = try? UDPSocket(family: family),
-                  (try? rtcp.bind(SocketAddress(ip: wildcard, port: port + 1)!)) != nil else { continue }
+                  (try? rtcp.bind(SocketAddress(ip: wildcard, port: port + 1)!)) != nil,
+                  (try? rtp.allowSharedPort()) != nil, (try? rtcp.allowSharedPort()) != nil else { continue }
             return (rtp, rtcp, port)
         }
         return nil
