@@ -348,8 +348,9 @@ public final class MediaSender: Sendable {
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
+            var now = monotonicNanoseconds()
             // The monitor listens again if it stopped, and asks for lookups after a change settled.
-            if let routeMonitor, routeQuery != nil, routeMonitor.poll() { pathsMayHaveChanged = true }
+            if let routeMonitor, routeQuery != nil, routeMonitor.poll(now: now) { pathsMayHaveChanged = true }
             if pathsMayHaveChanged, let routeQuery {
                 // Every flow asks for its path now, and what changed is published (stats,
                 // events) at once, not at the next interval.
@@ -357,8 +358,8 @@ public final class MediaSender: Sendable {
                 for flow in senderFlows { flow.refreshPath(routeQuery) }
                 scheduler.wakeAll()
                 lastPublish = 0
+                now = monotonicNanoseconds()  // the lookups took their time
             }
-            let now = monotonicNanoseconds()
             // With several flows, their periodic work (loss by age, liveness, the path MTU and its
             // error queue, controllers, paces) runs once per `tickInterval`, and for a flow whose
             // feedback came in since: not at every wake-up of the shared ring, which with many
