@@ -230,6 +230,14 @@ final class PathMTUController: DatagramProducer {
             .write(into: buffer, timestamp: flow.lastRTPTimestamp)
         pendingProbe = nil
     }
+
+    func writeDatagramHead(into buffer: UnsafeMutableRawBufferPointer) -> DatagramTail? {
+        guard pendingProbe == nil else {
+            writeDatagram(into: buffer)
+            return nil
+        }
+        return flow.writeDatagramHead(into: buffer)
+    }
 }
 
 @available(*, unavailable, message: "owned by the sender's engine thread")
