@@ -27,21 +27,6 @@ public struct HEVCPayload: Sendable, Equatable {
     }
 }
 
-/// The part of an RTP payload that is a run of one NAL unit's own bytes (see
-/// `HEVCPacketizer.writeHead`): a sender may point at it instead of copying it.
-public struct HEVCPayloadTail: Sendable, Equatable {
-    /// The NAL unit's index in the access unit.
-    public var nal: Int
-    /// The bytes of that NAL unit (indices into it, its NAL header included).
-    public var bytes: Range<Int>
-
-    /// Makes a tail description.
-    public init(nal: Int, bytes: Range<Int>) {
-        self.nal = nal
-        self.bytes = bytes
-    }
-}
-
 /// Why an `HEVCPacketizer` cannot be made.
 public enum HEVCPacketizerError: Error, Sendable, Equatable {
     /// The payload budget is below 4 bytes: a Fragmentation Unit could not carry a byte.
@@ -164,36 +149,13 @@ public struct HEVCPacketizer: Sendable {
             let nal = au.nalUnits[index]
             precondition(nal.count >= 2 + offset + length && payload.size == Self.fragmentOverhead + length,
                          "payload does not match NAL unit \(index) of this access unit")
-            Self.writeFragmentHeader(of: nal, isStart: isStart, isEnd: isEnd, into: buffer)
+            // PayloadHdr: the NAL unit's F, LayerId and TID with type 49.
+            buffer[0] = (nal[0] & 0x81) | HEVCNALUnitType.fragmentationUnit.rawValue << 1
+            buffer[1] = nal[1]
+            buffer[2] = (isStart ? 0x80 : 0) | (isEnd ? 0x40 : 0) | (nal[0] >> 1) & 0x3f
             Self.copy(nal[(2 + offset)..<(2 + offset + length)], into: buffer, at: Self.fragmentOverhead)
         }
         return payload.size
-    }
-
-    /// Writes only the bytes of `payload` that are not a run of one NAL unit's own bytes (an
-    /// FU's PayloadHdr and FU header; nothing for a single NAL unit packet) at the start of
-    /// `buffer`, and says which NAL unit bytes follow them, so a sender can point at those
-    /// instead of copying them. An aggregation packet is written whole, as by `write`, and
-    /// has no tail.
-    /// - Returns: the bytes written and the tail, `nil` for an aggregation packet.
-    /// - Precondition: `payload` comes from `plan(au)` and `buffer.count >= payload.size`.
-    public func writeHead(_ payload: HEVCPayload, of au: AccessUnit,
-                          into buffer: UnsafeMutableRawBufferPointer) -> (headLength: Int, tail: HEVCPayloadTail?) {
-        switch payload.kind {
-        case .single(let index):
-            precondition(au.nalUnits[index].count == payload.size,
-                         "payload does not match NAL unit \(index) of this access unit")
-            return (0, HEVCPayloadTail(nal: index, bytes: 0..<payload.size))
-        case .aggregation:
-            return (write(payload, of: au, into: buffer), nil)
-        case .fragment(let index, let offset, let length, let isStart, let isEnd):
-            let nal = au.nalUnits[index]
-            precondition(nal.count >= 2 + offset + length && payload.size == Self.fragmentOverhead + length
-                         && buffer.count >= Self.fragmentOverhead,
-                         "payload does not match NAL unit \(index) of this access unit")
-            Self.writeFragmentHeader(of: nal, isStart: isStart, isEnd: isEnd, into: buffer)
-            return (Self.fragmentOverhead, HEVCPayloadTail(nal: index, bytes: (2 + offset)..<(2 + offset + length)))
-        }
     }
 
     /// The payload's bytes as an array (for tests and slow paths).
@@ -201,15 +163,6 @@ public struct HEVCPacketizer: Sendable {
         [UInt8](unsafeUninitializedCapacity: payload.size) { storage, initialized in
             initialized = write(payload, of: au, into: UnsafeMutableRawBufferPointer(storage))
         }
-    }
-
-    /// An FU's PayloadHdr (the NAL unit's F, LayerId and TID with type 49) and FU header.
-    @inline(__always)
-    private static func writeFragmentHeader(of nal: [UInt8], isStart: Bool, isEnd: Bool,
-                                            into buffer: UnsafeMutableRawBufferPointer) {
-        buffer[0] = (nal[0] & 0x81) | HEVCNALUnitType.fragmentationUnit.rawValue << 1
-        buffer[1] = nal[1]
-        buffer[2] = (isStart ? 0x80 : 0) | (isEnd ? 0x40 : 0) | (nal[0] >> 1) & 0x3f
     }
 
     private static func copy(_ bytes: ArraySlice<UInt8>, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) {

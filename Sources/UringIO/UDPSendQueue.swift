@@ -18,24 +18,6 @@ public struct SendReport: Sendable {
     public var error: Errno? { errno == 0 ? nil : Errno(errno) }
 }
 
-/// The last bytes of a datagram left in its producer's memory instead of copied into the
-/// send slot: the slot holds the first `headLength` bytes, the send points at the rest.
-public struct DatagramTail {
-    /// Bytes of the datagram written into the slot (its headers).
-    public var headLength: Int
-    /// The rest of the datagram (its length less `headLength` bytes), in memory `owner` keeps.
-    public var bytes: UnsafeRawPointer
-    /// Keeps `bytes` alive: the queue holds a reference to it until the datagram's send completed.
-    public var owner: Unmanaged<AnyObject>
-
-    /// Makes a tail: `bytes`, kept alive by `owner`, after `headLength` bytes in the slot.
-    public init(headLength: Int, bytes: UnsafeRawPointer, owner: Unmanaged<AnyObject>) {
-        self.headLength = headLength
-        self.bytes = bytes
-        self.owner = owner
-    }
-}
-
 /// Counters of one send queue.
 public struct SendQueueCounters: Sendable, Equatable {
     /// Datagrams accepted by the kernel.
@@ -48,9 +30,6 @@ public struct SendQueueCounters: Sendable, Equatable {
     public var plainSends = 0
     /// sendmsg SQEs that carried several segments (UDP GSO).
     public var gsoSends = 0
-    /// Datagrams appended with a tail in their producer's memory (`attachTail`: zero-copy
-    /// packetization), the tail not copied into the slot.
-    public var tailDatagrams = 0
     /// Submissions (calls of `submitReady` that queued anything).
     public var batches = 0
     /// Times GSO failed on a socket and was turned off for it (EIO, EINVAL, EOPNOTSUPP).
@@ -68,10 +47,7 @@ public struct SendQueueCounters: Sendable, Equatable {
 /// Batched UDP sends through io_uring: fixed send slots, each owning its `msghdr`s,
 /// `iovec`s, cmsg space, destination address and payload until its completions arrive.
 ///
-/// A slot holds up to 64 datagrams laid out back to back. A datagram may leave its tail
-/// (`attachTail`) in its producer's memory: then its send carries two iovecs, the head in
-/// the slot and the tail where it is, and the slot keeps the tail's owner alive until its
-/// sends completed (UDP GSO segments the iovecs' bytes as one buffer). When a run of equal-size
+/// A slot holds up to 64 datagrams laid out back to back. When a run of equal-size
 /// datagrams (the last may be shorter) fits one GSO send, it goes out as one `sendmsg`
 /// with a `UDP_SEGMENT` cmsg; otherwise each datagram is its own send. Every `sendmsg`
 /// carries one `IP_TOS` / `IPV6_TCLASS` cmsg with the whole TOS byte; a single datagram to
@@ -111,8 +87,6 @@ public final class UDPSendQueue {
         var retries = 0
         var batch = 0
         var inUse = false
-        /// Some datagram has a tail outside the slot (`attachTail`).
-        var hasTails = false
     }
 
     private let ring: Ring
@@ -142,16 +116,6 @@ public final class UDPSendQueue {
     @exclusivity(unchecked) private var sockets: [UDPSocket] = []
     /// Each socket's index in the ring's registered file table, or -1 (sent by descriptor).
     @exclusivity(unchecked) private var fixedFiles: [Int32] = []
-    /// slotCount * 64: each datagram's tail outside the slot (nil: it is all in the slot).
-    @exclusivity(unchecked) private var tailBytes: [UnsafeRawPointer?]
-    /// slotCount * 64: bytes of each datagram with a tail that are in the slot.
-    @exclusivity(unchecked) private var headLengths: [Int32]
-    /// Per slot: what keeps its datagrams' tails alive (one reference per owner in a row).
-    @exclusivity(unchecked) private var tailOwners: [[AnyObject]]
-    /// Per slot: the last owner appended to `tailOwners` (compared, never dereferenced).
-    @exclusivity(unchecked) private var lastTailOwner: [UnsafeMutableRawPointer?]
-    /// slotCount * 128: the iovecs of sends whose datagrams have tails (two per datagram).
-    private let tailIOVecs: UnsafeMutablePointer<iovec>
 
     private let payloads: UnsafeMutableRawPointer
     private let headers: UnsafeMutableRawPointer
@@ -188,12 +152,6 @@ public final class UDPSendQueue {
         self.runLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
         self.addressLength = Array(repeating: 0, count: slots)
         self.freeList = (0..<Int32(slots)).reversed()
-        self.tailBytes = Array(repeating: nil, count: slots * Self.maxDatagramsPerSlot)
-        self.headLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
-        self.tailOwners = Array(repeating: [], count: slots)
-        self.lastTailOwner = Array(repeating: nil, count: slots)
-        self.tailIOVecs = .allocate(capacity: slots * Self.maxDatagramsPerSlot * 2)
-        self.tailIOVecs.initialize(repeating: iovec(), count: slots * Self.maxDatagramsPerSlot * 2)
         self.payloads = .allocate(byteCount: slots * slotCapacity, alignment: 64)
         self.headers = .allocate(byteCount: slots * Self.headerBytesPerSlot, alignment: 64)
         headers.initializeMemory(as: UInt8.self, repeating: 0, count: slots * Self.headerBytesPerSlot)
@@ -203,7 +161,6 @@ public final class UDPSendQueue {
         for index in fixedFiles where index >= 0 { ring.unregisterFile(index) }
         payloads.deallocate()
         headers.deallocate()
-        tailIOVecs.deallocate()
     }
 
     /// Registers a socket and returns its index for `commit`. The socket also goes into the
@@ -248,35 +205,9 @@ public final class UDPSendQueue {
             return nil
         }
         datagramLengths[slot * Self.maxDatagramsPerSlot + state.datagramCount] = Int32(length)
-        tailBytes[slot * Self.maxDatagramsPerSlot + state.datagramCount] = nil
         slots[slot].datagramCount += 1
         slots[slot].length += length
         return UnsafeMutableRawBufferPointer(start: payloads + slot * slotCapacity + state.length, count: length)
-    }
-
-    /// Leaves the tail of the datagram last appended to `slot` outside it: only its first
-    /// `tail.headLength` bytes (written into the memory `appendDatagram` returned) are sent
-    /// from the slot, the rest from `tail.bytes`, whose owner the slot keeps until it completed.
-    @inline(__always)
-    public func attachTail(_ slot: Int, _ tail: DatagramTail) {
-        let index = slot * Self.maxDatagramsPerSlot + slots[slot].datagramCount - 1
-        precondition(tail.headLength >= 0 && tail.headLength < Int(datagramLengths[index]), "tail outside its datagram")
-        tailBytes[index] = tail.bytes
-        headLengths[index] = Int32(tail.headLength)
-        slots[slot].hasTails = true
-        counters.tailDatagrams += 1
-        let owner = tail.owner.toOpaque()
-        if lastTailOwner[slot] != owner {
-            tailOwners[slot].append(tail.owner.takeUnretainedValue())
-            lastTailOwner[slot] = owner
-        }
-    }
-
-    /// Lets go of what kept `slot`'s tails alive.
-    private func releaseTails(_ slot: Int) {
-        guard slots[slot].hasTails else { return }
-        tailOwners[slot].removeAll(keepingCapacity: true)
-        lastTailOwner[slot] = nil
     }
 
     /// Copies one datagram into `slot`; false when it has no room.
@@ -376,16 +307,16 @@ public final class UDPSendQueue {
             runLengths[base + index] = UInt8(run)
             let sqe = try ring.nextEntry()
             if zeroCopy {
-                let msg = prepareMessage(slot: slot, datagram: index, run: run, offset: offset, bytes: runBytes,
+                let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
                                          segmentSize: run > 1 ? length : 0, socket: socket, tos: state.tos)
                 io_uring_prep_sendmsg_zc(sqe, fd, msg, 0)
-            } else if run == 1 && !state.hasDestination && socketTOS == state.tos && tailBytes[base + index] == nil {
+            } else if run == 1 && !state.hasDestination && socketTOS == state.tos {
                 // One datagram to the connected peer with the socket's own mark: a plain send
                 // (IORING_OP_SEND), no msghdr for the kernel to copy and no cmsg to parse.
                 io_uring_prep_send(sqe, fd, payloads + slot * slotCapacity + offset, runBytes, 0)
                 counters.plainSends += 1
             } else {
-                let msg = prepareMessage(slot: slot, datagram: index, run: run, offset: offset, bytes: runBytes,
+                let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
                                          segmentSize: run > 1 ? length : 0, socket: socket, tos: state.tos)
                 io_uring_prep_sendmsg(sqe, fd, msg, 0)
             }
@@ -404,25 +335,16 @@ public final class UDPSendQueue {
     }
 
     @inline(__always)
-    private func prepareMessage(slot: Int, datagram: Int, run: Int, offset: Int, bytes: Int, segmentSize: Int,
+    private func prepareMessage(slot: Int, datagram: Int, offset: Int, bytes: Int, segmentSize: Int,
                                 socket: UDPSocket, tos: UInt8) -> UnsafeMutablePointer<msghdr> {
         let block = headers + slot * Self.headerBytesPerSlot + datagram * Self.headerBytesPerDatagram
         let msg = block.assumingMemoryBound(to: msghdr.self)
+        let iov = (block + Self.msghdrSize).assumingMemoryBound(to: iovec.self)
         let control = block + Self.msghdrSize + Self.iovecSize
-        if slots[slot].hasTails {
-            // Head and tail of each datagram in turn: 2 iovecs a datagram at most, in the run's
-            // own part of the slot's iovecs (runs start at different datagrams, so never overlap).
-            let iov = tailIOVecs + (slot * Self.maxDatagramsPerSlot + datagram) * 2
-            msg.pointee.msg_iov = iov
-            msg.pointee.msg_iovlen = tailIOVectors(slot: slot, datagrams: datagram..<(datagram + run),
-                                                   offset: offset, into: iov)
-        } else {
-            let iov = (block + Self.msghdrSize).assumingMemoryBound(to: iovec.self)
-            iov.pointee.iov_base = payloads + slot * slotCapacity + offset
-            iov.pointee.iov_len = bytes
-            msg.pointee.msg_iov = iov
-            msg.pointee.msg_iovlen = 1
-        }
+        iov.pointee.iov_base = payloads + slot * slotCapacity + offset
+        iov.pointee.iov_len = bytes
+        msg.pointee.msg_iov = iov
+        msg.pointee.msg_iovlen = 1
         if slots[slot].hasDestination {
             msg.pointee.msg_name = addressPointer(slot)
             msg.pointee.msg_namelen = addressLength[slot]
@@ -445,38 +367,6 @@ public final class UDPSendQueue {
         }
         msg.pointee.msg_controllen = used
         return msg
-    }
-
-    /// Writes the iovecs of `datagrams` of `slot` (the first at `offset` in the slot) into
-    /// `iov`: a datagram with a tail takes its head from the slot and its tail from its owner;
-    /// consecutive bytes of the slot share one iovec. Returns the iovecs written.
-    private func tailIOVectors(slot: Int, datagrams: Range<Int>, offset: Int,
-                               into iov: UnsafeMutablePointer<iovec>) -> Int {
-        let base = slot * Self.maxDatagramsPerSlot
-        var slotBytes = payloads + slot * slotCapacity + offset
-        var count = 0
-        var inSlot = 0  // bytes of the slot not yet in an iovec, from `slotBytes`
-        for datagram in datagrams {
-            let length = Int(datagramLengths[base + datagram])
-            guard let tail = tailBytes[base + datagram] else {
-                inSlot += length
-                continue
-            }
-            let head = Int(headLengths[base + datagram])
-            if inSlot + head > 0 {
-                iov[count] = iovec(iov_base: slotBytes, iov_len: inSlot + head)
-                count += 1
-            }
-            iov[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: tail), iov_len: length - head)
-            count += 1
-            slotBytes += inSlot + length
-            inSlot = 0
-        }
-        if inSlot > 0 {
-            iov[count] = iovec(iov_base: slotBytes, iov_len: inSlot)
-            count += 1
-        }
-        return count
     }
 
     /// Handles a completion tagged `CompletionTag.sendKind`.
@@ -553,7 +443,6 @@ public final class UDPSendQueue {
         }
         let report = SendReport(tag: state.tag, sentDatagrams: state.sentMask.nonzeroBitCount, sentBytes: sentBytes,
                                 failedDatagrams: state.failedMask.nonzeroBitCount, errno: state.firstErrno)
-        releaseTails(slot)
         slots[slot].inUse = false
         freeList.append(Int32(slot))
         batchOutstanding[state.batch] -= 1
@@ -564,7 +453,6 @@ public final class UDPSendQueue {
     /// Gives an acquired but uncommitted slot back.
     public func release(_ slot: Int) {
         precondition(slots[slot].inUse)
-        releaseTails(slot)
         slots[slot].inUse = false
         freeList.append(Int32(slot))
     }

@@ -178,20 +178,8 @@ final class FlowScheduler: DatagramProducer {
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
         producers[peeked].writeDatagram(into: buffer)
-        wrote(buffer.count)
-    }
-
-    func writeDatagramHead(into buffer: UnsafeMutableRawBufferPointer) -> DatagramTail? {
-        let tail = producers[peeked].writeDatagramHead(into: buffer)
-        wrote(buffer.count)
-        return tail
-    }
-
-    /// Counts a datagram of `bytes` written by the flow last peeked.
-    @inline(__always)
-    private func wrote(_ bytes: Int) {
-        if hasCaps { caps[peeked]?.consume(bytes, now: peekedAt) }
-        credit -= bytes
+        if hasCaps { caps[peeked]?.consume(buffer.count, now: peekedAt) }
+        credit -= buffer.count
         if firstFlowThisPump < 0 { firstFlowThisPump = peeked } else if peeked != firstFlowThisPump { pumpMixesFlows = true }
     }
 

@@ -30,9 +30,6 @@ final class MediaFlow: DatagramProducer {
     /// Bytes of the access units in `queue` from `queueHead` up to `firstNotDue`.
     private var dueBytes = 0
     private var current: AccessUnit?
-    /// `current`, shared with the send slots whose datagrams point into its NAL units (made at
-    /// its first zero-copy datagram; nil again when the next plan starts).
-    private var borrowedCurrent: BorrowedAccessUnit?
     /// The payloads of `current`, in sending order (set with `setPlan`, which keeps `planBytes`).
     private var plan: [HEVCPayload] = []
     /// Wire bytes of `plan`, and of its packets written so far (`pendingBytes` without a walk over the plan).
@@ -180,7 +177,6 @@ final class MediaFlow: DatagramProducer {
 
     /// Makes `planned` the plan under way, from its first packet.
     private func setPlan(_ planned: AccessUnitPlans.Plan) {
-        borrowedCurrent = nil
         plan = planned.payloads
         planBytes = planned.wireBytes
         planBytesWritten = 0
@@ -332,43 +328,12 @@ final class MediaFlow: DatagramProducer {
         // retained and released around the packetizer's call, for every datagram.
         guard let accessUnit = current.take() else { return }
         let payload = plan[planIndex]
-        writeRTPHeader(payload, of: accessUnit, into: buffer)
-        let written = packetizer.write(payload, of: accessUnit,
-                                       into: UnsafeMutableRawBufferPointer(rebasing: buffer[RTPHeader.fixedSize...]))
-        wrote(payload, of: accessUnit, size: RTPHeader.fixedSize + written)
-    }
-
-    /// Zero-copy packetization: the RTP header and the FU header go into `buffer`, the NAL unit
-    /// bytes stay in the access unit (kept alive by a `BorrowedAccessUnit` the send slot holds).
-    /// Aggregation packets are copied whole.
-    func writeDatagramHead(into buffer: UnsafeMutableRawBufferPointer) -> DatagramTail? {
-        guard let accessUnit = current.take() else { return nil }
-        let payload = plan[planIndex]
-        writeRTPHeader(payload, of: accessUnit, into: buffer)
-        let (headLength, tail) = packetizer.writeHead(
-            payload, of: accessUnit, into: UnsafeMutableRawBufferPointer(rebasing: buffer[RTPHeader.fixedSize...]))
-        var datagramTail: DatagramTail?
-        if let tail {
-            let borrowed = borrowedCurrent ?? BorrowedAccessUnit(accessUnit)
-            borrowedCurrent = borrowed
-            datagramTail = borrowed.tail(tail, headLength: RTPHeader.fixedSize + headLength)
-        }
-        wrote(payload, of: accessUnit, size: RTPHeader.fixedSize + payload.size)
-        return datagramTail
-    }
-
-    @inline(__always)
-    private func writeRTPHeader(_ payload: HEVCPayload, of accessUnit: AccessUnit,
-                                into buffer: UnsafeMutableRawBufferPointer) {
         let header = RTPHeader(marker: payload.marker, payloadType: payloadType, sequenceNumber: nextSequence,
                                timestamp: accessUnit.timestamp &+ timestampOffset, ssrc: ssrc)
         header.write(to: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<RTPHeader.fixedSize]))
-    }
-
-    /// Counts and logs the packet of `payload` just written (`size` bytes), and takes it;
-    /// `accessUnit` goes back into `current` unless it was its last packet.
-    @inline(__always)
-    private func wrote(_ payload: HEVCPayload, of accessUnit: consuming AccessUnit, size: Int) {
+        let written = packetizer.write(payload, of: accessUnit,
+                                       into: UnsafeMutableRawBufferPointer(rebasing: buffer[RTPHeader.fixedSize...]))
+        let size = RTPHeader.fixedSize + written
         planBytesWritten += RTPHeader.fixedSize + payload.size
         if size > maxDatagramSize { clamped += 1 }
         largestDatagram = max(largestDatagram, size)
@@ -391,27 +356,6 @@ final class MediaFlow: DatagramProducer {
             if accessUnit.isKeyframe { keyframesWritten += 1 }
         } else {
             current = accessUnit
-        }
-    }
-}
-
-/// An access unit whose NAL unit bytes send slots point at (zero-copy packetization): a slot
-/// holds a reference until its sends completed, so the bytes outlive the flow's own copy.
-final class BorrowedAccessUnit {
-    /// Never mutated: its NAL units' storage stays where it is while this object lives.
-    let accessUnit: AccessUnit
-
-    init(_ accessUnit: AccessUnit) { self.accessUnit = accessUnit }
-
-    /// The datagram tail for `tail`'s bytes, after `headLength` bytes in the slot.
-    func tail(_ tail: HEVCPayloadTail, headLength: Int) -> DatagramTail {
-        // The pointer outlives `withUnsafeBytes`: the NAL unit is a native array held by this
-        // object's immutable `accessUnit`, so its storage neither moves nor goes away while the
-        // slot holds the object (`DatagramTail.owner`).
-        accessUnit.nalUnits[tail.nal].withUnsafeBytes { nal in
-            precondition(tail.bytes.upperBound <= nal.count && !tail.bytes.isEmpty, "tail outside its NAL unit")
-            return DatagramTail(headLength: headLength, bytes: nal.baseAddress! + tail.bytes.lowerBound,
-                                owner: Unmanaged.passUnretained(self))
         }
     }
 }

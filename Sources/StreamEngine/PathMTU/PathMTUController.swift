@@ -230,14 +230,6 @@ final class PathMTUController: DatagramProducer {
             .write(into: buffer, timestamp: flow.lastRTPTimestamp)
         pendingProbe = nil
     }
-
-    func writeDatagramHead(into buffer: UnsafeMutableRawBufferPointer) -> DatagramTail? {
-        guard pendingProbe == nil else {
-            writeDatagram(into: buffer)
-            return nil
-        }
-        return flow.writeDatagramHead(into: buffer)
-    }
 }
 
 @available(*, unavailable, message: "owned by the sender's engine thread")

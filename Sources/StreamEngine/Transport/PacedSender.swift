@@ -25,12 +25,6 @@ public protocol DatagramProducer: AnyObject {
     func peekDatagram() -> PendingDatagram?
     /// Writes the datagram last peeked (exactly its size) into `buffer`, and takes it.
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer)
-    /// Writes the datagram last peeked and takes it, like `writeDatagram(into:)`, but may leave
-    /// its last bytes where they are (zero-copy packetization): then only its first
-    /// `headLength` bytes are written into `buffer`, and the returned tail says where the rest
-    /// is and what keeps it alive (the sender holds a reference until the send completed).
-    /// nil: the whole datagram is in `buffer`.
-    func writeDatagramHead(into buffer: UnsafeMutableRawBufferPointer) -> DatagramTail?
     /// About how many bytes are ready to go (at least the next datagram's size when there is
     /// one); `Int.max` when unknown. A paced sender starts a batch only once its budget
     /// covers this much (up to a quantum), so a backlog leaves many datagrams per
@@ -45,11 +39,6 @@ public protocol DatagramProducer: AnyObject {
 extension DatagramProducer {
     /// Unknown: batches wait for a full quantum of budget when paced.
     public var pendingBytes: Int { .max }
-    /// Copies: the whole datagram goes into `buffer`.
-    public func writeDatagramHead(into buffer: UnsafeMutableRawBufferPointer) -> DatagramTail? {
-        writeDatagram(into: buffer)
-        return nil
-    }
     /// No caps of its own: nothing waits that `peekDatagram` does not show.
     public func readyIn(now: Int64) -> Int64? { nil }
 }
@@ -200,7 +189,7 @@ public final class PacedSender {
                 if firstSize > 0 && datagram.size > firstSize { break }
                 if slotBytes > 0 && slotBytes + datagram.size > budget { break }
                 guard let buffer = queue.appendDatagram(slot, length: datagram.size) else { break }
-                if let tail = producer.writeDatagramHead(into: buffer) { queue.attachTail(slot, tail) }
+                producer.writeDatagram(into: buffer)
                 datagramsThisSubmission += 1
                 slotBytes += datagram.size
                 if firstSize == 0 { firstSize = datagram.size } else if datagram.size < firstSize { break }
