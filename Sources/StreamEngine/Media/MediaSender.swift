@@ -193,7 +193,7 @@ public final class MediaSender: Sendable {
     public func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool {
         var accepted = true
         for flow in flows {
-            accepted = flow.queue(accessUnit, due: dueTime).accepted && accepted
+            accepted = flow.queue(accessUnit, due: dueTime) && accepted
         }
         // Sequentially consistent, as the engine's side in `run`: either the engine sees this
         // unit before it waits, or this sees the wait's end (and wakes it when due before).

@@ -46,26 +46,26 @@ final class FlowHandle: Sendable {
     /// Queues `accessUnit` for the engine; `wake: false` leaves waking the engine to the caller
     /// (one wake-up for an access unit handed to every flow).
     func send(_ accessUnit: AccessUnit, wake: Bool = true) -> Bool {
-        let accepted = queue(accessUnit, due: nil).accepted
+        let accepted = queue(accessUnit, due: nil)
         if wake { wakeEvent.signal() }
         return accepted
     }
 
     /// Queues `accessUnit`, not to start before `due` (monotonic nanoseconds; nil: at once).
-    /// Returns whether it was taken, and whether the inbox was empty before. Waking the engine
-    /// is the caller's (`MediaSender.send(_:at:)` wakes it only for a unit due before its wait ends).
-    func queue(_ accessUnit: AccessUnit, due: Int64?) -> (accepted: Bool, wasEmpty: Bool) {
-        let result = inbox.withLock { box -> (Bool, Bool) in
-            let wasEmpty = box.accessUnits.isEmpty
+    /// Returns false (and counts a dropped frame) when `maxQueuedFrames` were waiting in the inbox
+    /// already. Waking the engine is the caller's (`MediaSender.send(_:at:)` wakes it only for a
+    /// unit due before its wait ends).
+    func queue(_ accessUnit: AccessUnit, due: Int64?) -> Bool {
+        let accepted = inbox.withLock { box in
             guard box.accessUnits.count < config.maxQueuedFrames else {
                 box.dropped += 1
-                return (false, wasEmpty)
+                return false
             }
             box.accessUnits.append((accessUnit, due))
-            return (true, wasEmpty)
+            return true
         }
         inboxChanged.store(true, ordering: .releasing)
-        return result
+        return accepted
     }
 
     func finish() {
