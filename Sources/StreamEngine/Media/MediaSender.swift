@@ -370,6 +370,10 @@ public final class MediaSender: Sendable {
             let now = monotonicNanoseconds()
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in
+            // Awake: an access unit handed over from now on needs no wake-up (`send(_:at:)`), it is
+            // read before the next wait (`beforeWait`). A source handing frames over back to back
+            // (`send --fast`) writes the eventfd only while the engine waits, not once per frame.
+            engineWaitsUntil.store(.min, ordering: .relaxed)
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
             // The monitor listens again if it stopped, and asks for lookups after a change settled.
             if let routeMonitor, routeQuery != nil, routeMonitor.poll() { pathsMayHaveChanged = true }
