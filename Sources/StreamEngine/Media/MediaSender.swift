@@ -199,8 +199,17 @@ public final class MediaSender: Sendable {
         }
         // Sequentially consistent, as the engine's side in `run`: either the engine sees this
         // unit before it waits, or this sees the wait's end (and wakes it when due before).
+        // Whoever wakes it also marks it awake (`.min`): units handed over before it runs again
+        // (a source on the same core handing frames back to back) write no eventfd of their own;
+        // the engine reads them all when it wakes, and publishes its next wait before it waits.
         aheadInputArrived.store(true, ordering: .sequentiallyConsistent)
-        if dueTime < engineWaitsUntil.load(ordering: .sequentiallyConsistent) { wakeEvent.signal() }
+        var waitsUntil = engineWaitsUntil.load(ordering: .sequentiallyConsistent)
+        while dueTime < waitsUntil {
+            let (exchanged, original) = engineWaitsUntil.compareExchange(
+                expected: waitsUntil, desired: .min, ordering: .sequentiallyConsistent)
+            if exchanged { wakeEvent.signal(); break }
+            waitsUntil = original
+        }
         return accepted
     }
 
