@@ -72,7 +72,9 @@ struct FastHandOverTests {
         var received: [RTPHeader] = []
         var datagram = [UInt8](repeating: 0, count: 65536)
         while true {
-            let count = datagram.withUnsafeMutableBytes { recv(counter.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            let count = datagram.withUnsafeMutableBytes {
+                recv(counter.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+            }
             guard count > 0 else { break }
             received.append(try RTPHeader.parse(Array(datagram[0..<count])).header)
         }
@@ -90,5 +92,29 @@ struct FastHandOverTests {
         let timestamps = received.map { $0.timestamp &- first.timestamp }
             .reduce(into: [UInt32]()) { if $0.last != $1 { $0.append($1) } }
         #expect(timestamps == (0..<frames).map { UInt32($0 * 3000) })
+    }
+}
+
+/// The engine's wake-up of a thread waiting for finished frames (`FinishedFramesSignal`), without
+/// an engine: a lost wake-up would leave the waiter to its (minute-long) timeout.
+@Suite struct FinishedFramesSignalTests {
+    /// Counts reached below the target wake nobody; the target reached wakes the waiter, which
+    /// returns the count; a target reached already returns at once.
+    @Test func waiterWakesWhenTheCountReachesItsTarget() {
+        let signal = FinishedFramesSignal()
+        let finished = Atomic<Int>(0)
+        let started = ContinuousClock.now
+        let engine = Thread {
+            for count in 1...50 {
+                usleep(200)
+                finished.store(count, ordering: .sequentiallyConsistent)
+                signal.reached(count)
+            }
+        }
+        engine.start()
+        let count = { finished.load(ordering: .sequentiallyConsistent) }
+        #expect(signal.wait(until: 50, timeout: .seconds(60), count: count) == 50)
+        #expect(ContinuousClock.now - started < .seconds(30), "woken by the timeout, not by the count")
+        #expect(signal.wait(until: 10, timeout: .seconds(60), count: count) == 50)
     }
 }
