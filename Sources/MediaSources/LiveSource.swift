@@ -17,9 +17,9 @@ import Synchronization
 /// time) does not catch up in a burst afterwards: its schedule starts again from the late
 /// frame. Its ``stalls`` watch counts such gaps.
 ///
-/// With ``HandOver/fast(maxAhead:finished:)`` a source does not wait for its frames' times: it
-/// hands each frame over as soon as it is read or encoded, while the sink has fewer than
-/// `maxAhead` frames it has not finished with (timestamps still count at the frame rate).
+/// With ``HandOver/fast(maxAhead:finished:wait:)`` a source does not wait for its frames'
+/// times: it hands each frame over as soon as it is read or encoded, while the sink has fewer
+/// than `maxAhead` frames it has not finished with (timestamps still count at the frame rate).
 ///
 /// An x265 source (synthetic or y4m) follows ``requestBitrate(kbps:)``: the engine's thread
 /// asks, the source thread applies the latest request before its next frame, and
@@ -83,7 +83,7 @@ public final class LiveSource: Sendable {
     /// (x265's VBV, fixed at open; default four times the opening rate); give it the congestion
     /// controller's maximum. A request above it reopens the encoder (one IDR, a fallback).
     ///
-    /// `handOver` ``HandOver/fast(maxAhead:finished:)`` hands frames over as fast as the sink
+    /// `handOver` ``HandOver/fast(maxAhead:finished:wait:)`` hands frames over as fast as the sink
     /// takes them instead of at their times.
     public func start(_ source: MediaSource, frameRate: Int, bitrateKbps: Int = 4_000, peakBitrateKbps: Int? = nil,
                       frameLimit: Int? = nil, handOver: HandOver = .realTime,
@@ -171,9 +171,13 @@ public enum HandOver: Sendable {
     case realTime
     /// Each frame as soon as it is read or encoded, while fewer than `maxAhead` frames handed
     /// over are not finished yet; `finished` counts the frames the sink is done with (sent or
-    /// dropped). When that count stops moving for a second the source hands over anyway (the
-    /// sink drops what it has no room for).
-    case fast(maxAhead: Int, finished: @Sendable () -> Int)
+    /// dropped). Once `maxAhead` are unfinished the source waits until half of them are (one
+    /// wait per `maxAhead / 2` frames, not one per frame): with `wait`, which returns once
+    /// `finished` reaches its first argument or its timeout passed (the sink wakes it), else
+    /// polling `finished` every 200 µs. When that count stops moving for a second the source
+    /// hands over anyway (the sink drops what it has no room for).
+    case fast(maxAhead: Int, finished: @Sendable () -> Int,
+              wait: (@Sendable (_ finished: Int, _ timeout: Duration) -> Void)? = nil)
 }
 
 /// A live source's target bitrate and the changes it was asked for
@@ -249,31 +253,34 @@ private struct SourceRun {
         index += 1
     }
 
-    /// With ``HandOver/fast(maxAhead:finished:)``: waits until the sink has room for one more
-    /// frame (fewer than `maxAhead` of the `index` handed over unfinished), then hands `unit`
-    /// over, due now.
-    func handFast(_ unit: AccessUnit, maxAhead: Int, finished: () -> Int) {
+    /// With ``HandOver/fast(maxAhead:finished:wait:)``: when `maxAhead` of the `index` frames
+    /// handed over are unfinished, waits until at most half of them are, then hands `unit` over,
+    /// due now.
+    func handFast(_ unit: AccessUnit, maxAhead: Int, finished: () -> Int, wait: ((Int, Duration) -> Void)?) {
         var done = finished()
-        var progressed = ContinuousClock.now
-        while index - done >= maxAhead && !shouldStop() && ContinuousClock.now - progressed < .seconds(1) {
-            usleep(200)
-            let now = finished()
-            if now != done { (done, progressed) = (now, .now) }
+        if index - done >= maxAhead {
+            let wanted = index - maxAhead / 2
+            var progressed = ContinuousClock.now
+            while done < wanted && !shouldStop() && ContinuousClock.now - progressed < .seconds(1) {
+                if let wait { wait(wanted, .milliseconds(20)) } else { usleep(200) }
+                let now = finished()
+                if now != done { (done, progressed) = (now, .now) }
+            }
         }
         sink.send(unit, at: LiveSource.monotonicNanoseconds())
     }
 
-    /// Hands `unit` over now: at once with ``HandOver/fast(maxAhead:finished:)`` (when the sink
-    /// has room), else as it is.
+    /// Hands `unit` over now: at once with ``HandOver/fast(maxAhead:finished:wait:)`` (when the
+    /// sink has room), else as it is.
     func handNow(_ unit: AccessUnit) {
-        guard case let .fast(maxAhead, finished) = handOver else {
+        guard case let .fast(maxAhead, finished, wait) = handOver else {
             sink.send(unit)
             return
         }
-        handFast(unit, maxAhead: maxAhead, finished: finished)
+        handFast(unit, maxAhead: maxAhead, finished: finished, wait: wait)
     }
 
-    /// True with ``HandOver/fast(maxAhead:finished:)``.
+    /// True with ``HandOver/fast(maxAhead:finished:wait:)``.
     var isFast: Bool {
         if case .fast = handOver { return true }
         return false
@@ -282,7 +289,7 @@ private struct SourceRun {
     /// Sleeps until frame `index` is due (start + index / rate). Frame `index - 1` was just
     /// delivered: a stall or a slow source that left it far behind its time moves the
     /// schedule on instead of sending the frames it missed back to back. With
-    /// ``HandOver/fast(maxAhead:finished:)`` there is no wait.
+    /// ``HandOver/fast(maxAhead:finished:wait:)`` there is no wait.
     mutating func waitForSlot() {
         let now = ContinuousClock.now
         source.stalls.frameDelivered(at: now)

@@ -57,14 +57,16 @@ func runSend(_ arguments: [String]) throws -> Int32 {
 }
 
 /// `--fast`: the source hands a frame over while fewer than 100 are unfinished in the slowest
-/// flow (sent, or dropped as unviable, unconfirmed or for a full queue), by the published
-/// counts: the engine queues 120 (`maxQueuedFrames`) and takes 120 more into its inbox.
+/// flow (sent, or dropped as unviable, unconfirmed or for a full queue), by the engine's live
+/// count (`MediaSender.framesFinished`): the engine queues 120 (`maxQueuedFrames`) and takes 120
+/// more into its inbox. At 100 the source sleeps until the engine wakes it at 50 unfinished.
 func fastHandOver(_ sender: MediaSender) -> HandOver {
-    .fast(maxAhead: 100) {
-        sender.allStats.map { $0.framesSent + $0.framesDroppedUnviable + $0.framesDroppedUnconfirmed
-            + $0.framesDroppedQueueFull }.min() ?? 0
-    }
+    .fast(maxAhead: fastMaxAhead, finished: { sender.framesFinished },
+          wait: { _ = sender.waitForFramesFinished($0, timeout: $1) })
 }
+
+/// `--fast`: the most frames handed over and not finished.
+let fastMaxAhead = 100
 
 /// The run's summary on stderr (a line per flow, and one per flow whose sends failed) and
 /// the final `--stats` JSON.

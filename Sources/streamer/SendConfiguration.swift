@@ -115,7 +115,5 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     if let interval = options.reportInterval { config.senderReportInterval = .seconds(interval) }
     // A --stats file rewritten more often than the engine's default publishing shows every rewrite.
     if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, .seconds(every)) }
-    // --fast: the source hands frames over while few are unsent, by the published counts.
-    if options.fast { config.statsInterval = min(config.statsInterval, .milliseconds(2)) }
     return config
 }

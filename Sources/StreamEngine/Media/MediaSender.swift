@@ -145,6 +145,8 @@ public final class MediaSender: Sendable {
     /// Set with every access unit handed over ahead of its time, taken by the engine just
     /// before it waits (what came in after it read its inboxes is read then, not waited over).
     private let aheadInputArrived = Atomic<Bool>(false)
+    /// Wakes a thread in `waitForFramesFinished(_:timeout:)`.
+    private let finishedSignal = FinishedFramesSignal()
 
     /// Makes a sender with one flow. Nothing is opened until `run`. Throws a `SystemError`
     /// when its wake-up eventfd cannot be made.
@@ -193,13 +195,38 @@ public final class MediaSender: Sendable {
     public func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool {
         var accepted = true
         for flow in flows {
-            accepted = flow.queue(accessUnit, due: dueTime).accepted && accepted
+            accepted = flow.queue(accessUnit, due: dueTime) && accepted
         }
         // Sequentially consistent, as the engine's side in `run`: either the engine sees this
         // unit before it waits, or this sees the wait's end (and wakes it when due before).
+        // Whoever wakes it also marks it awake (`.min`): units handed over before it runs again
+        // (a source on the same core handing frames back to back) write no eventfd of their own;
+        // the engine reads them all when it wakes, and publishes its next wait before it waits.
         aheadInputArrived.store(true, ordering: .sequentiallyConsistent)
-        if dueTime < engineWaitsUntil.load(ordering: .sequentiallyConsistent) { wakeEvent.signal() }
+        var waitsUntil = engineWaitsUntil.load(ordering: .sequentiallyConsistent)
+        while dueTime < waitsUntil {
+            let (exchanged, original) = engineWaitsUntil.compareExchange(
+                expected: waitsUntil, desired: .min, ordering: .sequentiallyConsistent)
+            if exchanged { wakeEvent.signal(); break }
+            waitsUntil = original
+        }
         return accepted
+    }
+
+    /// Access units every flow is done with (written to the wire, or dropped: unviable,
+    /// unconfirmed, or for a full queue): the least over the flows. The engine keeps it as it goes,
+    /// not at the stats interval, so a source that bounds the frames it has handed over and not
+    /// seen finished (`send --fast`) reads it fresh.
+    public var framesFinished: Int {
+        flows.lazy.map { $0.framesFinished.load(ordering: .sequentiallyConsistent) }.min() ?? 0
+    }
+
+    /// Waits until `framesFinished` is at least `count`, or `timeout` passed, and returns it. The
+    /// engine wakes the waiter once the count is reached (an eventfd it writes only then): a
+    /// source that has handed over as many frames as it may sleeps until there is room, with no
+    /// polling. One waiting thread at a time.
+    public func waitForFramesFinished(_ count: Int, timeout: Duration) -> Int {
+        finishedSignal.wait(until: count, timeout: timeout) { framesFinished }
     }
 
     /// True: `send(_:at:)` holds access units back until their due time.
@@ -335,6 +362,11 @@ public final class MediaSender: Sendable {
                 flow.publish(paced: paced, flows: senderFlows.count, mixedSubmissions: scheduler.mixedSubmissions)
             }
         }
+        // What the flows finished, at once after every fill, for a source waiting for room
+        // (`waitForFramesFinished`).
+        func storeFramesFinished() {
+            finishedSignal.reached(senderFlows.reduce(Int.max) { min($0, $1.storeFramesFinished()) })
+        }
         var lastPublish: Int64 = 0
         var lastTick: Int64 = 0
         var pathsMayHaveChanged = false
@@ -347,6 +379,10 @@ public final class MediaSender: Sendable {
             let now = monotonicNanoseconds()
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in
+            // Awake: an access unit handed over from now on needs no wake-up (`send(_:at:)`), it is
+            // read before the next wait (`beforeWait`). A source handing frames over back to back
+            // (`send --fast`) writes the eventfd only while the engine waits, not once per frame.
+            engineWaitsUntil.store(.min, ordering: .relaxed)
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
             var now = monotonicNanoseconds()
             // The monitor listens again if it stopped, and asks for lookups after a change settled.
@@ -393,6 +429,7 @@ public final class MediaSender: Sendable {
             return !stopRequested.load(ordering: .relaxed)
         }, afterPump: {
             scheduler.endPump()
+            storeFramesFinished()
         }, beforeWait: { timeout in
             // Published before the inboxes are looked at once more (see `send(_:at:)`).
             engineWaitsUntil.store(timeout.map { monotonicNanoseconds() + $0 } ?? .max, ordering: .sequentiallyConsistent)
@@ -425,5 +462,6 @@ public final class MediaSender: Sendable {
             scheduler.wake(flow: index)  // NACKs, a window that opened, confirmed probes
         })
         publish()
+        storeFramesFinished()
     }
 }

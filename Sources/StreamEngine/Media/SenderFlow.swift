@@ -19,6 +19,9 @@ final class FlowHandle: Sendable {
     let inbox = Mutex(Inbox())
     let statsBox = Mutex(SenderStats())
     let keyframeRequested = Atomic<Bool>(false)
+    /// Frames the flow is done with (written, or dropped: unviable, unconfirmed, queue full), kept
+    /// by the engine as it goes (`SenderFlow.storeFramesFinished()`), not at the stats interval.
+    let framesFinished = Atomic<Int>(0)
     /// Set when the inbox changed (or kept what did not fit the flow's queue): the engine
     /// looks into it only then, not on every wake-up of every flow.
     let inboxChanged = Atomic<Bool>(true)
@@ -46,26 +49,26 @@ final class FlowHandle: Sendable {
     /// Queues `accessUnit` for the engine; `wake: false` leaves waking the engine to the caller
     /// (one wake-up for an access unit handed to every flow).
     func send(_ accessUnit: AccessUnit, wake: Bool = true) -> Bool {
-        let accepted = queue(accessUnit, due: nil).accepted
+        let accepted = queue(accessUnit, due: nil)
         if wake { wakeEvent.signal() }
         return accepted
     }
 
     /// Queues `accessUnit`, not to start before `due` (monotonic nanoseconds; nil: at once).
-    /// Returns whether it was taken, and whether the inbox was empty before. Waking the engine
-    /// is the caller's (`MediaSender.send(_:at:)` wakes it only for a unit due before its wait ends).
-    func queue(_ accessUnit: AccessUnit, due: Int64?) -> (accepted: Bool, wasEmpty: Bool) {
-        let result = inbox.withLock { box -> (Bool, Bool) in
-            let wasEmpty = box.accessUnits.isEmpty
+    /// Returns false (and counts a dropped frame) when `maxQueuedFrames` were waiting in the inbox
+    /// already. Waking the engine is the caller's (`MediaSender.send(_:at:)` wakes it only for a
+    /// unit due before its wait ends).
+    func queue(_ accessUnit: AccessUnit, due: Int64?) -> Bool {
+        let accepted = inbox.withLock { box in
             guard box.accessUnits.count < config.maxQueuedFrames else {
                 box.dropped += 1
-                return (false, wasEmpty)
+                return false
             }
             box.accessUnits.append((accessUnit, due))
-            return (true, wasEmpty)
+            return true
         }
         inboxChanged.store(true, ordering: .releasing)
-        return result
+        return accepted
     }
 
     func finish() {
@@ -140,6 +143,8 @@ final class SenderFlow {
     private var lastCEReported = 0
     /// When the target was last announced (monotonic nanoseconds).
     private var lastTargetAnnounced: Int64 = 0
+    /// What `storeFramesFinished()` stored last.
+    private var storedFramesFinished = 0
 
     /// Opens the flow's sockets on `ring`, its routes in `paced`; its packetizer shares `plans`
     /// with the engine's other flows.
@@ -537,6 +542,18 @@ final class SenderFlow {
             requestKeyframe()
         }
         pathMTU.confirmed(rtcp.takeProbeConfirmations(), now: monotonicNanoseconds())
+    }
+
+    /// Stores the frames the flow is done with where other threads read them at once
+    /// (`FlowHandle.framesFinished`, what `MediaSender.framesFinished` reads); returns the count.
+    func storeFramesFinished() -> Int {
+        let finished = flow.framesWritten + flow.framesDroppedUnviable + flow.framesDroppedUnconfirmed
+            + local.framesDroppedQueueFull
+        if finished != storedFramesFinished {
+            storedFramesFinished = finished
+            handle.framesFinished.store(finished, ordering: .sequentiallyConsistent)
+        }
+        return finished
     }
 
     /// Copies the counters where other threads read them.
