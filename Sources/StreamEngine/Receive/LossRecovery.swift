@@ -37,6 +37,8 @@ struct LossRecovery: Sendable {
     /// The smallest difference seen between a sender report's packet count and the packets
     /// expected here (nonzero for a receiver that missed the stream's first packets).
     var senderCountOffset: Int64?
+    /// The packet count of the last sender report.
+    var lastSenderCount: UInt32?
 
     /// The RTT assumed until one is measured.
     static let initialRTT: Int64 = 50_000_000

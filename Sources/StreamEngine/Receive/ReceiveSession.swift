@@ -554,18 +554,24 @@ public struct ReceiveSession: Sendable {
     }
 
     /// RFC 3550 6.4.1: a sender report's packet count is what the sender had sent when it wrote
-    /// it. More than this receiver has seen through its highest sequence number: the stream's
-    /// last packets were lost, and nothing after them would ever show the gap (the frame they
-    /// end would wait for the end of the stream). They are missing as a gap is: asked for (once
-    /// beyond the reorder allowance), given up at their deadline. Counts are compared with the
-    /// smallest difference seen (a receiver that joined late missed packets no report names).
+    /// it. When two reports in a row say the same (the sender sent nothing between them, so
+    /// nothing it counted can still be on its way) and that is more than this receiver has seen
+    /// through its highest sequence number, the stream's last packets were lost, and nothing
+    /// after them would ever show the gap (the frame they end would wait for the end of the
+    /// stream). They are missing as a gap is: asked for (once beyond the reorder allowance),
+    /// given up at their deadline. A report while packets flow is never taken for a loss: it
+    /// may overtake them (measured in the lab: spurious retransmissions). Counts are compared
+    /// with the smallest difference seen (a receiver that joined late missed packets no report
+    /// names; a report delayed behind packets sent after it reads low, never below zero).
     private mutating func noteSenderPacketCount(_ count: UInt32, arrival: Int64, now: Int64) {
         guard recovery != nil, let highest = tracker.extendedHighestSequence else { return }
         let difference = Int64(count) - tracker.expected
-        let offset = min(recovery!.senderCountOffset ?? difference, difference)
+        let offset = min(recovery!.senderCountOffset ?? max(0, difference), max(0, difference))
         recovery!.senderCountOffset = offset
+        let idle = recovery!.lastSenderCount == count
+        recovery!.lastSenderCount = count
         let missing = min(difference - offset, Int64(recovery!.playout.maxSpan / 4))
-        guard missing > 0 else { return }
+        guard idle, missing > 0 else { return }
         recovery!.expectTail(through: Int64(highest) + missing, arrival: arrival, now: now)
         askForRetransmissions(now: now)
     }
