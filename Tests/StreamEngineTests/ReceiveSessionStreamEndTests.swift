@@ -79,6 +79,24 @@ extension ReceiveSessionTests {
         #expect(Set(link.asked.map(\.sequence)) == [1000 + UInt16(datagrams.count - 2), 1000 + UInt16(datagrams.count - 1)])
     }
 
+    @Test func aCountAheadOfTheSequenceLosesNothingThatComesLater() {
+        let frames = LossRecoveryTests.stream(frames: 10)
+        let datagrams = frames.flatMap(\.datagrams)
+        let half = frames.prefix(5).flatMap(\.datagrams).count
+        var link = Link(latency: .milliseconds(100))
+        // A sender that counts two packets it resent: while it pauses, its reports say two more
+        // than it numbered. The "tail" is asked for (nothing answers), then given up.
+        Self.send(Array(datagrams[..<half]), drop: [], on: &link)
+        Self.reportsAfterTheLastPacket(&link, packets: half + 2, count: 3)
+        link.run(quiet: 400 * Self.millisecond, finish: false)
+        #expect(link.units.count == 5 && link.stats.lost == 2 && link.asked.count >= 2)
+        // It goes on: the packets numbered after its highest are taken, none is late.
+        link.send(Array(datagrams[half...]))
+        link.run(quiet: 200 * Self.millisecond, finish: false)
+        #expect(Self.same(link.units, frames) && link.units.allSatisfy { $0.isComplete })
+        #expect(link.stats.lost == 0 && link.stats.late == 0 && link.stats.received == datagrams.count)
+    }
+
     @Test func aReceiverThatJoinedLateIsNotAskedForPacketsBeforeItsFirst() {
         let frames = LossRecoveryTests.stream(frames: 10)
         let first = frames.prefix(5).flatMap(\.datagrams)

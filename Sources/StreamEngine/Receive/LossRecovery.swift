@@ -34,6 +34,8 @@ struct LossRecovery: Sendable {
     /// (the missing tail), and when it is given up; nil: no tail missing.
     private(set) var tailThrough: Int64?
     private(set) var tailDeadline: Int64?
+    /// The end of the last tail given up (lost, unless later packets come past it).
+    private var givenUpTailThrough: Int64?
     /// The smallest difference seen between a sender report's packet count and the packets
     /// expected here (nonzero for a receiver that missed the stream's first packets).
     var senderCountOffset: Int64?
@@ -112,27 +114,28 @@ struct LossRecovery: Sendable {
     /// The sender's report says it sent packets through `last`, past the highest that came:
     /// missing like a gap (deadline: the report's arrival + the latency), asked for.
     mutating func expectTail(through last: Int64, arrival: Int64, now: Int64) {
-        guard playout.nextSequence != nil, last > max(playout.highestSequence, tailThrough ?? .min) else { return }
+        guard playout.nextSequence != nil, last > highestExpected else { return }
         let deadline = (arrival > 0 ? arrival : now) + latency
-        let first = max(playout.highestSequence, tailThrough ?? .min) + 1
+        let first = highestExpected + 1
         playout.expectTail(through: last, deadline: deadline)
         nack.noteMissing(first..<(last + 1), now: now, deadline: deadline)
         tailThrough = last
         if tailDeadline == nil { tailDeadline = deadline }
     }
 
-    /// The missing tail's deadline passed: it is given up (what waited is released into
-    /// `output`). Returns false when no tail was due.
-    mutating func releaseTail(now: Int64, into output: inout [PlayoutBuffer.Packet]) -> Bool {
+    /// The missing tail's deadline passed: it is given up. Returns false when no tail was due.
+    mutating func releaseTail(now: Int64) -> Bool {
         guard let deadline = tailDeadline, deadline <= now, let last = tailThrough else { return false }
-        playout.giveUpTail(through: last, into: &output)
+        playout.giveUpTail(through: last)
         nack.forget(through: last)
         (tailThrough, tailDeadline) = (nil, nil)
+        givenUpTailThrough = max(givenUpTailThrough ?? last, last)
         return true
     }
 
-    /// The highest sequence number known sent: the highest in the buffer, or the missing tail's end.
-    var highestExpected: Int64 { max(playout.highestSequence, tailThrough ?? .min) }
+    /// The highest sequence number known sent: the highest in the buffer, or the end of a
+    /// missing tail (waited for or given up).
+    var highestExpected: Int64 { max(playout.highestSequence, tailThrough ?? .min, givenUpTailThrough ?? .min) }
 
     /// Packets arrived (originals or retransmissions) through the tail's end: it is a tail no more.
     private mutating func settleTail() {
@@ -141,6 +144,9 @@ struct LossRecovery: Sendable {
 
     /// The stream ends or restarts: no tail is waited for.
     mutating func forgetTail() { (tailThrough, tailDeadline) = (nil, nil) }
+
+    /// A new sequence (the sender restarted): no tail of the old one counts.
+    mutating func forgetGivenUpTail() { givenUpTailThrough = nil }
 
     /// A retransmission into the playout buffer if its gap still waits; the RTT is measured
     /// from a packet asked for once.

@@ -129,12 +129,12 @@ struct PlayoutBuffer: Sendable {
         }
     }
 
-    /// Gives up every sequence number through `last` (the missing tail), releasing what waited;
-    /// the next packet out is the one after `last`.
-    mutating func giveUpTail(through last: Int64, into output: inout [Packet]) {
+    /// Gives up the missing tail through `last`. The next packet out stays the one after the
+    /// highest that came: a sender whose count runs ahead of its sequence numbers (one that
+    /// counts what it resends) loses nothing that comes later.
+    mutating func giveUpTail(through last: Int64) {
         guard nextSequence != nil, last > highestSequence else { return }
-        releaseUpTo(last + 1, into: &output)
-        highestSequence = last
+        for sequence in (highestSequence + 1)...last where deadlines.removeValue(forKey: sequence) != nil { gaveUp += 1 }
     }
 
     /// Whether a packet numbered `sequence` would never be held by `insert`: it is released

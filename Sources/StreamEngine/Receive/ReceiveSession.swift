@@ -459,6 +459,8 @@ public struct ReceiveSession: Sendable {
             // A new sequence: what waited for the old one goes out first, and nothing of it is asked for again.
             recovery!.playout.flush(into: &released)
             recovery!.nack.forget(through: Int64.max)
+            recovery!.forgetTail()
+            recovery!.forgetGivenUpTail()
             pushReleased(released, now: now)
             released.removeAll()
             emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
@@ -547,9 +549,7 @@ public struct ReceiveSession: Sendable {
     /// Gives up the missing tail if its deadline passed: nothing came after it, so the frame it
     /// ends is over and comes out incomplete (lost packets counted as at the stream's end).
     private mutating func releaseTail(now: Int64) {
-        var released: [PlayoutBuffer.Packet] = []
-        guard recovery!.releaseTail(now: now, into: &released) else { return }
-        pushReleased(released, now: now)
+        guard recovery!.releaseTail(now: now) else { return }
         emit(depacketizer.flush(), now: now)
     }
 
