@@ -81,8 +81,10 @@ import UringIO
                         }
                         receiveBuffer.replaceSubrange(0..<count, with: repeatElement(0x55, count: count))
                     } else {
+                        // The sender's RTCP (reports, BYE) comes on the RTCP port.
+                        let port: ReceiveSession.Port = datagram.withUnsafeBytes { ReceiveSession.isMultiplexedRTCP($0) } ? .rtcp : .rtp
                         harness.session.handleDatagram(datagram, from: ReceiveSessionTests.sender, arrival: harness.now,
-                                                       now: harness.now)
+                                                       port: port, now: harness.now)
                     }
                     end = max(end, harness.now + quiet)
                 } else {

@@ -86,7 +86,10 @@ struct PlayoutFrameLimitTests {
     /// later frames wait delivers exactly the limit (the rest come out at the end, undelivered).
     @Test func aFrameLimitDeliversNoFrameHeldForPlayout() throws {
         let units = try encodeSynthetic(count: 20, width: 320, height: 240, bitrateKbps: 500)
-        func playout(_: inout MediaSenderConfig, _ receiver: inout MediaReceiverConfig) {
+        func playout(_ sender: inout MediaSenderConfig, _ receiver: inout MediaReceiverConfig) {
+            // A sender with retransmission lingers `rtxTime` (500 ms) after its last packet
+            // before its BYE, which would release the frames still waiting at once.
+            sender.retransmission = true
             receiver.feedback = true
             receiver.retransmission = true
             receiver.latency = .milliseconds(300)

@@ -90,7 +90,8 @@ struct SRTPEngineTests {
         sender.finish()
         try sender.run()
         let deadline = Date().addingTimeInterval(5)
-        let expected = sender.stats.packetsSent + sender.stats.senderReports
+        // Its last RTCP, the BYE compound, fails authentication too: dropped and counted.
+        let expected = sender.stats.packetsSent + sender.stats.senderReports + sender.stats.byeSent
         while (background.receiver.stats.srtp?.rejectedTotal ?? 0) < expected && Date() < deadline {
             Thread.sleep(forTimeInterval: 0.02)
         }
@@ -98,6 +99,7 @@ struct SRTPEngineTests {
         let stats = background.receiver.stats
         #expect(received.isEmpty)
         #expect(stats.received == 0 && stats.senderReports == 0 && stats.rejected.isEmpty)
+        #expect(sender.stats.byeSent == 1 && stats.byeReceived == 0)
         #expect(stats.srtp?.rejected == [.authFailed: expected])
         #expect(stats.feedbackSent == 0)
         #expect(sender.stats.packetsConfirmed == 0 && sender.stats.feedbackReports == 0)

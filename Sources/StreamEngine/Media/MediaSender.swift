@@ -461,6 +461,7 @@ public final class MediaSender: Sendable {
             senderFlows[index].handleFeedback(completion)
             scheduler.wake(flow: index)  // NACKs, a window that opened, confirmed probes
         })
+        for flow in senderFlows { flow.sendGoodbye() }
         publish()
         storeFramesFinished()
     }

@@ -398,8 +398,11 @@ final class SenderFlow {
         }
         scheduleSenderReport(after: now)
         let realtime = realtimeNanoseconds()
+        // The packet count is every media packet handed to the kernel, in sequence (RFC 3550
+        // 6.4.1): the receiver finds a lost tail by it (`ReceiveSession`), so it must not lag
+        // behind sends whose completions are not in yet.
         var plain = rtcp.senderReport(flow: flow, realtime: realtime,
-                                      packets: local.packetsSent, octets: local.bytesSent,
+                                      packets: flow.packetsWritten, octets: local.bytesSent,
                                       mediaFlowing: flow.lastMediaWrite.map { now - $0 <= Self.mediaFlowingWindow } ?? false)
         if let multicastReceivers {
             // The group's receivers do not hear each other: the summary (RFC 5760 RSI) tells them
@@ -412,6 +415,23 @@ final class SenderFlow {
         let group = multicastReceivers != nil ? Self.rtcpPeer(of: destination) : nil
         let sent = report.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0, destination: group)) != nil }
         if sent { local.senderReports += 1 }
+    }
+
+    /// The stream ends (RFC 3550 6.6): a BYE for every SSRC the flow used (media, and RTX when it
+    /// has its own), in a compound with a last sender report, to where the reports go. Sent once,
+    /// after the flow's last packet and its linger (`isDone`), or at a stop.
+    func sendGoodbye() {
+        guard config.feedback || multicastReceivers != nil, let feedbackSocket, flow.packetsWritten > 0,
+              pathState.viable else { return }
+        var ssrcs = [flow.ssrc]
+        if let history = retransmitter?.history, !history.sameSSRC { ssrcs.append(history.ssrc) }
+        let plain = rtcp.senderReport(flow: flow, realtime: realtimeNanoseconds(), packets: flow.packetsWritten,
+                                      octets: local.bytesSent, mediaFlowing: false)
+            + RTCPCompoundBuilder.build([.goodbye(RTCPGoodbye(ssrcs: ssrcs))])
+        guard let datagram = srtp.map({ $0.protectRTCP(plain) }) ?? plain else { return }  // counted in srtp.protectFailed
+        let group = multicastReceivers != nil ? Self.rtcpPeer(of: destination) : nil
+        let sent = datagram.withUnsafeBytes { (try? PlainUDP.sendTo(feedbackSocket, $0, destination: group)) != nil }
+        if sent { local.byeSent += 1 }
     }
 
     /// Periodic work: loss by age, liveness, keyframe requests, the path MTU.
@@ -496,7 +516,12 @@ final class SenderFlow {
         if flow.congestionActive && !flow.isEmpty { return false }
         guard config.feedback, !local.feedbackAbsent else { return true }
         if lingerDeadline == nil { lingerDeadline = now + config.finalFeedbackWait.nanoseconds }
-        return flow.log.unconfirmedPackets == 0 || now >= lingerDeadline!
+        if now >= lingerDeadline! { return true }
+        // With retransmission, the history answers NACKs for `rtxTime` after the last packet: a
+        // loss at the very end (found by the receiver from a sender report sent meanwhile) or a
+        // retransmission lost near it can still be repaired.
+        if retransmitter != nil, let last = flow.lastMediaWrite, now - last < config.rtxTime.nanoseconds { return false }
+        return flow.log.unconfirmedPackets == 0
     }
 
     /// A send completion of this flow's datagrams.

@@ -164,6 +164,8 @@ public struct SenderStats: Sendable, Equatable {
     public var feedbackIntervalMs: Double?
     /// Sender reports sent.
     public var senderReports = 0
+    /// RTCP BYE compounds sent (one per flow at its end).
+    public var byeSent = 0
     /// Feedback was expected but none ever arrived: the sender runs without the bound.
     public var feedbackAbsent = false
     /// RTCP datagrams the kernel dropped on the feedback socket (its buffer full: a flood).

@@ -30,6 +30,17 @@ struct LossRecovery: Sendable {
     private var rttVariation: Int64 = 0
     /// The stream's interarrival jitter, RTP units (90 kHz), as the tracker has it.
     var jitter: UInt32 = 0
+    /// The last sequence number the sender's reports say it sent, past the highest that came
+    /// (the missing tail), and when it is given up; nil: no tail missing.
+    private(set) var tailThrough: Int64?
+    private(set) var tailDeadline: Int64?
+    /// The end of the last tail given up (lost, unless later packets come past it).
+    private var givenUpTailThrough: Int64?
+    /// The smallest difference seen between a sender report's packet count and the packets
+    /// expected here (nonzero for a receiver that missed the stream's first packets).
+    var senderCountOffset: Int64?
+    /// The packet count of the last sender report.
+    var lastSenderCount: UInt32?
 
     /// The RTT assumed until one is measured.
     static let initialRTT: Int64 = 50_000_000
@@ -96,8 +107,46 @@ struct LossRecovery: Sendable {
         }
         nack.remove(packet.sequence)
         forgetGivenUp()
+        settleTail()
         return result
     }
+
+    /// The sender's report says it sent packets through `last`, past the highest that came:
+    /// missing like a gap (deadline: the report's arrival + the latency), asked for.
+    mutating func expectTail(through last: Int64, arrival: Int64, now: Int64) {
+        guard playout.nextSequence != nil, last > highestExpected else { return }
+        let deadline = (arrival > 0 ? arrival : now) + latency
+        let first = highestExpected + 1
+        playout.expectTail(through: last, deadline: deadline)
+        nack.noteMissing(first..<(last + 1), now: now, deadline: deadline)
+        tailThrough = last
+        if tailDeadline == nil { tailDeadline = deadline }
+    }
+
+    /// The missing tail's deadline passed: it is given up. Returns false when no tail was due.
+    mutating func releaseTail(now: Int64) -> Bool {
+        guard let deadline = tailDeadline, deadline <= now, let last = tailThrough else { return false }
+        playout.giveUpTail(through: last)
+        nack.forget(through: last)
+        (tailThrough, tailDeadline) = (nil, nil)
+        givenUpTailThrough = max(givenUpTailThrough ?? last, last)
+        return true
+    }
+
+    /// The highest sequence number known sent: the highest in the buffer, or the end of a
+    /// missing tail (waited for or given up).
+    var highestExpected: Int64 { max(playout.highestSequence, tailThrough ?? .min, givenUpTailThrough ?? .min) }
+
+    /// Packets arrived (originals or retransmissions) through the tail's end: it is a tail no more.
+    private mutating func settleTail() {
+        if let last = tailThrough, playout.highestSequence >= last { (tailThrough, tailDeadline) = (nil, nil) }
+    }
+
+    /// The stream ends or restarts: no tail is waited for.
+    mutating func forgetTail() { (tailThrough, tailDeadline) = (nil, nil) }
+
+    /// A new sequence (the sender restarted): no tail of the old one counts.
+    mutating func forgetGivenUpTail() { givenUpTailThrough = nil }
 
     /// A retransmission into the playout buffer if its gap still waits; the RTT is measured
     /// from a packet asked for once.
@@ -119,6 +168,7 @@ struct LossRecovery: Sendable {
         }
         let result = playout.insert(packet, arrival: arrival, latency: latency, into: &output)
         forgetGivenUp()
+        settleTail()
         return result
     }
 

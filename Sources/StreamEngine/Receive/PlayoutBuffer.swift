@@ -118,6 +118,25 @@ struct PlayoutBuffer: Sendable {
         deadlines.removeAll()
     }
 
+    /// The sender says it sent packets past the highest one here (its report's packet count):
+    /// those through `last` (at most `maxSpan` past the highest) are missing from now on, with
+    /// `deadline`, as a gap is. Nothing arrived behind them, so `release` never gives them up:
+    /// `giveUpTail` does.
+    mutating func expectTail(through last: Int64, deadline: Int64) {
+        guard nextSequence != nil, last > highestSequence else { return }
+        for sequence in (highestSequence + 1)...min(last, highestSequence + Int64(maxSpan)) where deadlines[sequence] == nil {
+            deadlines[sequence] = deadline
+        }
+    }
+
+    /// Gives up the missing tail through `last`. The next packet out stays the one after the
+    /// highest that came: a sender whose count runs ahead of its sequence numbers (one that
+    /// counts what it resends) loses nothing that comes later.
+    mutating func giveUpTail(through last: Int64) {
+        guard nextSequence != nil, last > highestSequence else { return }
+        for sequence in (highestSequence + 1)...last where deadlines.removeValue(forKey: sequence) != nil { gaveUp += 1 }
+    }
+
     /// Whether a packet numbered `sequence` would never be held by `insert`: it is released
     /// at once (the first packet, or the next one out) or dropped as a duplicate. Its bytes
     /// then need not be kept.

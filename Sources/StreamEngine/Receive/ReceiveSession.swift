@@ -27,13 +27,16 @@ import UringIO
 /// its memory of arrivals is full, and in answer to each sender report. A receiver of a
 /// multicast group (`config.listen` a group) instead sends receiver reports (no per-packet
 /// feedback) at the RFC 3550 interval for the group's size (`MulticastReportTiming`), a PLI at
-/// once, and a last report when the stream ends.
+/// once, and a last report when the stream ends. A BYE from the sender ends the stream's
+/// waits at once: every gap is given up and every frame held comes out.
 ///
 /// With `config.retransmission` it also recovers losses (`LossRecovery`): packets behind a gap
 /// wait in a playout buffer (`PlayoutBuffer`) until the missing one comes or the frame's
 /// deadline passes, every frame waits for its playout time (`FramePlayout`: its first
 /// packet's arrival + the latency), missing packets are asked for with generic NACKs (`NACKGenerator`), and
-/// RFC 4588 retransmissions (or originals resent on the media SSRC) fill the gaps. Only
+/// RFC 4588 retransmissions (or originals resent on the media SSRC) fill the gaps; packets
+/// lost at the end of what was sent, which no later packet reveals, are found by the sender
+/// reports' packet count and asked for the same way. Only
 /// originals count in `received` and `lost` (and in the RFC 8888 feedback); a retransmission
 /// that fills a gap in time counts in `recovered`.
 ///
@@ -283,6 +286,7 @@ public struct ReceiveSession: Sendable {
     public mutating func handleTimeout(now: Int64) {
         if recovery != nil {
             releaseDue(now: now)
+            releaseTail(now: now)
             releaseFrames(now: now)
             askForRetransmissions(now: now)
         }
@@ -303,6 +307,7 @@ public struct ReceiveSession: Sendable {
             if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
             if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
             if let release = recovery.frames.nextRelease(latency: recovery.latency) { deadline = min(deadline, release) }
+            if let tail = recovery.tailDeadline { deadline = min(deadline, tail) }
         }
         return deadline
     }
@@ -310,16 +315,23 @@ public struct ReceiveSession: Sendable {
     /// The stream ends: gives up every gap, outputs what is left and, with feedback, the last
     /// report (everything received is reported before the receiver goes).
     public mutating func finish(now: Int64) {
+        releaseEverything(now: now)
+        guard config.feedback else { return }
+        lastReport = 0
+        sendFeedback(now: now, now: true)
+    }
+
+    /// Every gap and missing tail given up, every frame out (complete ones in order, the
+    /// incomplete last one too), at once: the stream ended (`finish`, or the sender's BYE).
+    private mutating func releaseEverything(now: Int64) {
         if recovery != nil {
             var released: [PlayoutBuffer.Packet] = []
             recovery!.playout.flush(into: &released)
+            recovery!.forgetTail()
             pushReleased(released, now: now)
         }
         emit(depacketizer.flush(), now: now)
         if recovery != nil { releaseFrames(now: now, all: true) }
-        guard config.feedback else { return }
-        lastReport = 0
-        sendFeedback(now: now, now: true)
     }
 
     /// The caller sent (or failed to send) a `.transmit` output: counted in
@@ -358,7 +370,11 @@ public struct ReceiveSession: Sendable {
         stats.duplicate = tracker.duplicate
         stats.reordered = tracker.reordered
         stats.late = tracker.late + depacketizer.counters.late
-        if let recovery { recovery.addStats(to: &stats) }
+        if let recovery {
+            recovery.addStats(to: &stats)
+            // A missing tail (the sender's reports say it was sent) is lost as a gap is.
+            if let highest = tracker.extendedHighestSequence { stats.lost += max(0, recovery.highestExpected - Int64(highest)) }
+        }
         stats.ssrc = lockedSSRC
         stats.source = lockedSource?.description
         if let multicastTiming {
@@ -443,6 +459,8 @@ public struct ReceiveSession: Sendable {
             // A new sequence: what waited for the old one goes out first, and nothing of it is asked for again.
             recovery!.playout.flush(into: &released)
             recovery!.nack.forget(through: Int64.max)
+            recovery!.forgetTail()
+            recovery!.forgetGivenUpTail()
             pushReleased(released, now: now)
             released.removeAll()
             emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
@@ -528,6 +546,36 @@ public struct ReceiveSession: Sendable {
         pushReleased(released, now: now)
     }
 
+    /// Gives up the missing tail if its deadline passed: nothing came after it, so the frame it
+    /// ends is over and comes out incomplete (lost packets counted as at the stream's end).
+    private mutating func releaseTail(now: Int64) {
+        guard recovery!.releaseTail(now: now) else { return }
+        emit(depacketizer.flush(), now: now)
+    }
+
+    /// RFC 3550 6.4.1: a sender report's packet count is what the sender had sent when it wrote
+    /// it. When two reports in a row say the same (the sender sent nothing between them, so
+    /// nothing it counted can still be on its way) and that is more than this receiver has seen
+    /// through its highest sequence number, the stream's last packets were lost, and nothing
+    /// after them would ever show the gap (the frame they end would wait for the end of the
+    /// stream). They are missing as a gap is: asked for (once beyond the reorder allowance),
+    /// given up at their deadline. A report while packets flow is never taken for a loss: it
+    /// may overtake them (measured in the lab: spurious retransmissions). Counts are compared
+    /// with the smallest difference seen (a receiver that joined late missed packets no report
+    /// names; a report delayed behind packets sent after it reads low, never below zero).
+    private mutating func noteSenderPacketCount(_ count: UInt32, arrival: Int64, now: Int64) {
+        guard recovery != nil, let highest = tracker.extendedHighestSequence else { return }
+        let difference = Int64(count) - tracker.expected
+        let offset = min(recovery!.senderCountOffset ?? max(0, difference), max(0, difference))
+        recovery!.senderCountOffset = offset
+        let idle = recovery!.lastSenderCount == count
+        recovery!.lastSenderCount = count
+        let missing = min(difference - offset, Int64(recovery!.playout.maxSpan / 4))
+        guard idle, missing > 0 else { return }
+        recovery!.expectTail(through: Int64(highest) + missing, arrival: arrival, now: now)
+        askForRetransmissions(now: now)
+    }
+
     /// Gives up the gaps whose deadline passed.
     private mutating func releaseDue(now: Int64) {
         var released: [PlayoutBuffer.Packet] = []
@@ -602,7 +650,8 @@ public struct ReceiveSession: Sendable {
 
     // MARK: RTCP
 
-    /// RTCP from the sender: only its sender reports matter here (LSR/DLSR).
+    /// RTCP from the sender: its sender reports (LSR/DLSR, the missing tail) and its BYE (the
+    /// stream ended: every frame out at once).
     private mutating func handleRTCP(_ datagram: UnsafeRawBufferPointer, from source: SocketAddress?,
                                      arrival: Int64, now: Int64) {
         guard let locked = lockedSource, let source, source.host == locked.host else {
@@ -622,12 +671,19 @@ public struct ReceiveSession: Sendable {
                let group = summary.groupAndAveragePacketSize {
                 multicastTiming?.noteSummary(groupSize: group.groupSize, averagePacketSize: group.averagePacketSize)
             }
+            if case .goodbye(let bye) = packet, let ssrc = lockedSSRC, bye.ssrcs.contains(ssrc) {
+                // RFC 3550 6.6: the sender left. What waits for it (gaps, a tail, frames) never comes.
+                counts.byeReceived += 1
+                releaseEverything(now: now)
+                continue
+            }
             guard case .senderReport(let report) = packet, report.ssrc == lockedSSRC else { continue }
             if feedback.senderReportUnanswered {
                 sendFeedback(now: now, answeringSenderReport: true)
             }
             feedback.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: arrival > 0 ? arrival : now)
             counts.senderReports += 1
+            noteSenderPacketCount(report.packetCount, arrival: arrival, now: now)
         }
     }
 

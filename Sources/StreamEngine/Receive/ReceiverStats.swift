@@ -42,6 +42,8 @@ public struct ReceiverStats: Sendable, Equatable {
     public var keyframeRequests = 0
     /// RTCP datagrams from the sender (sender reports) accepted.
     public var senderReports = 0
+    /// RTCP BYE packets from the sender naming the stream's SSRC (each released every frame held).
+    public var byeReceived = 0
     /// Feedback sends that failed (the sender gone, no route): counted, not fatal.
     public var feedbackErrors = 0
     /// Path-MTU probes from the sender received (and confirmed): not media, not in `received`.
