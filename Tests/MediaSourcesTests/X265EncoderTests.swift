@@ -209,6 +209,21 @@ struct SyntheticSourceTests {
         }
     }
 
+    /// Drawn over the picture before it, only what changed is drawn, and the picture is the one
+    /// drawn from scratch: frame after frame (the box moving off its old place, counter bits
+    /// flipping, the ramp scrolling), after jumps, and at sizes where the bands or the box are tiny.
+    @Test(arguments: [(320, 240), (1280, 720), (2, 2), (66, 2), (34, 18)])
+    func drawingOnlyWhatChangedGivesTheSamePicture(width: Int, height: Int) {
+        let source = SyntheticSource(width: width, height: height)
+        var frame = source.frame(at: 0)
+        var shown = 0
+        for index in Array(1..<70) + [255, 256, 1023, 65_535, 65_536, 3, 3, 0] {
+            source.render(frameIndex: index, into: &frame, replacing: shown)
+            shown = index
+            #expect(frame == source.frame(at: index), "\(width)x\(height) frame \(index)")
+        }
+    }
+
     @Test func tinyAndOddlyProportionedSizesRender() {
         for (width, height) in [(2, 2), (4, 2), (2, 64), (66, 2), (1922, 1082)] {
             let frame = SyntheticSource(width: width, height: height).frame(at: 1234)
