@@ -232,6 +232,10 @@ public struct Y4MFrame: Sendable, Hashable {
 /// Incremental YUV4MPEG2 reader: feed it bytes as they come, get whole frames back.
 /// It buffers at most one line (1024 bytes) and one frame. After an error every later
 /// call throws the same error.
+///
+/// A file reader can skip the copy out of its read buffer: while ``pixelBytesWanted`` is
+/// above 0, ``readPixels(_:)`` lends the frame's own unfilled bytes to read(2); and a frame
+/// given back with ``reuseStorage(of:)`` holds the next one, with no allocation per frame.
 public struct Y4MReader: Sendable {
     /// Longest header or FRAME line accepted, newline included.
     public static let maxLineBytes = 1024
@@ -245,7 +249,12 @@ public struct Y4MReader: Sendable {
 
     private var state = State.header
     private var line: [UInt8] = []
+    /// The frame being read: `frameSize` bytes from its FRAME line on (the first `filled`
+    /// of them read), empty between frames.
     private var frameBytes: [UInt8] = []
+    private var filled = 0
+    /// Storage given back by ``reuseStorage(of:)``, for the next frame.
+    private var spare: [UInt8] = []
     private var frameSize = 0
 
     /// The stream header, once its line has been read.
@@ -274,22 +283,57 @@ public struct Y4MReader: Sendable {
                 throw error
             case .header, .frameLine:
                 if try takeLine(bytes, from: &offset) { try handleLine() }
-            case .frameData(let parameters):
-                let wanted = frameSize - frameBytes.count
-                let take = min(wanted, bytes.count - offset)
-                frameBytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + take)]))
+            case .frameData:
+                let take = min(frameSize - filled, bytes.count - offset)
+                let source = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + take)])
+                let done = filled
+                frameBytes.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: done).copyMemory(from: source.baseAddress!, byteCount: take) }
+                filled += take
                 offset += take
-                if frameBytes.count == frameSize, let header {
-                    frames.append(Y4MFrame(width: header.width, height: header.height, data: frameBytes, parameters: parameters))
-                    framesRead += 1
-                    frameBytes = []
-                    frameBytes.reserveCapacity(frameSize)
-                    state = .frameLine
-                }
+                if let frame = completeFrame() { frames.append(frame) }
             }
         }
         if case .failed(let error) = state { throw error }
         return frames
+    }
+
+    /// Pixel bytes the frame being read still lacks: above 0 only between a FRAME line and the
+    /// frame's last byte, when ``readPixels(_:)`` can fill them in place.
+    public var pixelBytesWanted: Int {
+        if case .frameData = state { return frameSize - filled }
+        return 0
+    }
+
+    /// Fills the frame being read in place: `read` gets the frame's unfilled bytes (all that
+    /// ``pixelBytesWanted`` counts) and returns how many it wrote from their start (0 or less:
+    /// none). Returns the frame once its last byte is in, else nil; does not call `read`
+    /// when ``pixelBytesWanted`` is 0. With read(2) as `read`, a frame's pixels are copied
+    /// once, from the kernel into the frame.
+    public mutating func readPixels(_ read: (UnsafeMutableRawBufferPointer) -> Int) -> Y4MFrame? {
+        guard pixelBytesWanted > 0 else { return nil }
+        let done = filled
+        let count = frameBytes.withUnsafeMutableBytes { read(UnsafeMutableRawBufferPointer(rebasing: $0[done...])) }
+        filled += min(max(count, 0), frameSize - done)
+        return completeFrame()
+    }
+
+    /// Takes `frame`'s storage back for a later frame of the same size, so reading a stream
+    /// allocates once (give it back once nothing else holds `frame.data`, or the next frame
+    /// copies it).
+    public mutating func reuseStorage(of frame: consuming Y4MFrame) {
+        guard frame.data.count == frameSize else { return }
+        spare = frame.data
+    }
+
+    /// The frame, when its last byte is in; the reader then waits for the next FRAME line.
+    private mutating func completeFrame() -> Y4MFrame? {
+        guard case .frameData(let parameters) = state, filled == frameSize, let header else { return nil }
+        let frame = Y4MFrame(width: header.width, height: header.height, data: frameBytes, parameters: parameters)
+        framesRead += 1
+        frameBytes = []
+        filled = 0
+        state = .frameLine
+        return frame
     }
 
     /// Declares the end of input. Throws if the stream ended inside the header, a FRAME
@@ -303,7 +347,7 @@ public struct Y4MReader: Sendable {
                 throw .truncatedFrame(frame: framesRead, got: 0, expected: frameSize)
             }
         case .frameData:
-            throw .truncatedFrame(frame: framesRead, got: frameBytes.count, expected: frameSize)
+            throw .truncatedFrame(frame: framesRead, got: filled, expected: frameSize)
         }
     }
 
@@ -335,11 +379,13 @@ public struct Y4MReader: Sendable {
         state = .failed(error)
         line = []
         frameBytes = []
+        spare = []
+        filled = 0
         return error
     }
 
     private mutating func handleLine() throws(Y4MError) {
-        defer { line = [] }
+        defer { line.removeAll(keepingCapacity: true) }
         if isHeaderLine {
             let parsed: Y4MHeader
             do {
@@ -352,14 +398,21 @@ public struct Y4MReader: Sendable {
             }
             header = parsed
             frameSize = size
-            frameBytes.reserveCapacity(frameSize)
             state = .frameLine
             return
         }
         guard line.count >= 5, Array(line[0..<5]) == Array("FRAME".utf8), line.count == 5 || line[5] == 0x20 else {
             throw fail(.badFrameMarker(frame: framesRead))
         }
-        let parameters = line[5...].split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
+        let parameters = line.count == 5 ? [] : line[5...].split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
+        if spare.count == frameSize {
+            swap(&frameBytes, &spare)
+        } else {
+            // Every byte is written before the frame is handed out (`filled` counts them, and an
+            // error reports only the count), so the storage need not be zeroed first: that would
+            // touch every page of a frame the input may never fill.
+            frameBytes = [UInt8](unsafeUninitializedCapacity: frameSize) { _, count in count = frameSize }
+        }
         state = .frameData(parameters: parameters)
     }
 }

@@ -320,8 +320,12 @@ private struct SourceRun {
         source.publish(parameterSets: encoder.headers)
         let pattern = SyntheticSource(width: width, height: height)
         var frame = YUV420Frame(blackWithWidth: width, height: height)
+        // x265 copies the planes in its encode call, so the frame still shows the last picture:
+        // only what differs is drawn.
+        var shown: Int?
         while !done {
-            pattern.render(frameIndex: index, into: &frame)
+            pattern.render(frameIndex: index, into: &frame, replacing: shown)
+            shown = index
             try encode(frame, with: encoder)
             index += 1
             waitForSlot()
@@ -365,42 +369,33 @@ private struct SourceRun {
     }
 
     /// y4m frames, encoded; x265 opens at the first frame, at the header's size and rate
-    /// (or `frameRateOverride`).
+    /// (or `frameRateOverride`). Each frame's pixels are read straight into the frame x265
+    /// reads its planes from, whose storage then holds the next frame (``Y4MFileReader``).
     mutating func encodeY4M(_ handle: FileHandle, frameRate frameRateOverride: Int?,
 ) throws(MediaSourceError) {
-        var reader = Y4MReader()
+        var frames = Y4MFileReader(handle)
         var encoder: X265Encoder?
-        // As for a .hevc file: read(2) into one buffer, handed to the reader in place, which
-        // copies the pixels once, into the frame x265 reads its planes from.
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while !done {
-            let count = Self.readChunk(handle, into: &chunk)
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { break }
-            let read: Result<[Y4MFrame], Y4MError> = chunk.withUnsafeBytes { bytes in
-                do throws(Y4MError) {
-                    return .success(try reader.append(UnsafeRawBufferPointer(rebasing: bytes[..<count])))
-                } catch { return .failure(error) }
-            }
-            let frames: [Y4MFrame]
-            do { frames = try read.get() } catch { throw .y4m(error) }
-            for frame in frames where !done {
-                if encoder == nil {
-                    let header = reader.header!
-                    if let frameRateOverride {
-                        frameRate = frameRateOverride
-                    } else if header.frameRateDenominator > 0 {
-                        frameRate = max(1, header.frameRateNumerator / header.frameRateDenominator)
-                    }
-                    source.stalls.setFrameRate(frameRate)
-                    encoder = try openEncoder(width: frame.width, height: frame.height)
-                    source.publish(encoder: encoder!)
-                    source.publish(parameterSets: encoder!.headers)
+            let next: Y4MFrame?
+            do { next = try frames.next() } catch { throw .y4m(error) }
+            guard let frame = next else { break }
+            if encoder == nil {
+                let header = frames.header!
+                if let frameRateOverride {
+                    frameRate = frameRateOverride
+                } else if header.frameRateDenominator > 0 {
+                    frameRate = max(1, header.frameRateNumerator / header.frameRateDenominator)
                 }
-                try encode(YUV420Frame(width: frame.width, height: frame.height, bytes: frame.data), with: encoder!)
-                index += 1
-                waitForSlot()
+                source.stalls.setFrameRate(frameRate)
+                encoder = try openEncoder(width: frame.width, height: frame.height)
+                source.publish(encoder: encoder!)
+                source.publish(parameterSets: encoder!.headers)
             }
+            // x265 copies the planes in the call: the storage is free for the next frame after it.
+            try encode(YUV420Frame(width: frame.width, height: frame.height, bytes: frame.data), with: encoder!)
+            frames.reuseStorage(of: consume frame)
+            index += 1
+            waitForSlot()
         }
         guard let encoder else {
             source.releaseWaiters()

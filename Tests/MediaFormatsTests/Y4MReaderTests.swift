@@ -118,6 +118,48 @@ struct Y4MReaderTests {
         try headerOnly.finish()
     }
 
+    /// The in-place path (``Y4MReader/readPixels(_:)`` for pixels, ``Y4MReader/append(_:)`` for
+    /// lines, storage given back after each frame) gives the frames `append` alone gives, for
+    /// reads of any size, and keeps counting a truncated frame's bytes.
+    @Test(arguments: [1, 5, 13, 100, 1 << 20])
+    func pixelsReadInPlaceMatchAppend(chunk: Int) throws {
+        let stream = makeStream(width: 16, height: 8, frames: 5, frameLine: "FRAME Ip")
+        let (_, expected) = try readAll(stream, chunk: 7)
+        var reader = Y4MReader()
+        var frames: [Y4MFrame] = []
+        var offset = 0
+        while offset < stream.count {
+            if reader.pixelBytesWanted > 0 {
+                let frame = reader.readPixels { pixels in
+                    let count = min(chunk, pixels.count, stream.count - offset)
+                    stream.withUnsafeBytes { pixels.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + count)])) }
+                    offset += count
+                    return count
+                }
+                if let frame {
+                    frames.append(Y4MFrame(width: frame.width, height: frame.height, data: Array(frame.data),
+                                           parameters: frame.parameters))
+                    reader.reuseStorage(of: frame)
+                }
+            } else {
+                let end = min(stream.count, offset + chunk)
+                frames += try reader.append(Array(stream[offset..<end]))
+                offset = end
+            }
+        }
+        try reader.finish()
+        #expect(frames == expected)
+        #expect(reader.pixelBytesWanted == 0 && reader.readPixels { _ in Issue.record("read with nothing wanted"); return 0 } == nil)
+
+        var truncated = Y4MReader()
+        _ = try truncated.append(Array(stream.prefix(stream.count - 192)))
+        #expect(truncated.pixelBytesWanted == 192)
+        #expect(truncated.readPixels { pixels in pixels.storeBytes(of: 9, as: UInt8.self); return 1 } == nil)
+        #expect(truncated.readPixels { _ in 0 } == nil)
+        #expect(truncated.pixelBytesWanted == 191)
+        #expect(error { () throws(Y4MError) in try truncated.finish() } == .truncatedFrame(frame: 4, got: 1, expected: 192))
+    }
+
     @Test func badFrameMarker() {
         var stream = makeStream(width: 4, height: 2, frames: 2)
         let secondFrameLine = stream.count - 12 - 6

@@ -93,6 +93,42 @@ struct LiveSourceTests {
         #expect(live.parameterSets.map { HEVCNALUnitType(nalUnit: $0) } == [.vps, .sps, .pps])
     }
 
+    /// y4m pixels read straight into the frame (one readv(2) per frame, the frame's storage
+    /// given back): every frame exactly as in the input, from a file and from a pipe. 320x240
+    /// frames (115,200 B) against the reader's 4 KB line buffer, and 16x16 ones (384 B), many of
+    /// which come in one read.
+    @Test(arguments: [(320, 240), (16, 16)])
+    func y4mFramesAreReadIntoTheirStorageUnchanged(width: Int, height: Int) throws {
+        let pattern = SyntheticSource(width: width, height: height)
+        let pictures = (0..<20).map { pattern.frame(at: $0 * 3).bytes }
+        var file = Array("YUV4MPEG2 W\(width) H\(height) F30:1 Ip C420jpeg\n".utf8)
+        for (index, picture) in pictures.enumerated() { file += Array((index == 3 ? "FRAME Ip\n" : "FRAME\n").utf8) + picture }
+        let path = try temporaryFile(file + Array("FRAME\n".utf8) + [1, 2, 3], suffix: ".y4m")  // a truncated last frame
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        func readAll(_ handle: FileHandle) throws -> [[UInt8]] {
+            var frames = Y4MFileReader(handle)
+            var read: [[UInt8]] = []
+            while let frame = try frames.next() {
+                read.append(Array(frame.data))
+                frames.reuseStorage(of: frame)
+            }
+            #expect(frames.header?.width == width)
+            return read
+        }
+        #expect(try readAll(try #require(FileHandle(forReadingAtPath: path))) == pictures)
+
+        let pipe = Pipe()
+        let (writing, bytes) = (pipe.fileHandleForWriting, file)
+        let writer = Thread {
+            for start in stride(from: 0, to: bytes.count, by: 10_007) {
+                writing.write(Data(bytes[start..<min(start + 10_007, bytes.count)]))
+            }
+            try? writing.close()
+        }
+        writer.start()
+        #expect(try readAll(pipe.fileHandleForReading) == pictures)
+    }
+
     /// A sink that holds access units until their due time (as a `MediaSender` does): the file
     /// is read ahead, every frame handed over with its due time, frame i due 1 / rate after frame
     /// i - 1, none handed over more than the horizon before its time, and frames well ahead of it.

@@ -209,6 +209,45 @@ struct SyntheticSourceTests {
         }
     }
 
+    /// Drawn over the picture before it, only what changed is drawn, and the picture is the one
+    /// drawn from scratch: frame after frame (the box moving off its old place, counter bits
+    /// flipping, the ramp scrolling), after jumps, and at sizes where the bands or the box are tiny.
+    @Test(arguments: [(320, 240), (1280, 720), (2, 2), (66, 2), (34, 18)])
+    func drawingOnlyWhatChangedGivesTheSamePicture(width: Int, height: Int) {
+        let source = SyntheticSource(width: width, height: height)
+        var frame = source.frame(at: 0)
+        var shown = 0
+        for index in Array(1..<70) + [255, 256, 1023, 65_535, 65_536, 3, 3, 0] {
+            source.render(frameIndex: index, into: &frame, replacing: shown)
+            shown = index
+            #expect(frame == source.frame(at: index), "\(width)x\(height) frame \(index)")
+        }
+    }
+
+    /// The noise band (right half of the rows between the bars and the counter strip) holds the
+    /// hash of each pixel's index and the frame's seed, outside the box: pinned here by its formula.
+    @Test func noiseIsTheHashOfThePixelAndTheFrame() {
+        let (width, height) = (320, 240)
+        let source = SyntheticSource(width: width, height: height)
+        for index in [0, 1, 77] {
+            let frame = source.frame(at: index)
+            let seed = UInt32(truncatingIfNeeded: index) &* 0x9E37_79B1
+            let (top, bottom) = ((height * 2 / 3) & ~1, (height * 5 / 6) & ~1)
+            var checked = 0
+            for row in top..<bottom {
+                for x in (width / 2)..<width {
+                    var hash = UInt32(row * width + x) &* 0x85EB_CA6B ^ seed
+                    hash ^= hash >> 13
+                    hash = hash &* 0xC2B2_AE35
+                    if frame.bytes[row * width + x] == UInt8(truncatingIfNeeded: hash >> 24) { checked += 1 }
+                }
+            }
+            // Every pixel but the box's (at most 40 x 30 of the 160 x 40 band) matches; a wrong
+            // hash would match about one in 256.
+            #expect(checked >= 160 * 40 - 40 * 30, "frame \(index): \(checked) pixels match")
+        }
+    }
+
     @Test func tinyAndOddlyProportionedSizesRender() {
         for (width, height) in [(2, 2), (4, 2), (2, 64), (66, 2), (1922, 1082)] {
             let frame = SyntheticSource(width: width, height: height).frame(at: 1234)

@@ -10,8 +10,9 @@ import Synchronization
 /// starts with its creator's name. So the thread that opens an encoder is named `x265-enc-N`
 /// for the duration of `x265_encoder_open` (then named back): every thread x265 starts there
 /// carries that name, which `ps -L -o tid,comm,time -p PID` shows, and their time is read from
-/// `/proc/self/task/*/stat` (user + system, in clock ticks). When an encoder closes, its
-/// threads' time is kept before they exit.
+/// `/proc/self/task/*/schedstat` (nanoseconds run; `stat`'s clock ticks where that is missing).
+/// When an encoder closes, its threads' time is kept before they exit. x265 3.5 starts no thread
+/// after `x265_encoder_open` (checked in `/proc/PID/task/*/comm` during a run).
 public enum EncoderCPUTime {
     /// Nanoseconds of closed encoders' threads and of every encode call so far.
     private static let settled = Mutex<Int64>(0)
@@ -77,20 +78,29 @@ public enum EncoderCPUTime {
         return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
-    /// User + system time of this process's threads whose name passes `matches`, from
-    /// `/proc/self/task/TID/stat` (fields 14 and 15 after the name in parentheses, in ticks).
+    /// CPU time of this process's threads whose name passes `matches`: the nanoseconds the
+    /// scheduler ran each (`/proc/self/task/TID/schedstat`, first field), else user + system
+    /// from `/proc/self/task/TID/stat` (fields 14 and 15 after the name in parentheses), in
+    /// clock ticks of 10 ms: truncated per thread, that lost up to 30 ms of x265's three
+    /// threads in a run (6 µs per packet of a 10 s stream at 30 fps), which then counted as
+    /// "everything but the encoder".
     static func threadNanoseconds(named matches: (String) -> Bool) -> Int64 {
         let ticksPerSecond = Int64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
-        var ticks: Int64 = 0
+        var nanoseconds: Int64 = 0
         for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
             guard let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
                   let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { continue }
             guard matches(String(stat[stat.index(after: open)..<close])) else { continue }
+            if let schedstat = try? String(contentsOfFile: "/proc/self/task/\(task)/schedstat", encoding: .utf8),
+               let runtime = schedstat.split(separator: " ").first.flatMap({ Int64($0) }) {
+                nanoseconds += runtime
+                continue
+            }
             // After the name: state (field 3), ..., utime (14), stime (15).
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { continue }
-            ticks += user + system
+            nanoseconds += (user + system) * 1_000_000_000 / ticksPerSecond
         }
-        return ticks * 1_000_000_000 / ticksPerSecond
+        return nanoseconds
     }
 }
