@@ -189,25 +189,21 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         }
 
         let checkInterval = min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000))
-        // The time of this wake-up, read once for every datagram it brought (their arrival
-        // times are the kernel's): not one clock read per datagram.
-        var wakeTime: Int64?
-        // The time between wake-ups that brought datagrams, smoothed (1/8), for `deadlineSlack`.
-        var lastDatagramWake: Int64 = 0
-        var datagramInterval = Int64.max
+        // One clock read per wake-up for all its datagrams, and the datagrams' smoothed
+        // interval for the deadlines' slack (`deadlineSlack`).
+        var clock = ReceiveWakeClock()
         // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or
-        // after them, at most `slack` late: see `deadlineSlack`.
+        // after them, at most the slack late: see `deadlineSlack`.
         try loop.run(nextWait: {
             guard config.retransmission, let deadline = session.nextDeadline else { return checkInterval }
             let now = realtimeNanoseconds()
             // Past (or Int64.min: feedback to send now): at once.
-            let slack = Self.deadlineSlack(reportInterval: config.reportInterval,
-                                           datagramInterval: max(datagramInterval, now - lastDatagramWake))
+            let slack = clock.deadlineSlack(reportInterval: config.reportInterval, now: now)
             return deadline <= now ? 0 : min(checkInterval, deadline - now + slack)
         }, shouldStop: {
             stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
         }, tick: {
-            wakeTime = nil
+            clock.wokeUp()
             let now = realtimeNanoseconds()
             if let deadline = session.nextDeadline, now >= deadline {
                 session.handleTimeout(now: now)
@@ -216,20 +212,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             publishEvery50Milliseconds()
         }) { socketIndex, datagram in
             let port: ReceiveSession.Port = socketIndex == 1 ? .rtcp : .rtp
-            let now: Int64
-            if let wakeTime {
-                now = wakeTime
-            } else {
-                now = realtimeNanoseconds()
-                wakeTime = now
-                let gap = now - lastDatagramWake
-                if lastDatagramWake == 0 || gap > 1_000_000_000 {
-                    datagramInterval = .max  // the first, or after a pause: not known
-                } else {
-                    datagramInterval = datagramInterval == .max ? gap : datagramInterval + (gap - datagramInterval) / 8
-                }
-                lastDatagramWake = now
-            }
+            let now = clock.datagramTime(clock: realtimeNanoseconds)
             func handle(_ payload: UnsafeRawBufferPointer) {
                 session.handleDatagram(payload, from: datagram.source, tos: datagram.tos,
                                        arrival: datagram.timestampNanoseconds, port: port, now: now)
