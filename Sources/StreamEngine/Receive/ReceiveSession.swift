@@ -168,8 +168,10 @@ public struct ReceiveSession: Sendable {
             for packet in held {
                 handleDatagram(packet.bytes, from: source, tos: packet.tos, arrival: packet.arrival, port: port, now: now)
             }
-        } else if lockedSource != nil {
-            moveCandidate = nil  // the stream's own source is alive: no move
+        } else if lockedSource != nil && moveCandidate != nil {
+            // The stream's own source is alive: no move. (The candidates are cleared only when
+            // set: storing nil into an optional tuple costs a runtime call, per packet.)
+            moveCandidate = nil
         }
         if let ssrc = lockedSSRC, parsed.header.ssrc != ssrc {
             if recovery != nil, parsed.header.payloadType == config.rtxPayloadType, lockedPayloadType != nil {
@@ -219,7 +221,7 @@ public struct ReceiveSession: Sendable {
                 accept(candidate.header, datagram: bytes, payload: UnsafeRawBufferPointer(rebasing: bytes[candidate.payloadRange]),
                        tos: candidate.tos, arrival: candidate.arrival, now: now)
             }
-        } else {
+        } else if timestampJumpCandidate != nil {
             timestampJumpCandidate = nil
         }
         if lockedPayloadType == nil {
@@ -421,7 +423,7 @@ public struct ReceiveSession: Sendable {
         case .first, .inOrder, .reordered:
             break
         }
-        sequenceJumpCandidate = nil
+        if sequenceJumpCandidate != nil { sequenceJumpCandidate = nil }
         lastAcceptedTimestamp = header.timestamp
         recovery?.jitter = tracker.jitter
         feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: mark.ecn.rawValue)
