@@ -11,6 +11,10 @@ public struct ReceivedDatagram {
     public var timestampNanoseconds: Int64
     /// Where it came from.
     public var source: SocketAddress?
+    /// The receiver's number of the completion it came in (`ReceiveCounters.completions` then):
+    /// datagrams with the same number are GRO segments of one completion and share its source,
+    /// TOS byte and time.
+    public var completion: Int
 }
 
 /// Counters of one receiver.
@@ -186,7 +190,8 @@ public final class UDPMultishotReceiver {
         counters.ecn[Int(mark.ecn.rawValue)] += segments
         counters.dscp[Int(mark.dscp)] += segments
         var datagram = ReceivedDatagram(payload: UnsafeRawBufferPointer(start: payload, count: 0), tos: tos,
-                                        timestampNanoseconds: timestamp, source: source)
+                                        timestampNanoseconds: timestamp, source: source,
+                                        completion: counters.completions)
         var offset = 0
         repeat {
             let count = min(step, payloadLength - offset)

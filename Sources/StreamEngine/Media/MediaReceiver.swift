@@ -219,7 +219,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             let now = clock.datagramTime(clock: realtimeNanoseconds)
             func handle(_ payload: UnsafeRawBufferPointer) {
                 session.handleDatagram(payload, from: datagram.source, tos: datagram.tos,
-                                       arrival: datagram.timestampNanoseconds, port: port, now: now)
+                                       arrival: datagram.timestampNanoseconds, port: port, now: now,
+                                       completion: port == .rtp ? datagram.completion : nil)
             }
             if let srtp {
                 // Authenticated and decrypted first: what fails never reaches the session.
