@@ -202,8 +202,12 @@ public struct HEVCDepacketizer: Sendable {
     /// False at stream start, while earlier packets may still arrive reordered.
     private var started = false
     private var assembly: Assembly? = nil
-    /// Bytes of the last NAL unit rebuilt from fragments: the capacity the next one starts with.
-    private var lastFragmentedNALSize = 0
+    /// Per NAL unit type, the largest rebuilt from fragments lately (each one after it takes a
+    /// sixteenth off): the capacity the next one of that type starts with. After the last
+    /// size of any type, a quarter of the NAL units outgrew their arrays, copied as they grew
+    /// (more bytes than the payload itself: results/profile.md section 15): slice sizes
+    /// vary from frame to frame by more than an eighth, and an IDR slice is many times a P slice.
+    private var fragmentedNALPeak = [Int](repeating: 0, count: 64)
     /// The sequence logic behind `push(_:payload:)`, for callers that track no sequence of their own.
     private var tracker = RTPSequenceTracker()
 
@@ -512,11 +516,12 @@ public struct HEVCDepacketizer: Sendable {
                 breakFragment(&current, byLoss: false)
                 current.discarding = .none
                 guard reserve(data.count + 2, in: &current) else { return }
-                // Room for a NAL unit like the last one rebuilt (an eighth more): growing by
-                // doubling copied each frame's slice several times over (8 % of `streamer
-                // recv`'s CPU at 240 fps: results/profile.md). One allocation per NAL unit.
+                // Room for a NAL unit like the largest of its type lately (an eighth more):
+                // growing by doubling copied each frame's slice several times over (8 % of
+                // `streamer recv`'s CPU at 240 fps: results/profile.md). One allocation per NAL unit.
+                let peak = fragmentedNALPeak[Int(type & 63)]
                 var nal: [UInt8] = []
-                nal.reserveCapacity(max(data.count + 2, lastFragmentedNALSize + lastFragmentedNALSize / 8))
+                nal.reserveCapacity(max(data.count + 2, peak + peak / 8))
                 nal.append(nalHeader.0)
                 nal.append(nalHeader.1)
                 nal.append(contentsOf: data)
@@ -536,7 +541,8 @@ public struct HEVCDepacketizer: Sendable {
                 current.openFragment!.append(contentsOf: data)
                 if end {
                     let nal = current.openFragment.take()!
-                    lastFragmentedNALSize = nal.count
+                    let peak = fragmentedNALPeak[Int(type & 63)]
+                    fragmentedNALPeak[Int(type & 63)] = max(nal.count, peak - peak / 16)
                     current.nalUnits.append(nal)
                     noteNAL(firstByte: nal[0], in: &current)
                 }

@@ -11,6 +11,10 @@ public struct ReceivedDatagram {
     public var timestampNanoseconds: Int64
     /// Where it came from.
     public var source: SocketAddress?
+    /// The receiver's number of the completion it came in (`ReceiveCounters.completions` then):
+    /// datagrams with the same number are GRO segments of one completion and share its source,
+    /// TOS byte and time.
+    public var completion: Int
 }
 
 /// Counters of one receiver.
@@ -178,15 +182,21 @@ public final class UDPMultishotReceiver {
         let mark = TrafficMark(tos: tos)
         let step = segmentSize > 0 ? segmentSize : max(payloadLength, 1)
         if segmentSize > 0 && payloadLength > segmentSize { counters.groCompletions += 1 }
+        // Every segment of a completion shares its control messages (TOS, time, source): the
+        // counters move once per completion, by the number of segments, not once per datagram.
+        let segments = max(1, (payloadLength + step - 1) / step)
+        counters.datagrams += segments
+        counters.bytes += payloadLength
+        counters.ecn[Int(mark.ecn.rawValue)] += segments
+        counters.dscp[Int(mark.dscp)] += segments
+        var datagram = ReceivedDatagram(payload: UnsafeRawBufferPointer(start: payload, count: 0), tos: tos,
+                                        timestampNanoseconds: timestamp, source: source,
+                                        completion: counters.completions)
         var offset = 0
         repeat {
             let count = min(step, payloadLength - offset)
-            counters.datagrams += 1
-            counters.bytes += count
-            counters.ecn[Int(mark.ecn.rawValue)] += 1
-            counters.dscp[Int(mark.dscp)] += 1
-            deliver(ReceivedDatagram(payload: UnsafeRawBufferPointer(start: payload + offset, count: count),
-                                     tos: tos, timestampNanoseconds: timestamp, source: source))
+            datagram.payload = UnsafeRawBufferPointer(start: payload + offset, count: count)
+            deliver(datagram)
             offset += count
         } while offset < payloadLength
     }

@@ -113,11 +113,11 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         if outPath == "-" {
             output = FileHandle.standardOutput
         } else {
-            guard FileManager.default.createFile(atPath: outPath, contents: nil),
-                  let handle = FileHandle(forWritingAtPath: outPath) else {
-                throw UsageError("--out: cannot write '\(outPath)'")
-            }
-            output = handle
+            // open(2), not FileManager.createFile: that writes a new file and renames it over the
+            // path, which replaced a device or a FIFO given as --out with a regular file.
+            let descriptor = open(outPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw UsageError("--out: cannot write '\(outPath)'") }
+            output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         }
     }
     let report = FinalReport { [statsPath] in
@@ -134,14 +134,21 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         let s = receiver.stats
         return "received \(s.framesComplete) complete / \(s.framesIncomplete) incomplete frames, \(s.received) packets, lost \(s.lost)"
     }
+    var annexB = output.map { AnnexBOutput(descriptor: $0.fileDescriptor) }
     try receiver.run(frameLimit: frames) { unit in
         // Only frames a decoder can use are written: complete, on an unbroken chain of
         // references from a keyframe. The rest are counted (frames.undecodable).
-        if unit.followsIntactChain, let output { output.write(Data(unit.annexB)) }
+        guard unit.followsIntactChain, annexB != nil else { return }
+        annexB!.write(unit.nalUnits)
+        if annexB!.failure != 0 { receiver.stop() }  // the receiver stops; the error below
     }
     progress.stop()
     statsWriter.stop()
     withExtendedLifetime(trap) {}
+    if let failure = annexB?.failure, failure != 0 {
+        try report.write()
+        throw SystemError("cannot write", errno: failure, context: "--out '\(outPath ?? "-")'")
+    }
     try output?.synchronize()
     try report.write()
     return 0

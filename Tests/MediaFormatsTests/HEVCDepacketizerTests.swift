@@ -37,6 +37,22 @@ import MediaFormats
         }
     }
 
+    /// NAL units rebuilt from fragments start with room for the largest of their type lately:
+    /// slices of several types growing and shrinking from frame to frame (past that room,
+    /// below it, a type seen first) still come out byte for byte.
+    @Test func fragmentedNALUnitsOfChangingSizesAndTypesAreRebuiltWhole() throws {
+        let sizes: [(type: UInt8, size: Int)] = [(19, 3000), (1, 200), (1, 900), (0, 150), (1, 5000), (19, 800),
+                                                 (1, 120), (0, 2600), (19, 6100), (1, 3)]
+        let units = sizes.enumerated().map { index, nal in
+            AccessUnit(nalUnits: [makeNAL(type: nal.type, size: nal.size, fill: UInt8(index + 1))],
+                       timestamp: UInt32(index) * 3000, isKeyframe: nal.type == 19)
+        }
+        var depacketizer = HEVCDepacketizer()
+        let out = depacketize(try rtpPackets(units, budget: budget), into: &depacketizer)
+        #expect(out.map(\.nalUnits) == units.map(\.nalUnits))
+        #expect(out.allSatisfy(\.isComplete) && depacketizer.counters.rejectedTotal == 0)
+    }
+
     @Test func lostFragmentKeepsTheWholeNALUnitsOfItsAccessUnit() throws {
         var packets = try packets()
         packets.remove(at: 2)  // second IDR fragment

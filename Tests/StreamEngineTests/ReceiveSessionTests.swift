@@ -76,9 +76,12 @@ import UringIO
 
         /// Delivers one datagram `step` after the last event, then runs the timeout if it is due.
         mutating func deliver(_ datagram: [UInt8], from source: SocketAddress = ReceiveSessionTests.sender, tos: UInt8 = 0,
-                              port: ReceiveSession.Port = .rtp, step: Int64 = ReceiveSessionTests.millisecond) {
+                              port: ReceiveSession.Port = .rtp, step: Int64 = ReceiveSessionTests.millisecond,
+                              completion: Int? = nil) {
             now += step
-            session.handleDatagram(datagram, from: source, tos: tos, arrival: now, port: port, now: now)
+            datagram.withUnsafeBytes {
+                session.handleDatagram($0, from: source, tos: tos, arrival: now, port: port, now: now, completion: completion)
+            }
             drain()
             if let deadline = session.nextDeadline, now >= deadline {
                 session.handleTimeout(now: now)
@@ -391,6 +394,44 @@ import UringIO
         for datagram in frames.dropFirst(10).flatMap(\.datagrams) { pinned.deliver(datagram, from: moved) }
         #expect(pinned.session.stats.sourceMoves == 0)
         #expect(pinned.session.stats.rejected == [.foreignSource: Self.packetCount(Array(frames.dropFirst(10)))])
+    }
+
+    /// The GRO segments of one completion share their source, compared with the stream's once
+    /// (`completion`): the accounting is that of the same datagrams delivered one by one. A
+    /// completion from elsewhere has each of its segments counted foreign, a move inside a
+    /// completion is followed once, and with `from` pinned every segment from elsewhere stays foreign.
+    @Test func segmentsOfOneCompletionAreAccountedLikeSingleDatagrams() {
+        let moved = SocketAddress(ip: "10.0.0.4", port: 40_000)!
+        let frames = Self.stream(frames: 20)
+        var farAhead = frames[10].datagrams[0]
+        farAhead[2] &+= 3
+        // (datagrams, source) per completion: ten frames from the sender, three far-ahead
+        // copies from the new address, then the stream's next ten frames from there, two a completion.
+        let completions = frames.prefix(10).map { ($0.datagrams, Self.sender) } + [([farAhead, farAhead, farAhead], moved)]
+            + stride(from: 10, to: 20, by: 2).map { (frames[$0].datagrams + frames[$0 + 1].datagrams, moved) }
+        // The move is proved, and followed, inside the first completion from there.
+        #expect(completions[11].0.count > 3)  // ReceiveSession.moveEvidence
+        func run(from pinned: SocketAddress?, numbered: Bool) -> (ReceiverStats, [DepacketizedAccessUnit]) {
+            var harness = Harness(from: pinned)
+            for (number, completion) in completions.enumerated() {
+                for datagram in completion.0 {
+                    harness.deliver(datagram, from: completion.1, completion: numbered ? number + 1 : nil)
+                }
+            }
+            harness.finish()
+            return (harness.session.stats, harness.units)
+        }
+        let (stats, units) = run(from: nil, numbered: true)
+        #expect(Self.same(units, frames))
+        #expect(stats.sourceMoves == 1 && stats.source == moved.description)
+        #expect(stats.lost == 0 && stats.received == Self.packetCount(frames))
+        #expect(stats.rejected == [.foreignSource: 3])
+        let (oneByOne, _) = run(from: nil, numbered: false)
+        #expect(oneByOne.rejected == stats.rejected && oneByOne.received == stats.received && oneByOne.sourceMoves == 1)
+        let (pinned, pinnedUnits) = run(from: Self.sender, numbered: true)
+        #expect(pinned.sourceMoves == 0 && pinned.source == Self.sender.description)
+        #expect(pinned.rejected == [.foreignSource: 3 + Self.packetCount(Array(frames.dropFirst(10)))])
+        #expect(pinnedUnits.count == 10)
     }
 
     /// Feedback goes to the sender's RTP port + 1 (the same port with rtcp-mux), every

@@ -292,6 +292,30 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         }
     }
 
+    /// `streamer recv --out` to a file that cannot take the frames (/dev/full): the receiver
+    /// stops at the first failed write and says so in one line, exit status 1, no crash.
+    @Test(.enabled(if: uringEnabled && FileManager.default.isWritableFile(atPath: "/dev/full"), "io_uring is disabled here, or no /dev/full"))
+    func aFailedOutputWriteEndsTheReceiverWithOneLine() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let port = Int(nextPortPair())
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: binary)
+        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--frames", "45", "--quiet", "--out", "/dev/full"]
+        let errors = Pipe()
+        receiver.standardError = errors
+        try receiver.run()
+        try waitUntilBound(port: UInt16(port))
+        let sent = try run(binary, ["send", "--to", "127.0.0.1:\(port)", "--frames", "10", "--size", "320x240", "--quiet"])
+        #expect(sent.status == 0, "send: \(sent.stderr)")
+        #expect(waitForExit(receiver, seconds: 20) == 1)
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let failures = stderr.split(separator: "\n").filter { $0.contains("cannot write") }
+        #expect(failures.count == 1 && failures[0].contains("--out '/dev/full'"), "stderr: \(stderr)")
+        // Written through, not replaced by a regular file.
+        let type = try FileManager.default.attributesOfItem(atPath: "/dev/full")[.type] as? FileAttributeType
+        #expect(type == .typeCharacterSpecial)
+    }
+
     /// x265's CPU in `--stats` (`cpu.encoderSeconds`: more than 0, less than the process's), and
     /// `--record`: the access units sent, as Annex B, which `--fast` then sends again from the
     /// file at 1 frame per second faster than that (in real time the 90 frames would take

@@ -102,16 +102,22 @@ struct GSOTests {
         #expect(pair.queue.counters.failedDatagrams == 0)
     }
 
-    /// A GRO receiver splits coalesced segments back into datagrams.
+    /// A GRO receiver splits coalesced segments back into datagrams (the last one shorter), and
+    /// counts each of them, its bytes and its marks, though they are counted once per completion.
     @Test func groReceiverSplitsSegments() throws {
         try #require(UDPSocket.kernelSupportsGSO, "kernel without UDP_SEGMENT")
         let pair = try LoopbackPair(gro: true)
-        let datagrams = (0..<64).map { patternDatagram(index: $0, length: 1000) }
-        try pair.send(datagrams, mark: TrafficMark(.default, ecn: .ect0))
+        let datagrams = (0..<64).map { patternDatagram(index: $0, length: $0 == 63 ? 500 : 1000) }
+        let mark = TrafficMark(.video, ecn: .ect0)
+        try pair.send(datagrams, mark: mark)
         try pair.pump(until: 64, reportsExpected: 1)
         #expect(pair.received.map(\.payload) == datagrams)
         #expect(pair.receiver.counters.groCompletions >= 1)
         #expect(pair.receiver.counters.truncated == 0)
+        #expect(pair.receiver.counters.datagrams == 64)
+        #expect(pair.receiver.counters.bytes == 63 * 1000 + 500)
+        #expect(pair.receiver.counters.ecn == [0, 0, 64, 0])  // indexed by the ECN bits: ECT(0) is 0b10
+        #expect(pair.receiver.counters.dscp[Int(mark.dscp)] == 64 && pair.receiver.counters.dscp.reduce(0, +) == 64)
     }
 }
 

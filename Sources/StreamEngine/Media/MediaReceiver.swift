@@ -59,8 +59,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     public let localAddress: SocketAddress
     private let socket: UDPSocket
     private let rtcpSocket: UDPSocket?
-    private let statsBox = Mutex(ReceiverStats())
-    private let stopRequested = Atomic<Bool>(false)
+    fileprivate let statsBox = Mutex(ReceiverStats())
+    fileprivate let stopRequested = Atomic<Bool>(false)
 
     /// Binds the socket. Fails with a one-line error when the address is busy or invalid.
     public init(config: MediaReceiverConfig) throws(SystemError) {
@@ -142,109 +142,129 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// rebuilt access unit (complete or not) to `onAccessUnit`. The protocol is a
     /// `ReceiveSession`; this loop feeds it datagrams and the time, and carries out what it says.
     public func run(frameLimit: Int? = nil, onAccessUnit: (DepacketizedAccessUnit) -> Void) throws(SystemError) {
-        var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 256, 65_536)]
+        // 64 buffers of 64 KB: the kernel takes them in turn, so each one's pages are faulted in
+        // on first use (3.8 % of the receiver's CPU with 256, results/profile.md section 15);
+        // 64 GRO bursts are about 30 frames at 240 fps waiting to be handled, and should they run
+        // out, the datagrams wait in the socket's buffer until the receive is re-armed (no loss).
+        var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 64, 65_536)]
         if let rtcpSocket { sockets.append((rtcpSocket, 16, 2048)) }
         let loop = try DatagramReceiveLoop(sockets: sockets)
-        var session = ReceiveSession(config: config)
         let srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         // Feedback leaves from the RTCP socket, or with rtcp-mux from the RTP socket itself.
         let feedbackSocket = rtcpSocket ?? socket
-        var frames = 0
-        var lastPublish: Int64 = 0
+        try withoutActuallyEscaping(onAccessUnit) { onAccessUnit throws(SystemError) in
+            // The loop's state in one value the loop borrows `inout` (DatagramReceiveLoop.run(_:)).
+            var handler = ReceiveLoopHandler(receiver: self, loop: loop, session: ReceiveSession(config: config), srtp: srtp,
+                                             feedbackSocket: feedbackSocket, frameLimit: frameLimit, onAccessUnit: onAccessUnit)
+            try loop.run(&handler)
+            handler.session.finish(now: realtimeNanoseconds())
+            handler.drainOutputs()
+            handler.publish()
+        }
+    }
+}
 
-        func drainOutputs() {
-            while let output = session.pollOutput() {
-                switch output {
-                case .accessUnit(let unit):
-                    // Frames still waiting for their playout time when the limit was reached come
-                    // out at the end (`finish`): not delivered past the limit.
-                    if let frameLimit, frames >= frameLimit { continue }
-                    frames += 1
-                    onAccessUnit(unit)
-                case .transmit(let transmit):
-                    guard let datagram = srtp.map({ $0.protectRTCP(transmit.bytes) }) ?? transmit.bytes else {
-                        session.recordFeedbackSend(succeeded: false)  // counted in srtp.protectFailed too
-                        continue
-                    }
-                    let sent = datagram.withUnsafeBytes { bytes in
-                        (try? PlainUDP.sendTo(feedbackSocket, bytes, destination: transmit.destination)) != nil
-                    }
-                    session.recordFeedbackSend(succeeded: sent)
-                }
-            }
-        }
-        func publish() {
-            session.recordSocketCounters(kernelDrops: Int(loop.receiver.counters.kernelDrops),
-                                         truncated: loop.receiver.counters.truncated)
-            var snapshot = session.stats
-            snapshot.srtp = srtp?.stats
-            statsBox.withLock { $0 = snapshot }
-        }
-        func publishEvery50Milliseconds() {
-            let now = monotonicNanoseconds()
-            if now - lastPublish > 50_000_000 {
-                lastPublish = now
-                publish()
-            }
-        }
+/// What `MediaReceiver.run` keeps between wake-ups, and what it does on each: feeds the
+/// session datagrams and the time, and carries out what it says.
+private struct ReceiveLoopHandler: DatagramHandler {
+    let receiver: MediaReceiver
+    let loop: DatagramReceiveLoop
+    var session: ReceiveSession
+    let srtp: SRTPEndpoint?
+    let feedbackSocket: UDPSocket
+    let frameLimit: Int?
+    let onAccessUnit: (DepacketizedAccessUnit) -> Void
+    var frames = 0
+    var lastPublish: Int64 = 0
+    /// One clock read per wake-up for all its datagrams, and the datagrams' smoothed
+    /// interval for the deadlines' slack (`MediaReceiver.deadlineSlack`).
+    var clock = ReceiveWakeClock()
+    var config: MediaReceiverConfig { receiver.config }
+    var checkInterval: Int64 { min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000)) }
 
-        let checkInterval = min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000))
-        // The time of this wake-up, read once for every datagram it brought (their arrival
-        // times are the kernel's): not one clock read per datagram.
-        var wakeTime: Int64?
-        // The time between wake-ups that brought datagrams, smoothed (1/8), for `deadlineSlack`.
-        var lastDatagramWake: Int64 = 0
-        var datagramInterval = Int64.max
-        // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or
-        // after them, at most `slack` late: see `deadlineSlack`.
-        try loop.run(nextWait: {
-            guard config.retransmission, let deadline = session.nextDeadline else { return checkInterval }
-            let now = realtimeNanoseconds()
-            // Past (or Int64.min: feedback to send now): at once.
-            let slack = Self.deadlineSlack(reportInterval: config.reportInterval,
-                                           datagramInterval: max(datagramInterval, now - lastDatagramWake))
-            return deadline <= now ? 0 : min(checkInterval, deadline - now + slack)
-        }, shouldStop: {
-            stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
-        }, tick: {
-            wakeTime = nil
-            let now = realtimeNanoseconds()
-            if let deadline = session.nextDeadline, now >= deadline {
-                session.handleTimeout(now: now)
-                drainOutputs()
-            }
-            publishEvery50Milliseconds()
-        }) { socketIndex, datagram in
-            let port: ReceiveSession.Port = socketIndex == 1 ? .rtcp : .rtp
-            let now: Int64
-            if let wakeTime {
-                now = wakeTime
-            } else {
-                now = realtimeNanoseconds()
-                wakeTime = now
-                let gap = now - lastDatagramWake
-                if lastDatagramWake == 0 || gap > 1_000_000_000 {
-                    datagramInterval = .max  // the first, or after a pause: not known
-                } else {
-                    datagramInterval = datagramInterval == .max ? gap : datagramInterval + (gap - datagramInterval) / 8
-                }
-                lastDatagramWake = now
-            }
-            func handle(_ payload: UnsafeRawBufferPointer) {
-                session.handleDatagram(payload, from: datagram.source, tos: datagram.tos,
-                                       arrival: datagram.timestampNanoseconds, port: port, now: now)
-            }
-            if let srtp {
-                // Authenticated and decrypted first: what fails never reaches the session.
-                let isRTCP = port == .rtcp || (config.rtcpMux && ReceiveSession.isMultiplexedRTCP(datagram.payload))
-                _ = srtp.inbound.unprotect(datagram.payload, kind: isRTCP ? .rtcp : .rtp, handle)
-            } else {
-                handle(datagram.payload)
-            }
+    init(receiver: MediaReceiver, loop: DatagramReceiveLoop, session: ReceiveSession, srtp: SRTPEndpoint?,
+         feedbackSocket: UDPSocket, frameLimit: Int?, onAccessUnit: @escaping (DepacketizedAccessUnit) -> Void) {
+        (self.receiver, self.loop, self.session, self.srtp) = (receiver, loop, session, srtp)
+        (self.feedbackSocket, self.frameLimit, self.onAccessUnit) = (feedbackSocket, frameLimit, onAccessUnit)
+    }
+
+    // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or
+    // after them, at most the slack late: see `MediaReceiver.deadlineSlack`.
+    mutating func nextWait() -> Int64 {
+        guard config.retransmission, let deadline = session.nextDeadline else { return checkInterval }
+        let now = realtimeNanoseconds()
+        // Past (or Int64.min: feedback to send now): at once.
+        let slack = clock.deadlineSlack(reportInterval: config.reportInterval, now: now)
+        return deadline <= now ? 0 : min(checkInterval, deadline - now + slack)
+    }
+
+    mutating func shouldStop() -> Bool {
+        receiver.stopRequested.load(ordering: .relaxed) || (frameLimit.map { frames >= $0 } ?? false)
+    }
+
+    mutating func tick() {
+        clock.wokeUp()
+        let now = realtimeNanoseconds()
+        if let deadline = session.nextDeadline, now >= deadline {
+            session.handleTimeout(now: now)
             drainOutputs()
         }
-        session.finish(now: realtimeNanoseconds())
+        publishEvery50Milliseconds()
+    }
+
+    mutating func handle(socketIndex: Int, _ datagram: ReceivedDatagram) {
+        let port: ReceiveSession.Port = socketIndex == 1 ? .rtcp : .rtp
+        let now = clock.datagramTime(clock: realtimeNanoseconds)
+        let completion = port == .rtp ? datagram.completion : nil
+        if let srtp {
+            // Authenticated and decrypted first: what fails never reaches the session.
+            let isRTCP = port == .rtcp || (config.rtcpMux && ReceiveSession.isMultiplexedRTCP(datagram.payload))
+            _ = srtp.inbound.unprotect(datagram.payload, kind: isRTCP ? .rtcp : .rtp) { payload in
+                session.handleDatagram(payload, from: datagram.source, tos: datagram.tos,
+                                       arrival: datagram.timestampNanoseconds, port: port, now: now, completion: completion)
+            }
+        } else {
+            session.handleDatagram(datagram.payload, from: datagram.source, tos: datagram.tos,
+                                   arrival: datagram.timestampNanoseconds, port: port, now: now, completion: completion)
+        }
         drainOutputs()
-        publish()
+    }
+
+    mutating func drainOutputs() {
+        while let output = session.pollOutput() {
+            switch output {
+            case .accessUnit(let unit):
+                // Frames still waiting for their playout time when the limit was reached come
+                // out at the end (`finish`): not delivered past the limit.
+                if let frameLimit, frames >= frameLimit { continue }
+                frames += 1
+                onAccessUnit(unit)
+            case .transmit(let transmit):
+                guard let datagram = srtp.map({ $0.protectRTCP(transmit.bytes) }) ?? transmit.bytes else {
+                    session.recordFeedbackSend(succeeded: false)  // counted in srtp.protectFailed too
+                    continue
+                }
+                let sent = datagram.withUnsafeBytes { bytes in
+                    (try? PlainUDP.sendTo(feedbackSocket, bytes, destination: transmit.destination)) != nil
+                }
+                session.recordFeedbackSend(succeeded: sent)
+            }
+        }
+    }
+
+    mutating func publish() {
+        session.recordSocketCounters(kernelDrops: Int(loop.receiver.counters.kernelDrops),
+                                     truncated: loop.receiver.counters.truncated)
+        var snapshot = session.stats
+        snapshot.srtp = srtp?.stats
+        receiver.statsBox.withLock { $0 = snapshot }
+    }
+
+    mutating func publishEvery50Milliseconds() {
+        let now = monotonicNanoseconds()
+        if now - lastPublish > 50_000_000 {
+            lastPublish = now
+            publish()
+        }
     }
 }

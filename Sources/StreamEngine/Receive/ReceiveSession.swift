@@ -79,7 +79,13 @@ public struct ReceiveSession: Sendable {
     private var counts = ReceiverStats()
     private var lockedSSRC: UInt32?
     private var lockedPayloadType: UInt8?
-    private var lockedSource: SocketAddress?
+    private var lockedSource: SocketAddress? {
+        didSet { completionFromLockedSource = nil }
+    }
+    /// The `completion` of `handleDatagram` whose source was found to be `lockedSource`: its
+    /// other datagrams (GRO segments sharing the source) skip the comparison, the 132-byte
+    /// address copied and compared per datagram otherwise (results/profile.md section 15).
+    private var completionFromLockedSource: Int?
     private var lastAcceptedTimestamp: UInt32?
     /// Packets of the stream from another address, kept aside until they prove a move (at most
     /// `moveEvidence - 1` of them).
@@ -143,8 +149,11 @@ public struct ReceiveSession: Sendable {
     ///   - arrival: the kernel's receive time (CLOCK_REALTIME nanoseconds), 0 if none.
     ///   - port: the port it came on.
     ///   - now: the time now.
+    ///   - completion: the number of the receive completion it came in, nil if none: datagrams
+    ///     given the same number must share their source (the GRO segments of one completion),
+    ///     which is then compared with the stream's once for all of them.
     public mutating func handleDatagram(_ datagram: UnsafeRawBufferPointer, from source: SocketAddress?, tos: UInt8,
-                                        arrival: Int64, port: Port = .rtp, now: Int64) {
+                                        arrival: Int64, port: Port = .rtp, now: Int64, completion: Int? = nil) {
         if port == .rtcp || (config.rtcpMux && Self.isMultiplexedRTCP(datagram)) {
             handleRTCP(datagram, from: source, arrival: arrival, now: now)
             return
@@ -156,7 +165,9 @@ public struct ReceiveSession: Sendable {
             reject(.rtp(error))
             return
         }
-        if let locked = lockedSource, let source, source != locked {
+        if let completion, completion == completionFromLockedSource {
+            // Another segment of a completion whose source is the stream's: nothing to compare.
+        } else if let locked = lockedSource, let source, source != locked {
             // Counted foreign for now; taken back if the stream turns out to have moved there.
             reject(.foreignSource)
             guard let held = considerMove(parsed.header, datagram, from: source, tos: tos, arrival: arrival) else { return }
@@ -172,7 +183,10 @@ public struct ReceiveSession: Sendable {
                 handleDatagram(packet.bytes, from: source, tos: packet.tos, arrival: packet.arrival, port: port, now: now)
             }
         } else if lockedSource != nil {
-            moveCandidate = nil  // the stream's own source is alive: no move
+            // The stream's own source is alive: no move. (The candidates are cleared only when
+            // set: storing nil into an optional tuple costs a runtime call, per packet.)
+            if moveCandidate != nil { moveCandidate = nil }
+            completionFromLockedSource = completion
         }
         if let ssrc = lockedSSRC, parsed.header.ssrc != ssrc {
             if recovery != nil, parsed.header.payloadType == config.rtxPayloadType, lockedPayloadType != nil {
@@ -222,7 +236,7 @@ public struct ReceiveSession: Sendable {
                 accept(candidate.header, datagram: bytes, payload: UnsafeRawBufferPointer(rebasing: bytes[candidate.payloadRange]),
                        tos: candidate.tos, arrival: candidate.arrival, now: now)
             }
-        } else {
+        } else if timestampJumpCandidate != nil {
             timestampJumpCandidate = nil
         }
         if lockedPayloadType == nil {
@@ -437,7 +451,7 @@ public struct ReceiveSession: Sendable {
         case .first, .inOrder, .reordered:
             break
         }
-        sequenceJumpCandidate = nil
+        if sequenceJumpCandidate != nil { sequenceJumpCandidate = nil }
         lastAcceptedTimestamp = header.timestamp
         recovery?.jitter = tracker.jitter
         feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: mark.ecn.rawValue)
