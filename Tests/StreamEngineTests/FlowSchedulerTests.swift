@@ -209,6 +209,27 @@ private func drain(_ scheduler: FlowScheduler, limit: Int = .max) -> [UInt8] {
         #expect(scheduler.readyIn(now: 0) == nil)
     }
 
+    /// One flow (its own path through the scheduler): every datagram in order with the flow's
+    /// own tag, no mixed submissions, and once idle it is not asked again until woken.
+    @Test func aSingleFlowIsDrainedInOrderAndSkippedUntilWoken() {
+        let flows = [QueuedFlow(0, count: 3)]
+        let scheduler = FlowScheduler(flows, paces: [nil], burstQuanta: [nil], quantum: 1500, clock: { 0 })
+        var tags: [UInt64] = []
+        while let datagram = scheduler.peekDatagram() {
+            tags.append(datagram.tag)
+            var bytes = [UInt8](repeating: 0xEE, count: datagram.size)
+            bytes.withUnsafeMutableBytes { scheduler.writeDatagram(into: $0) }
+            #expect(bytes == [UInt8](repeating: 0, count: 1000))
+        }
+        scheduler.endPump()
+        #expect(tags == [0, 1, 2] && scheduler.mixedSubmissions == 0)
+        let asked = flows[0].peeks
+        flows[0].sizes = [1000]
+        #expect(scheduler.peekDatagram() == nil && flows[0].peeks == asked, "idle: not asked before a wake-up")
+        scheduler.wake(flow: 0)
+        #expect(drain(scheduler) == [0])
+    }
+
     /// Tags carry the flow's index beside the flow's own tag; mixed submissions are counted per pump.
     @Test func tagsAndMixedSubmissions() {
         let flows = [QueuedFlow(0, count: 4), QueuedFlow(1, count: 4)]

@@ -25,13 +25,20 @@ final class FlowScheduler: DatagramProducer {
     static let maxFlows = 255
 
     private let producers: [DatagramProducer]
+    /// The first flow's producer, and whether it is the only one. Called through this `let`,
+    /// it is borrowed from the scheduler; an element of `producers` is copied out of the array,
+    /// and an optional bound with `if let` is copied too (each retained and released around
+    /// every call, per datagram).
+    private let first: any DatagramProducer
+    private let single: Bool
     private let quanta: [Int]
     /// Each flow's own rate cap (nil: unpaced, or the only flow, which the shared pacer caps).
     private var caps: [Pacer?]
     /// Whether any flow has a cap (not with a single flow): the per-datagram path skips them otherwise.
     private var hasCaps: Bool
-    /// Flows that had nothing to send when last asked (skipped until woken).
-    private var idle: [Bool]
+    /// Flows that had nothing to send when last asked (skipped until woken). Read per datagram:
+    /// `@exclusivity(unchecked)` as in `PacedSender` (no access to it overlaps another).
+    @exclusivity(unchecked) private var idle: [Bool]
     /// When each flow's cap lets its next datagram go (0: not known to be held).
     private var capReadyAt: [Int64]
     private var current = 0
@@ -59,6 +66,8 @@ final class FlowScheduler: DatagramProducer {
         let now = clock()
         precondition(paces.count == producers.count && burstQuanta.count == producers.count)
         self.producers = producers
+        first = producers[0]
+        single = producers.count == 1
         let weights = paces.map { $0 ?? 1 }
         let heaviest = max(weights.max() ?? 1, 1e-9)
         quanta = weights.map { max(Int(Double(quantum) * max($0, 0) / heaviest), 1500) }
@@ -107,6 +116,15 @@ final class FlowScheduler: DatagramProducer {
     static func flowTag(_ tag: UInt64) -> UInt64 { tag & ~indexMask }
 
     func peekDatagram() -> PendingDatagram? {
+        if single {
+            // One flow: no turns, no caps (the shared pacer is its cap), index 0 in the tag.
+            guard !idle[0], var datagram = first.peekDatagram() else {
+                idle[0] = true
+                return nil
+            }
+            datagram.tag = Self.flowTag(datagram.tag)
+            return datagram
+        }
         var now: Int64?
         for _ in 0...producers.count {
             if credit > 0, !idle[current], !heldByCap(current, &now) {
@@ -177,6 +195,7 @@ final class FlowScheduler: DatagramProducer {
     }
 
     func writeDatagram(into buffer: UnsafeMutableRawBufferPointer) {
+        if single { return first.writeDatagram(into: buffer) }
         producers[peeked].writeDatagram(into: buffer)
         if hasCaps { caps[peeked]?.consume(buffer.count, now: peekedAt) }
         credit -= buffer.count

@@ -157,7 +157,9 @@ public final class PacedSender {
     /// and prepares them as one submission (submitted by the next `Ring.submit`). Throws a
     /// `SystemError` when the ring fails, a `ConfigurationError` for a datagram that cannot
     /// fit an empty send slot (empty, or larger than `slotCapacity`).
-    public func pump(_ producer: DatagramProducer) throws -> PumpState {
+    /// Generic, not `any DatagramProducer`: specialized for the engine's scheduler, the calls per
+    /// datagram are direct (no witness table, no existential box retained around them).
+    public func pump<Producer: DatagramProducer>(_ producer: Producer) throws -> PumpState {
         if queue.readySlots > 0 {
             // Retries left over from completions go first, in their own submission.
             try queue.submitReady()
@@ -246,7 +248,7 @@ public final class PacedSender {
     /// has completed. `afterPump` runs after each fill. `beforeWait` runs before each wait with
     /// its timeout (nil: until a completion); when it returns false the loop submits without
     /// waiting and fills again. Completions of other kinds go to `other`.
-    public func run(_ producer: DatagramProducer, idlePoll: Int64 = 200_000, isFinished: () -> Bool = { true },
+    public func run<Producer: DatagramProducer>(_ producer: Producer, idlePoll: Int64 = 200_000, isFinished: () -> Bool = { true },
                     beforePump: () throws(SystemError) -> Bool = { true }, afterPump: () -> Void = {},
                     beforeWait: (_ timeoutNanoseconds: Int64?) -> Bool = { _ in true },
                     other: (Completion) -> Void = { _ in }) throws {
