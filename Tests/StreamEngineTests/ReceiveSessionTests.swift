@@ -197,6 +197,32 @@ import UringIO
         #expect(lastBlock?.cumulativeLost == Int32(dropped))
     }
 
+    /// A receiver that starts listening within a keyframe: the datagram with its VPS, SPS and PPS
+    /// went before, its slices arrive whole from their first packet. The frame is complete but
+    /// not decodable (no parameter sets): the chain of references starts at the next keyframe.
+    @Test func aKeyframeWithoutItsParameterSetsDoesNotStartTheChain() throws {
+        let frames = Self.stream(frames: 30, keyframeEvery: 10)
+        // The keyframe's first datagram holds the parameter sets (an AP), the IDR slice follows.
+        let first = try #require(frames[0].datagrams.first)
+        #expect(first.count < 100 && frames[0].datagrams.count >= 3)
+        var harness = Harness()
+        for datagram in frames[0].datagrams.dropFirst() { harness.deliver(datagram) }
+        harness.deliver(Array(frames.dropFirst()))
+        harness.finish()
+        let stats = harness.session.stats
+        let firstUnit = try #require(harness.units.first)
+        #expect(firstUnit.isComplete && firstUnit.isKeyframe && !firstUnit.followsIntactChain)
+        #expect(firstUnit.nalUnits.count == 1)
+        let decodable = harness.units.filter(\.followsIntactChain).map(\.timestamp)
+        #expect(decodable == frames[10...].map(\.unit.timestamp))
+        #expect(stats.framesComplete == 30 && stats.framesUndecodable == 10)
+        // From the start, the same stream is decodable from its first frame.
+        var whole = Harness()
+        whole.deliver(frames)
+        whole.finish()
+        #expect(whole.units.count == 30 && whole.units.allSatisfy(\.followsIntactChain))
+    }
+
     @Test func duplicatesAreCountedAndDroppedOnce() {
         let frames = Self.stream(frames: 20)
         var harness = Harness()

@@ -106,6 +106,10 @@ public struct ReceiveSession: Sendable {
     private var lastTimestamp: UInt32?
     private var frameInterval: UInt32?
     private var chainIntact = false
+    /// Which parameter sets (VPS, SPS, PPS: bits 0, 1, 2) have come in band so far.
+    private var parameterSetsSeen: UInt8 = 0
+    /// A complete keyframe came before (see `mendsChain(_:)`).
+    private var keyframeSeen = false
     private var outputs: [Output] = []
     private var nextOutput = 0
     /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout buffer).
@@ -624,7 +628,7 @@ public struct ReceiveSession: Sendable {
             countMissingFrames(before: unit.timestamp)
             // The chain of references breaks at an incomplete or missing frame and mends at
             // the next complete keyframe; the first frame received needs one too.
-            if unit.isComplete && unit.isKeyframe {
+            if mendsChain(unit) {
                 chainIntact = true
             } else if !unit.isComplete || counts.framesMissing > missingBefore {
                 chainIntact = false
@@ -650,6 +654,29 @@ public struct ReceiveSession: Sendable {
 
     /// Frames whose every packet was lost leave a gap of whole frame intervals in the
     /// timestamps (the interval is the smallest step seen).
+    /// Whether `unit` starts an unbroken chain of references: a complete keyframe, and, for the
+    /// first keyframe of the stream, with the parameter sets it needs already in band (in it or
+    /// before it). A receiver that starts listening within a keyframe's access unit sees its
+    /// slices whole from their first packet, and so a complete frame, while the VPS/SPS/PPS sent
+    /// just before (in a datagram of their own) never reached it; a decoder cannot use that frame
+    /// (ffmpeg: "PPS id out of range"). Later keyframes mend the chain as they are, so a stream
+    /// whose parameter sets travel only out of band (an SDP's sprop-*) loses its first one only.
+    private mutating func mendsChain(_ unit: DepacketizedAccessUnit) -> Bool {
+        if parameterSetsSeen != 0b111 {
+            for nal in unit.nalUnits where !nal.isEmpty {
+                switch nal[0] >> 1 & 0x3F {
+                case 32: parameterSetsSeen |= 0b001
+                case 33: parameterSetsSeen |= 0b010
+                case 34: parameterSetsSeen |= 0b100
+                default: break
+                }
+            }
+        }
+        guard unit.isComplete && unit.isKeyframe else { return false }
+        defer { keyframeSeen = true }
+        return keyframeSeen || parameterSetsSeen == 0b111
+    }
+
     private mutating func countMissingFrames(before timestamp: UInt32) {
         defer { lastTimestamp = timestamp }
         guard let last = lastTimestamp else { return }
