@@ -652,8 +652,6 @@ public struct ReceiveSession: Sendable {
         for unit in released { outputs.append(.accessUnit(unit)) }
     }
 
-    /// Frames whose every packet was lost leave a gap of whole frame intervals in the
-    /// timestamps (the interval is the smallest step seen).
     /// Whether `unit` starts an unbroken chain of references: a complete keyframe, and, for the
     /// first keyframe of the stream, with the parameter sets it needs already in band (in it or
     /// before it). A receiver that starts listening within a keyframe's access unit sees its
@@ -677,6 +675,8 @@ public struct ReceiveSession: Sendable {
         return keyframeSeen || parameterSetsSeen == 0b111
     }
 
+    /// Frames whose every packet was lost leave a gap of whole frame intervals in the
+    /// timestamps (the interval is the smallest step seen).
     private mutating func countMissingFrames(before timestamp: UInt32) {
         defer { lastTimestamp = timestamp }
         guard let last = lastTimestamp else { return }
