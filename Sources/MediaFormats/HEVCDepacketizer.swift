@@ -278,7 +278,8 @@ public struct HEVCDepacketizer: Sendable {
             counters.late += 1  // its sequence number was consumed or given up
             return output
         }
-        if held[slot(sequence, held.count)]?.sequence == sequence {
+        // (Nothing held, nothing to compare: reading a slot copies the optional packet out.)
+        if heldCount > 0, held[slot(sequence, held.count)]?.sequence == sequence {
             counters.duplicate += 1
             return output
         }
@@ -445,44 +446,53 @@ public struct HEVCDepacketizer: Sendable {
         pendingGap = 0
         var startDamaged = false
         var startMissing = 0
-        if var current = assembly {
-            if packet.timestamp != current.timestamp {
+        // The access unit under assembly is moved out, never copied: `if var current = assembly`
+        // (and `assembly != nil`) copied it, retaining and releasing its arrays, every packet
+        // (results/profile.md section 17.rc); and `current` must own its arrays alone: while
+        // `assembly` shared them, appending a fragment copied the whole NAL unit rebuilt so far.
+        var resumed: Assembly? = nil
+        if var open = assembly.take() {
+            if packet.timestamp != open.timestamp {
                 // A new access unit without a marker on the last one.
                 if gap > 0 {
                     // The old access unit lost at least its marker packet. One lost packet is
                     // exactly that; more are ambiguous: they may also have begun the new one.
-                    current.missing += gap
-                    current.damaged = true
+                    open.missing += gap
+                    open.damaged = true
                     startDamaged = gap > 1
                 }
-                assembly = nil
-                emit(current, into: &output)
-            } else if gap > 0 {
-                current.missing += gap
-                current.damaged = true
-                current.discarding = current.openFragment == nil ? .afterGap : .countedNAL
-                breakFragment(&current, byLoss: true)
-                assembly = current
+                emit(consume open, into: &output)
+            } else {
+                if gap > 0 {
+                    open.missing += gap
+                    open.damaged = true
+                    open.discarding = open.openFragment == nil ? .afterGap : .countedNAL
+                    breakFragment(&open, byLoss: true)
+                }
+                resumed = consume open
             }
         } else if gap > 0 {
             startMissing = gap
             startDamaged = true
         }
 
-        let continuing = assembly != nil
-        // `current` must own its arrays alone: while `assembly` shared them, appending a fragment
-        // copied the whole NAL unit rebuilt so far, every packet (results/profile.md). Moved
-        // out and back, not copied: no retain and release of its arrays per packet.
-        var current = assembly.take() ?? Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence,
-                                                  lastSequence: packet.sequence, missing: startMissing,
-                                                  damaged: startDamaged)
+        var current: Assembly
+        let continuing: Bool
+        if let open = resumed.take() {
+            current = consume open
+            continuing = true
+        } else {
+            current = Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence, lastSequence: packet.sequence,
+                               missing: startMissing, damaged: startDamaged)
+            continuing = false
+        }
         if !continuing && (startDamaged || joining) { current.discarding = .afterGap }
         joining = false
         current.lastSequence = packet.sequence
         current.packetCount += 1
         if !current.abandoned { apply(packet.content, payload: payload, to: &current) }
         if packet.marker {
-            emit(current, into: &output)
+            emit(consume current, into: &output)
         } else {
             assembly = consume current
         }
@@ -594,7 +604,7 @@ public struct HEVCDepacketizer: Sendable {
         if HEVCNALUnitType(rawValue: firstByte >> 1).isIRAP { current.isKeyframe = true }
     }
 
-    private mutating func emit(_ finished: Assembly, into output: inout [DepacketizedAccessUnit]) {
+    private mutating func emit(_ finished: consuming Assembly, into output: inout [DepacketizedAccessUnit]) {
         var current = finished
         guard !current.abandoned else { return }
         if current.openFragment != nil {
