@@ -457,7 +457,7 @@ public struct ReceiveSession: Sendable {
         case .restarted:
             // The packet kept aside began the restarted stream: it goes first.
             if let candidate = sequenceJumpCandidate, candidate.header.sequenceNumber == header.sequenceNumber &- 1 {
-                feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn)
+                if config.feedback { feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn) }
                 let restart = RTPSequenceTracker.Tracked(outcome: .restarted, extendedSequence: tracked.extendedSequence - 1)
                 let candidatePayload = sequenceJumpPayload
                 candidatePayload.withUnsafeBytes {
@@ -471,7 +471,8 @@ public struct ReceiveSession: Sendable {
         if sequenceJumpCandidate != nil { sequenceJumpCandidate = nil }
         lastAcceptedTimestamp = header.timestamp
         if recovers { recovery!.jitter = tracker.jitter }
-        feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: mark.ecn.rawValue)
+        // Without feedback the arrivals would only fill the report's memory (8,192 of them), never sent.
+        if config.feedback { feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: mark.ecn.rawValue) }
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
         if recovers { askForRetransmissions(now: now) }
     }
