@@ -157,8 +157,9 @@ public struct HEVCDepacketizer: Sendable {
         var marker: Bool
         var content: Content
         /// The payload, copied only when the packet waits behind a gap (or at stream start);
-        /// a packet consumed on arrival is read from the caller's bytes.
-        var payload: [UInt8] = []
+        /// nil for a packet consumed on arrival, read from the caller's bytes (an empty array
+        /// there was released per packet).
+        var payload: [UInt8]? = nil
     }
 
     private enum Discarding {
@@ -241,7 +242,7 @@ public struct HEVCDepacketizer: Sendable {
         }
         ssrc = header.ssrc
         let tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: 0)
-        output += push(header, payload: payload, tracked: tracked)
+        push(header, payload: payload, tracked: tracked, into: &output)
         return output
     }
 
@@ -251,16 +252,24 @@ public struct HEVCDepacketizer: Sendable {
     /// as a duplicate, `.late` and `.sequenceJump` as late. The SSRC is the caller's business.
     public mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer,
                               tracked: RTPSequenceTracker.Tracked) -> [DepacketizedAccessUnit] {
-        counters.packets += 1
         var output: [DepacketizedAccessUnit] = []
+        push(header, payload: payload, tracked: tracked, into: &output)
+        return output
+    }
+
+    /// Like `push(_:payload:tracked:)`, appending the access units to `output`: a caller that
+    /// reuses one array releases none per packet (most packets complete nothing).
+    public mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer, tracked: RTPSequenceTracker.Tracked,
+                              into output: inout [DepacketizedAccessUnit]) {
+        counters.packets += 1
         let sequence = tracked.extendedSequence
         switch tracked.outcome {
         case .duplicate:
             counters.duplicate += 1
-            return output
+            return
         case .late, .sequenceJump:
             counters.late += 1
-            return output
+            return
         case .restarted, .first:
             if nextSequence != nil {
                 counters.resynchronizations += 1
@@ -271,7 +280,8 @@ public struct HEVCDepacketizer: Sendable {
             break
         }
         guard let next = nextSequence else {
-            return output + startStream(at: sequence, header, payload)
+            startStream(at: sequence, header, payload, into: &output)
+            return
         }
         if sequence < next && !started && highestSequence - sequence <= Int64(reorderWindow)
             && held[slot(sequence, held.count)]?.sequence != sequence {
@@ -279,12 +289,12 @@ public struct HEVCDepacketizer: Sendable {
             nextSequence = sequence
         } else if sequence < next {
             counters.late += 1  // its sequence number was consumed or given up
-            return output
+            return
         }
         // (Nothing held, nothing to compare: reading a slot copies the optional packet out.)
         if heldCount > 0, held[slot(sequence, held.count)]?.sequence == sequence {
             counters.duplicate += 1
-            return output
+            return
         }
         var packet = Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker,
                             content: parseContent(payload))
@@ -294,11 +304,10 @@ public struct HEVCDepacketizer: Sendable {
             highestSequence = max(highestSequence, sequence)
             consume(packet, payload: payload, into: &output)
             nextSequence = next + 1
-            return output
+            return
         }
         packet.payload = Self.keptPayload(packet.content, payload)
         accept(packet, into: &output)
-        return output
     }
 
     /// Takes one RTP packet whose payload is an array; see `push(_:payload:)`.
@@ -325,15 +334,13 @@ public struct HEVCDepacketizer: Sendable {
         return remainder < 0 ? remainder + count : remainder
     }
 
-    private mutating func startStream(at sequence: Int64, _ header: RTPHeader,
-                                      _ payload: UnsafeRawBufferPointer) -> [DepacketizedAccessUnit] {
-        var output: [DepacketizedAccessUnit] = []
+    private mutating func startStream(at sequence: Int64, _ header: RTPHeader, _ payload: UnsafeRawBufferPointer,
+                                      into output: inout [DepacketizedAccessUnit]) {
         nextSequence = sequence
         highestSequence = sequence
         let content = parseContent(payload)
         accept(Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker, content: content,
                       payload: Self.keptPayload(content, payload)), into: &output)
-        return output
     }
 
     /// The bytes a held packet keeps: its payload, none for a rejected one.
@@ -344,7 +351,7 @@ public struct HEVCDepacketizer: Sendable {
 
     /// Consumes a held packet from the bytes it kept.
     private mutating func consumeHeld(_ packet: Packet, into output: inout [DepacketizedAccessUnit]) {
-        packet.payload.withUnsafeBytes { consume(packet, payload: $0, into: &output) }
+        (packet.payload ?? []).withUnsafeBytes { consume(packet, payload: $0, into: &output) }
     }
 
     private mutating func resetSequenceState() {

@@ -121,6 +121,9 @@ public struct ReceiveSession: Sendable {
     /// `counts.ecn` and `counts.dscp`: a completion's GRO segments share their TOS byte, so the
     /// two counts move once per run of equal marks, not per packet; `stats` adds the open run.
     private var markRun: (tos: UInt8, count: Int) = (0, 0)
+    /// Empty between inputs: the capacity `push` reuses for the access units the depacketizer
+    /// completes (an array returned per packet was released per packet, empty or not).
+    private var depacketized: [DepacketizedAccessUnit] = []
     /// Empty between inputs: the capacity `push` reuses for the packets the playout buffer releases.
     private var releasedScratch: [PlayoutBuffer.Packet] = []
     /// With a multicast `listen` group and feedback: when the regular reports go.
@@ -489,7 +492,14 @@ public struct ReceiveSession: Sendable {
     private mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer, tracked: RTPSequenceTracker.Tracked,
                                arrival: Int64, now: Int64) {
         guard recovers else {
-            emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
+            depacketizer.push(header, payload: payload, tracked: tracked, into: &depacketized)
+            if !depacketized.isEmpty {
+                var units: [DepacketizedAccessUnit] = []
+                swap(&units, &depacketized)
+                emit(units, now: now)
+                units.removeAll(keepingCapacity: true)
+                swap(&units, &depacketized)
+            }
             return
         }
         recovery!.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
