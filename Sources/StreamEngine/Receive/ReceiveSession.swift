@@ -128,6 +128,8 @@ public struct ReceiveSession: Sendable {
     private var releasedScratch: [PlayoutBuffer.Packet] = []
     /// With a multicast `listen` group and feedback: when the regular reports go.
     private var multicastTiming: MulticastReportTiming?
+    /// `multicastTiming != nil`, fixed at init (per packet, as `recovers`).
+    private let reportsToGroup: Bool
 
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     static let maxTimestampStep: Int32 = 900_000
@@ -147,8 +149,9 @@ public struct ReceiveSession: Sendable {
                                         reorderWindow: recovers ? 0 : config.reorderWindow)
         lockedSource = config.from
         self.recovers = recovers
+        reportsToGroup = config.listen.isMulticast && config.feedback
         if recovers { recovery = LossRecovery(latency: config.latency?.nanoseconds) }
-        if config.listen.isMulticast && config.feedback {
+        if reportsToGroup {
             multicastTiming = MulticastReportTiming(ipv6: config.listen.family == .ipv6)
             feedback.perPacket = false
         }
@@ -424,7 +427,7 @@ public struct ReceiveSession: Sendable {
     /// A packet of the stream: counted, tracked, reported, and into the depacketizer.
     private mutating func accept(_ header: RTPHeader, datagram: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer,
                                  tos: UInt8, arrival: Int64, now: Int64) {
-        let mark = TrafficMark(tos: tos)
+        let ecn = tos & 0b11  // TrafficMark's ECN bits, without making one per packet
         if tos == markRun.tos {
             markRun.count += 1
         } else {
@@ -432,7 +435,7 @@ public struct ReceiveSession: Sendable {
             markRun = (tos, 1)
         }
         counts.bytesReceived += datagram.count
-        multicastTiming?.noteMedia(bytes: datagram.count, now: now)
+        if reportsToGroup { multicastTiming!.noteMedia(bytes: datagram.count, now: now) }
         if recovers {
             recovery!.nack.noteMediaBytes(datagram.count)
             if let sequence = recovery!.extend(header.sequenceNumber), recovery!.isSameSSRCRetransmission(sequence) {
@@ -451,7 +454,7 @@ public struct ReceiveSession: Sendable {
             // Far from the stream's sequence numbers (counted), or older than the tracker's
             // window (counted by it): kept out of the frames, and aside in case the sender restarted.
             if tracked.outcome == .sequenceJump { reject(.sequenceJump) }
-            sequenceJumpCandidate = (header, arrival, mark.ecn.rawValue)
+            sequenceJumpCandidate = (header, arrival, ecn)
             sequenceJumpPayload.removeAll(keepingCapacity: true)
             sequenceJumpPayload.append(contentsOf: payload)
             return
@@ -475,7 +478,7 @@ public struct ReceiveSession: Sendable {
         lastAcceptedTimestamp = header.timestamp
         if recovers { recovery!.jitter = tracker.jitter }
         // Without feedback the arrivals would only fill the report's memory (8,192 of them), never sent.
-        if config.feedback { feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: mark.ecn.rawValue) }
+        if config.feedback { feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn) }
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
         if recovers { askForRetransmissions(now: now) }
     }
