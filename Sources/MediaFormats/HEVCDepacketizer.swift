@@ -456,86 +456,80 @@ public struct HEVCDepacketizer: Sendable {
         pendingGap = 0
         var startDamaged = false
         var startMissing = 0
-        // The access unit under assembly is moved out, never copied: `if var current = assembly`
-        // (and `assembly != nil`) copied it, retaining and releasing its arrays, every packet
-        // (results/profile.md section 17.rc); and `current` must own its arrays alone: while
-        // `assembly` shared them, appending a fragment copied the whole NAL unit rebuilt so far.
-        var resumed: Assembly? = nil
-        if var open = assembly.take() {
-            if packet.timestamp != open.timestamp {
+        var continuing = false
+        // The access unit under assembly is changed where it is stored (`assembly!`), never
+        // copied or moved: `if var current = assembly` (and `assembly != nil`) copied it,
+        // retaining and releasing its arrays, every packet, and moving it out and back copied
+        // its bytes (results/profile.md section 17.rc). Only its timestamp is read to test it.
+        if let timestamp = assembly?.timestamp {
+            if packet.timestamp != timestamp {
                 // A new access unit without a marker on the last one.
                 if gap > 0 {
                     // The old access unit lost at least its marker packet. One lost packet is
                     // exactly that; more are ambiguous: they may also have begun the new one.
-                    open.missing += gap
-                    open.damaged = true
+                    assembly!.missing += gap
+                    assembly!.damaged = true
                     startDamaged = gap > 1
                 }
-                emit(consume open, into: &output)
+                emit(assembly.take()!, into: &output)
             } else {
+                continuing = true
                 if gap > 0 {
-                    open.missing += gap
-                    open.damaged = true
-                    open.discarding = open.openFragment == nil ? .afterGap : .countedNAL
-                    breakFragment(&open, byLoss: true)
+                    assembly!.missing += gap
+                    assembly!.damaged = true
+                    assembly!.discarding = assembly!.openFragment == nil ? .afterGap : .countedNAL
+                    Self.breakFragment(&assembly!, byLoss: true, counters: &counters)
                 }
-                resumed = consume open
             }
         } else if gap > 0 {
             startMissing = gap
             startDamaged = true
         }
-
-        var current: Assembly
-        let continuing: Bool
-        if let open = resumed.take() {
-            current = consume open
-            continuing = true
-        } else {
-            current = Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence, lastSequence: packet.sequence,
-                               missing: startMissing, damaged: startDamaged)
-            continuing = false
+        if !continuing {
+            assembly = Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence, lastSequence: packet.sequence,
+                                missing: startMissing, damaged: startDamaged)
+            if startDamaged || joining { assembly!.discarding = .afterGap }
         }
-        if !continuing && (startDamaged || joining) { current.discarding = .afterGap }
         joining = false
-        current.lastSequence = packet.sequence
-        current.packetCount += 1
-        if !current.abandoned { apply(packet.content, payload: payload, to: &current) }
-        if packet.marker {
-            emit(consume current, into: &output)
-        } else {
-            assembly = consume current
+        assembly!.lastSequence = packet.sequence
+        assembly!.packetCount += 1
+        if !assembly!.abandoned {
+            Self.apply(packet.content, payload: payload, to: &assembly!, counters: &counters, peaks: &fragmentedNALPeak,
+                       limit: maxAccessUnitSize)
         }
+        if packet.marker { emit(assembly.take()!, into: &output) }
     }
 
     /// Adds a packet's content to the access unit, copying its NAL unit bytes from `payload`
     /// (the one copy between the receive buffer and the frame).
-    private mutating func apply(_ content: Content, payload: UnsafeRawBufferPointer, to current: inout Assembly) {
+    private static func apply(_ content: Content, payload: UnsafeRawBufferPointer, to current: inout Assembly,
+                              counters: inout DepacketizerCounters, peaks fragmentedNALPeak: inout [Int], limit: Int) {
         switch content {
         case .rejected:
             current.damaged = true
             current.discarding = current.openFragment == nil ? .afterGap : .countedNAL
-            breakFragment(&current, byLoss: true)
+            breakFragment(&current, byLoss: true, counters: &counters)
         case .nal:
-            breakFragment(&current, byLoss: false)
+            breakFragment(&current, byLoss: false, counters: &counters)
             current.discarding = .none
-            append(payload, to: &current)
+            append(payload, to: &current, counters: &counters, limit: limit)
         case .units:
-            breakFragment(&current, byLoss: false)
+            breakFragment(&current, byLoss: false, counters: &counters)
             current.discarding = .none
             var offset = 2
             while offset < payload.count && !current.abandoned {
                 let size = Int(payload[offset]) << 8 | Int(payload[offset + 1])
                 offset += 2
-                append(UnsafeRawBufferPointer(rebasing: payload[offset..<(offset + size)]), to: &current)
+                append(UnsafeRawBufferPointer(rebasing: payload[offset..<(offset + size)]), to: &current,
+                       counters: &counters, limit: limit)
                 offset += size
             }
         case .fragment(let start, let end, let type, let nalHeader):
             let data = UnsafeRawBufferPointer(rebasing: payload[3...])
             if start {
-                breakFragment(&current, byLoss: false)
+                breakFragment(&current, byLoss: false, counters: &counters)
                 current.discarding = .none
-                guard reserve(data.count + 2, in: &current) else { return }
+                guard reserve(data.count + 2, in: &current, counters: &counters, limit: limit) else { return }
                 // Room for a NAL unit like the largest of its type lately (a quarter more):
                 // growing by doubling copied each frame's slice several times over (8 % of
                 // `streamer recv`'s CPU at 240 fps: results/profile.md). One allocation per NAL unit.
@@ -551,13 +545,13 @@ public struct HEVCDepacketizer: Sendable {
             }
             if current.openFragment != nil {
                 guard current.openFragmentType == type else {
-                    reject(.fragmentTypeMismatch)
+                    reject(.fragmentTypeMismatch, counters: &counters)
                     current.damaged = true
-                    breakFragment(&current, byLoss: true)
+                    breakFragment(&current, byLoss: true, counters: &counters)
                     current.discarding = end ? .none : .countedNAL
                     return
                 }
-                guard reserve(data.count, in: &current) else { return }
+                guard reserve(data.count, in: &current, counters: &counters, limit: limit) else { return }
                 current.openFragment!.append(contentsOf: data)
                 if end {
                     let nal = current.openFragment.take()!
@@ -572,7 +566,7 @@ public struct HEVCDepacketizer: Sendable {
                 current.damaged = true
                 current.discarding = end ? .none : .countedNAL
             } else {
-                reject(.fragmentWithoutStart)
+                reject(.fragmentWithoutStart, counters: &counters)
                 counters.droppedNALUnits += 1
                 current.damaged = true
                 current.discarding = end ? .none : .countedNAL
@@ -581,17 +575,18 @@ public struct HEVCDepacketizer: Sendable {
     }
 
     /// Drops an unfinished fragmented NAL unit. Without a loss to explain it, it is malformed.
-    private mutating func breakFragment(_ current: inout Assembly, byLoss: Bool) {
+    private static func breakFragment(_ current: inout Assembly, byLoss: Bool, counters: inout DepacketizerCounters) {
         guard let open = current.openFragment else { return }
         current.byteCount -= open.count
         current.openFragment = nil
         current.damaged = true
         counters.droppedNALUnits += 1
-        if !byLoss { reject(.fragmentWithoutEnd) }
+        if !byLoss { reject(.fragmentWithoutEnd, counters: &counters) }
     }
 
     /// Accounts `count` more bytes; abandons the access unit when it would grow too large.
-    private mutating func reserve(_ count: Int, in current: inout Assembly) -> Bool {
+    private static func reserve(_ count: Int, in current: inout Assembly, counters: inout DepacketizerCounters,
+                                limit maxAccessUnitSize: Int) -> Bool {
         guard current.byteCount + count <= maxAccessUnitSize else {
             counters.oversizedAccessUnits += 1
             current.abandoned = true
@@ -604,13 +599,14 @@ public struct HEVCDepacketizer: Sendable {
         return true
     }
 
-    private mutating func append(_ nal: UnsafeRawBufferPointer, to current: inout Assembly) {
-        guard reserve(nal.count, in: &current) else { return }
+    private static func append(_ nal: UnsafeRawBufferPointer, to current: inout Assembly, counters: inout DepacketizerCounters,
+                               limit: Int) {
+        guard reserve(nal.count, in: &current, counters: &counters, limit: limit) else { return }
         current.nalUnits.append(Array(nal))
         noteNAL(firstByte: nal[0], in: &current)
     }
 
-    private func noteNAL(firstByte: UInt8, in current: inout Assembly) {
+    private static func noteNAL(firstByte: UInt8, in current: inout Assembly) {
         if HEVCNALUnitType(rawValue: firstByte >> 1).isIRAP { current.isKeyframe = true }
     }
 
@@ -618,7 +614,7 @@ public struct HEVCDepacketizer: Sendable {
         var current = finished
         guard !current.abandoned else { return }
         if current.openFragment != nil {
-            breakFragment(&current, byLoss: current.missing > 0 || current.damaged)
+            Self.breakFragment(&current, byLoss: current.missing > 0 || current.damaged, counters: &counters)
         }
         let unit = DepacketizedAccessUnit(
             timestamp: current.timestamp, nalUnits: current.nalUnits, isComplete: !current.damaged,
@@ -634,6 +630,10 @@ public struct HEVCDepacketizer: Sendable {
     // MARK: Payload parsing
 
     private mutating func reject(_ reason: HEVCPayloadRejection) {
+        Self.reject(reason, counters: &counters)
+    }
+
+    private static func reject(_ reason: HEVCPayloadRejection, counters: inout DepacketizerCounters) {
         counters.rejected[reason, default: 0] += 1
     }
 
