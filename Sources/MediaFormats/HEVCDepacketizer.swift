@@ -157,8 +157,9 @@ public struct HEVCDepacketizer: Sendable {
         var marker: Bool
         var content: Content
         /// The payload, copied only when the packet waits behind a gap (or at stream start);
-        /// a packet consumed on arrival is read from the caller's bytes.
-        var payload: [UInt8] = []
+        /// nil for a packet consumed on arrival, read from the caller's bytes (an empty array
+        /// there was released per packet).
+        var payload: [UInt8]? = nil
     }
 
     private enum Discarding {
@@ -203,10 +204,13 @@ public struct HEVCDepacketizer: Sendable {
     private var started = false
     private var assembly: Assembly? = nil
     /// Per NAL unit type, the largest rebuilt from fragments lately (each one after it takes a
-    /// sixteenth off): the capacity the next one of that type starts with. After the last
-    /// size of any type, a quarter of the NAL units outgrew their arrays, copied as they grew
-    /// (more bytes than the payload itself: results/profile.md section 15): slice sizes
-    /// vary from frame to frame by more than an eighth, and an IDR slice is many times a P slice.
+    /// sixty-fourth off): the capacity the next one of that type starts with, a quarter more.
+    /// After the last size of any type, a quarter of the NAL units outgrew their arrays, copied
+    /// as they grew (more bytes than the payload itself: results/profile.md section 15): slice
+    /// sizes vary from frame to frame by more than an eighth, and an IDR slice is many times a
+    /// P slice. With an eighth more and a sixteenth off, 120 of 2,400 frames of a 720p stream
+    /// still grew (2.7 MB copied); with a quarter and a sixty-fourth, 27 (0.3 MB, the first of
+    /// their type among them), for 16 % more capacity reserved (section 17.rc).
     private var fragmentedNALPeak = [Int](repeating: 0, count: 64)
     /// The sequence logic behind `push(_:payload:)`, for callers that track no sequence of their own.
     private var tracker = RTPSequenceTracker()
@@ -238,7 +242,7 @@ public struct HEVCDepacketizer: Sendable {
         }
         ssrc = header.ssrc
         let tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: 0)
-        output += push(header, payload: payload, tracked: tracked)
+        push(header, payload: payload, tracked: tracked, into: &output)
         return output
     }
 
@@ -248,16 +252,24 @@ public struct HEVCDepacketizer: Sendable {
     /// as a duplicate, `.late` and `.sequenceJump` as late. The SSRC is the caller's business.
     public mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer,
                               tracked: RTPSequenceTracker.Tracked) -> [DepacketizedAccessUnit] {
-        counters.packets += 1
         var output: [DepacketizedAccessUnit] = []
+        push(header, payload: payload, tracked: tracked, into: &output)
+        return output
+    }
+
+    /// Like `push(_:payload:tracked:)`, appending the access units to `output`: a caller that
+    /// reuses one array releases none per packet (most packets complete nothing).
+    public mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer, tracked: RTPSequenceTracker.Tracked,
+                              into output: inout [DepacketizedAccessUnit]) {
+        counters.packets += 1
         let sequence = tracked.extendedSequence
         switch tracked.outcome {
         case .duplicate:
             counters.duplicate += 1
-            return output
+            return
         case .late, .sequenceJump:
             counters.late += 1
-            return output
+            return
         case .restarted, .first:
             if nextSequence != nil {
                 counters.resynchronizations += 1
@@ -268,7 +280,8 @@ public struct HEVCDepacketizer: Sendable {
             break
         }
         guard let next = nextSequence else {
-            return output + startStream(at: sequence, header, payload)
+            startStream(at: sequence, header, payload, into: &output)
+            return
         }
         if sequence < next && !started && highestSequence - sequence <= Int64(reorderWindow)
             && held[slot(sequence, held.count)]?.sequence != sequence {
@@ -276,11 +289,12 @@ public struct HEVCDepacketizer: Sendable {
             nextSequence = sequence
         } else if sequence < next {
             counters.late += 1  // its sequence number was consumed or given up
-            return output
+            return
         }
-        if held[slot(sequence, held.count)]?.sequence == sequence {
+        // (Nothing held, nothing to compare: reading a slot copies the optional packet out.)
+        if heldCount > 0, held[slot(sequence, held.count)]?.sequence == sequence {
             counters.duplicate += 1
-            return output
+            return
         }
         var packet = Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker,
                             content: parseContent(payload))
@@ -290,11 +304,10 @@ public struct HEVCDepacketizer: Sendable {
             highestSequence = max(highestSequence, sequence)
             consume(packet, payload: payload, into: &output)
             nextSequence = next + 1
-            return output
+            return
         }
         packet.payload = Self.keptPayload(packet.content, payload)
         accept(packet, into: &output)
-        return output
     }
 
     /// Takes one RTP packet whose payload is an array; see `push(_:payload:)`.
@@ -321,15 +334,13 @@ public struct HEVCDepacketizer: Sendable {
         return remainder < 0 ? remainder + count : remainder
     }
 
-    private mutating func startStream(at sequence: Int64, _ header: RTPHeader,
-                                      _ payload: UnsafeRawBufferPointer) -> [DepacketizedAccessUnit] {
-        var output: [DepacketizedAccessUnit] = []
+    private mutating func startStream(at sequence: Int64, _ header: RTPHeader, _ payload: UnsafeRawBufferPointer,
+                                      into output: inout [DepacketizedAccessUnit]) {
         nextSequence = sequence
         highestSequence = sequence
         let content = parseContent(payload)
         accept(Packet(sequence: sequence, timestamp: header.timestamp, marker: header.marker, content: content,
                       payload: Self.keptPayload(content, payload)), into: &output)
-        return output
     }
 
     /// The bytes a held packet keeps: its payload, none for a rejected one.
@@ -340,7 +351,7 @@ public struct HEVCDepacketizer: Sendable {
 
     /// Consumes a held packet from the bytes it kept.
     private mutating func consumeHeld(_ packet: Packet, into output: inout [DepacketizedAccessUnit]) {
-        packet.payload.withUnsafeBytes { consume(packet, payload: $0, into: &output) }
+        (packet.payload ?? []).withUnsafeBytes { consume(packet, payload: $0, into: &output) }
     }
 
     private mutating func resetSequenceState() {
@@ -445,83 +456,86 @@ public struct HEVCDepacketizer: Sendable {
         pendingGap = 0
         var startDamaged = false
         var startMissing = 0
-        if var current = assembly {
-            if packet.timestamp != current.timestamp {
+        var continuing = false
+        // The access unit under assembly is changed where it is stored (`assembly!`), never
+        // copied or moved: `if var current = assembly` (and `assembly != nil`) copied it,
+        // retaining and releasing its arrays, every packet, and moving it out and back copied
+        // its bytes (results/profile.md section 17.rc). Only its timestamp is read to test it.
+        if let timestamp = assembly?.timestamp {
+            if packet.timestamp != timestamp {
                 // A new access unit without a marker on the last one.
                 if gap > 0 {
                     // The old access unit lost at least its marker packet. One lost packet is
                     // exactly that; more are ambiguous: they may also have begun the new one.
-                    current.missing += gap
-                    current.damaged = true
+                    assembly!.missing += gap
+                    assembly!.damaged = true
                     startDamaged = gap > 1
                 }
-                assembly = nil
-                emit(current, into: &output)
-            } else if gap > 0 {
-                current.missing += gap
-                current.damaged = true
-                current.discarding = current.openFragment == nil ? .afterGap : .countedNAL
-                breakFragment(&current, byLoss: true)
-                assembly = current
+                emit(assembly.take()!, into: &output)
+            } else {
+                continuing = true
+                if gap > 0 {
+                    assembly!.missing += gap
+                    assembly!.damaged = true
+                    assembly!.discarding = assembly!.openFragment == nil ? .afterGap : .countedNAL
+                    Self.breakFragment(&assembly!, byLoss: true, counters: &counters)
+                }
             }
         } else if gap > 0 {
             startMissing = gap
             startDamaged = true
         }
-
-        let continuing = assembly != nil
-        // `current` must own its arrays alone: while `assembly` shared them, appending a fragment
-        // copied the whole NAL unit rebuilt so far, every packet (results/profile.md). Moved
-        // out and back, not copied: no retain and release of its arrays per packet.
-        var current = assembly.take() ?? Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence,
-                                                  lastSequence: packet.sequence, missing: startMissing,
-                                                  damaged: startDamaged)
-        if !continuing && (startDamaged || joining) { current.discarding = .afterGap }
-        joining = false
-        current.lastSequence = packet.sequence
-        current.packetCount += 1
-        if !current.abandoned { apply(packet.content, payload: payload, to: &current) }
-        if packet.marker {
-            emit(current, into: &output)
-        } else {
-            assembly = consume current
+        if !continuing {
+            assembly = Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence, lastSequence: packet.sequence,
+                                missing: startMissing, damaged: startDamaged)
+            if startDamaged || joining { assembly!.discarding = .afterGap }
         }
+        joining = false
+        assembly!.lastSequence = packet.sequence
+        assembly!.packetCount += 1
+        if !assembly!.abandoned {
+            Self.apply(packet.content, payload: payload, to: &assembly!, counters: &counters, peaks: &fragmentedNALPeak,
+                       limit: maxAccessUnitSize)
+        }
+        if packet.marker { emit(assembly.take()!, into: &output) }
     }
 
     /// Adds a packet's content to the access unit, copying its NAL unit bytes from `payload`
     /// (the one copy between the receive buffer and the frame).
-    private mutating func apply(_ content: Content, payload: UnsafeRawBufferPointer, to current: inout Assembly) {
+    private static func apply(_ content: Content, payload: UnsafeRawBufferPointer, to current: inout Assembly,
+                              counters: inout DepacketizerCounters, peaks fragmentedNALPeak: inout [Int], limit: Int) {
         switch content {
         case .rejected:
             current.damaged = true
             current.discarding = current.openFragment == nil ? .afterGap : .countedNAL
-            breakFragment(&current, byLoss: true)
+            breakFragment(&current, byLoss: true, counters: &counters)
         case .nal:
-            breakFragment(&current, byLoss: false)
+            breakFragment(&current, byLoss: false, counters: &counters)
             current.discarding = .none
-            append(payload, to: &current)
+            append(payload, to: &current, counters: &counters, limit: limit)
         case .units:
-            breakFragment(&current, byLoss: false)
+            breakFragment(&current, byLoss: false, counters: &counters)
             current.discarding = .none
             var offset = 2
             while offset < payload.count && !current.abandoned {
                 let size = Int(payload[offset]) << 8 | Int(payload[offset + 1])
                 offset += 2
-                append(UnsafeRawBufferPointer(rebasing: payload[offset..<(offset + size)]), to: &current)
+                append(UnsafeRawBufferPointer(rebasing: payload[offset..<(offset + size)]), to: &current,
+                       counters: &counters, limit: limit)
                 offset += size
             }
         case .fragment(let start, let end, let type, let nalHeader):
             let data = UnsafeRawBufferPointer(rebasing: payload[3...])
             if start {
-                breakFragment(&current, byLoss: false)
+                breakFragment(&current, byLoss: false, counters: &counters)
                 current.discarding = .none
-                guard reserve(data.count + 2, in: &current) else { return }
-                // Room for a NAL unit like the largest of its type lately (an eighth more):
+                guard reserve(data.count + 2, in: &current, counters: &counters, limit: limit) else { return }
+                // Room for a NAL unit like the largest of its type lately (a quarter more):
                 // growing by doubling copied each frame's slice several times over (8 % of
                 // `streamer recv`'s CPU at 240 fps: results/profile.md). One allocation per NAL unit.
                 let peak = fragmentedNALPeak[Int(type & 63)]
                 var nal: [UInt8] = []
-                nal.reserveCapacity(max(data.count + 2, peak + peak / 8))
+                nal.reserveCapacity(max(data.count + 2, peak + peak / 4))
                 nal.append(nalHeader.0)
                 nal.append(nalHeader.1)
                 nal.append(contentsOf: data)
@@ -531,18 +545,18 @@ public struct HEVCDepacketizer: Sendable {
             }
             if current.openFragment != nil {
                 guard current.openFragmentType == type else {
-                    reject(.fragmentTypeMismatch)
+                    reject(.fragmentTypeMismatch, counters: &counters)
                     current.damaged = true
-                    breakFragment(&current, byLoss: true)
+                    breakFragment(&current, byLoss: true, counters: &counters)
                     current.discarding = end ? .none : .countedNAL
                     return
                 }
-                guard reserve(data.count, in: &current) else { return }
+                guard reserve(data.count, in: &current, counters: &counters, limit: limit) else { return }
                 current.openFragment!.append(contentsOf: data)
                 if end {
                     let nal = current.openFragment.take()!
                     let peak = fragmentedNALPeak[Int(type & 63)]
-                    fragmentedNALPeak[Int(type & 63)] = max(nal.count, peak - peak / 16)
+                    fragmentedNALPeak[Int(type & 63)] = max(nal.count, peak - peak / 64)
                     current.nalUnits.append(nal)
                     noteNAL(firstByte: nal[0], in: &current)
                 }
@@ -552,7 +566,7 @@ public struct HEVCDepacketizer: Sendable {
                 current.damaged = true
                 current.discarding = end ? .none : .countedNAL
             } else {
-                reject(.fragmentWithoutStart)
+                reject(.fragmentWithoutStart, counters: &counters)
                 counters.droppedNALUnits += 1
                 current.damaged = true
                 current.discarding = end ? .none : .countedNAL
@@ -561,17 +575,18 @@ public struct HEVCDepacketizer: Sendable {
     }
 
     /// Drops an unfinished fragmented NAL unit. Without a loss to explain it, it is malformed.
-    private mutating func breakFragment(_ current: inout Assembly, byLoss: Bool) {
+    private static func breakFragment(_ current: inout Assembly, byLoss: Bool, counters: inout DepacketizerCounters) {
         guard let open = current.openFragment else { return }
         current.byteCount -= open.count
         current.openFragment = nil
         current.damaged = true
         counters.droppedNALUnits += 1
-        if !byLoss { reject(.fragmentWithoutEnd) }
+        if !byLoss { reject(.fragmentWithoutEnd, counters: &counters) }
     }
 
     /// Accounts `count` more bytes; abandons the access unit when it would grow too large.
-    private mutating func reserve(_ count: Int, in current: inout Assembly) -> Bool {
+    private static func reserve(_ count: Int, in current: inout Assembly, counters: inout DepacketizerCounters,
+                                limit maxAccessUnitSize: Int) -> Bool {
         guard current.byteCount + count <= maxAccessUnitSize else {
             counters.oversizedAccessUnits += 1
             current.abandoned = true
@@ -584,21 +599,22 @@ public struct HEVCDepacketizer: Sendable {
         return true
     }
 
-    private mutating func append(_ nal: UnsafeRawBufferPointer, to current: inout Assembly) {
-        guard reserve(nal.count, in: &current) else { return }
+    private static func append(_ nal: UnsafeRawBufferPointer, to current: inout Assembly, counters: inout DepacketizerCounters,
+                               limit: Int) {
+        guard reserve(nal.count, in: &current, counters: &counters, limit: limit) else { return }
         current.nalUnits.append(Array(nal))
         noteNAL(firstByte: nal[0], in: &current)
     }
 
-    private func noteNAL(firstByte: UInt8, in current: inout Assembly) {
+    private static func noteNAL(firstByte: UInt8, in current: inout Assembly) {
         if HEVCNALUnitType(rawValue: firstByte >> 1).isIRAP { current.isKeyframe = true }
     }
 
-    private mutating func emit(_ finished: Assembly, into output: inout [DepacketizedAccessUnit]) {
+    private mutating func emit(_ finished: consuming Assembly, into output: inout [DepacketizedAccessUnit]) {
         var current = finished
         guard !current.abandoned else { return }
         if current.openFragment != nil {
-            breakFragment(&current, byLoss: current.missing > 0 || current.damaged)
+            Self.breakFragment(&current, byLoss: current.missing > 0 || current.damaged, counters: &counters)
         }
         let unit = DepacketizedAccessUnit(
             timestamp: current.timestamp, nalUnits: current.nalUnits, isComplete: !current.damaged,
@@ -614,6 +630,10 @@ public struct HEVCDepacketizer: Sendable {
     // MARK: Payload parsing
 
     private mutating func reject(_ reason: HEVCPayloadRejection) {
+        Self.reject(reason, counters: &counters)
+    }
+
+    private static func reject(_ reason: HEVCPayloadRejection, counters: inout DepacketizerCounters) {
         counters.rejected[reason, default: 0] += 1
     }
 

@@ -1,12 +1,17 @@
 import Glibc
 
 /// `streamer recv --out`: each access unit written goes to the file as Annex B (a four-byte
-/// start code before each NAL unit) with one writev(2) from the NAL units' own storage, not
-/// copied into one buffer first and again into a `Data` (results/profile.md section 15).
+/// start code before each NAL unit) with one writev(2), not copied into one buffer first and
+/// again into a `Data` (results/profile.md section 15). The largest NAL unit (a frame's slice,
+/// nearly all of its bytes) is written from its own storage; the start codes and the other NAL
+/// units (parameter sets, SEI, further slices) are gathered around it into one buffer reused
+/// from frame to frame: one borrow per frame, not one nested borrow per NAL unit.
 struct AnnexBOutput {
     let descriptor: Int32
     /// The errno of the first failed write, 0 while none; nothing more is written after one.
     private(set) var failure: Int32 = 0
+    /// What comes before the largest NAL unit (up to `largestAt`) and after it.
+    private var gathered: [UInt8] = []
     private static let startCode: [UInt8] = [0, 0, 0, 1]
 
     init(descriptor: Int32) { self.descriptor = descriptor }
@@ -14,24 +19,31 @@ struct AnnexBOutput {
     /// Writes one access unit's NAL units, each behind a start code.
     mutating func write(_ nalUnits: [[UInt8]]) {
         guard failure == 0, !nalUnits.isEmpty else { return }
-        var parts: [iovec] = []
-        parts.reserveCapacity(2 * nalUnits.count)
+        var largest = nalUnits.startIndex
+        for index in nalUnits.indices where nalUnits[index].count > nalUnits[largest].count { largest = index }
+        gathered.removeAll(keepingCapacity: true)
+        var largestAt = 0
+        for index in nalUnits.indices {
+            gathered.append(contentsOf: Self.startCode)
+            if index == largest {
+                largestAt = gathered.count
+            } else {
+                gathered.append(contentsOf: nalUnits[index])
+            }
+        }
         let descriptor = descriptor
-        failure = Self.startCode.withUnsafeBytes { code in
-            Self.withVectors(nalUnits[...], code: code, &parts) { Self.writeAll(descriptor, &$0) }
+        failure = gathered.withUnsafeBytes { around in
+            nalUnits[largest].withUnsafeBytes { unit in
+                var parts = [Self.vector(UnsafeRawBufferPointer(rebasing: around[..<largestAt])), Self.vector(unit),
+                             Self.vector(UnsafeRawBufferPointer(rebasing: around[largestAt...]))]
+                return Self.writeAll(descriptor, &parts)
+            }
         }
     }
 
-    /// The NAL units' bytes, each behind `code`, as iovecs valid inside `body` (each array's
-    /// bytes are borrowed for the call, one nested borrow per NAL unit).
-    private static func withVectors(_ units: ArraySlice<[UInt8]>, code: UnsafeRawBufferPointer, _ parts: inout [iovec],
-                                    _ body: (inout [iovec]) -> Int32) -> Int32 {
-        guard let unit = units.first else { return body(&parts) }
-        return unit.withUnsafeBytes { bytes in
-            parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: code.baseAddress), iov_len: code.count))
-            parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count))
-            return withVectors(units.dropFirst(), code: code, &parts, body)
-        }
+    /// An iovec over `bytes` (valid while they are).
+    private static func vector(_ bytes: UnsafeRawBufferPointer) -> iovec {
+        iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
     }
 
     /// writev(2) until every byte is written (a pipe may take part of it); the errno on failure, 0 on success.

@@ -310,6 +310,28 @@ import MediaFormats
         #expect(tracker.received == 18 && tracker.lost == 0)
     }
 
+    /// `push(_:payload:tracked:into:)` appends to the caller's array what the returning form
+    /// returns, packet after packet (a swapped pair and a lost packet included).
+    @Test func pushingIntoOneArrayAppendsWhatPushReturns() throws {
+        var input = try packets()
+        input.swapAt(1, 2)
+        input.remove(at: 5)
+        var tracker = RTPSequenceTracker()
+        var returning = HEVCDepacketizer(), appending = HEVCDepacketizer()
+        var returned: [DepacketizedAccessUnit] = []
+        var appended = [DepacketizedAccessUnit(timestamp: 7, nalUnits: [[2, 1]], isComplete: true, isKeyframe: false,
+                                               firstSequence: 0, lastSequence: 0, packetCount: 1, missingPackets: 0)]
+        for (header, payload) in input {
+            let tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: 0)
+            returned += payload.withUnsafeBytes { returning.push(header, payload: $0, tracked: tracked) }
+            payload.withUnsafeBytes { appending.push(header, payload: $0, tracked: tracked, into: &appended) }
+        }
+        returned += returning.flush()
+        appended += appending.flush()
+        #expect(returned.count >= 2 && appended.first?.timestamp == 7 && Array(appended.dropFirst()) == returned)
+        #expect(appending.counters == returning.counters && returning.counters.lostPackets == 1)
+    }
+
     @Test func randomPacketsNeverTrapAndStayBounded() throws {
         var rng = SplitMix64(seed: 99)
         var depacketizer = HEVCDepacketizer(maxAccessUnitSize: 64 << 10, reorderWindow: 32)

@@ -546,4 +546,26 @@ import UringIO
         #expect(stats.dscp[34] == even && stats.dscp[46] == datagrams.count - even)
         #expect(harness.transmits.isEmpty && harness.session.nextDeadline == nil)
     }
+
+    /// The marks are counted per accepted packet, also when they come in runs of one TOS byte
+    /// (a completion's GRO segments) with rejected datagrams of the same mark between them,
+    /// and when the stats are read in the middle of a run.
+    @Test func trafficMarksCountAcceptedPacketsOfARun() {
+        let datagrams = Self.stream(frames: 6).flatMap(\.datagrams)
+        let af41ECT0: UInt8 = 34 << 2 | 2, efCE: UInt8 = 46 << 2 | 3
+        var harness = Harness(feedback: false)
+        for datagram in datagrams.prefix(5) { harness.deliver(datagram, tos: af41ECT0, completion: 1) }
+        #expect(harness.session.stats.ecn == [0, 0, 5, 0] && harness.session.stats.dscp[34] == 5)
+        var foreign = datagrams[5]
+        foreign[8] ^= 0xFF  // SSRC
+        harness.deliver(foreign, tos: af41ECT0, completion: 1)
+        harness.deliver([0x80, 96], tos: af41ECT0, completion: 1)  // too short for RTP
+        for datagram in datagrams[5..<8] { harness.deliver(datagram, tos: af41ECT0, completion: 1) }
+        for datagram in datagrams[8...] { harness.deliver(datagram, tos: efCE, completion: 2) }
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(stats.rejected == [.foreignSSRC: 1, .rtp(.tooShort): 1])
+        #expect(stats.ecn == [0, 0, 8, datagrams.count - 8])
+        #expect(stats.dscp[34] == 8 && stats.dscp[46] == datagrams.count - 8 && stats.dscp.reduce(0, +) == datagrams.count)
+    }
 }

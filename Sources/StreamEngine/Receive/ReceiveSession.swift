@@ -114,10 +114,22 @@ public struct ReceiveSession: Sendable {
     private var nextOutput = 0
     /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout buffer).
     private var recovery: LossRecovery?
+    /// `recovery != nil`, fixed at init: testing the optional copied the whole `LossRecovery`
+    /// (an outlined copy, ~45 instructions), three times per packet (results/profile.md section 15.2).
+    private let recovers: Bool
+    /// The TOS byte of the last accepted packets and how many of them in a row are not yet in
+    /// `counts.ecn` and `counts.dscp`: a completion's GRO segments share their TOS byte, so the
+    /// two counts move once per run of equal marks, not per packet; `stats` adds the open run.
+    private var markRun: (tos: UInt8, count: Int) = (0, 0)
+    /// Empty between inputs: the capacity `push` reuses for the access units the depacketizer
+    /// completes (an array returned per packet was released per packet, empty or not).
+    private var depacketized: [DepacketizedAccessUnit] = []
     /// Empty between inputs: the capacity `push` reuses for the packets the playout buffer releases.
     private var releasedScratch: [PlayoutBuffer.Packet] = []
     /// With a multicast `listen` group and feedback: when the regular reports go.
     private var multicastTiming: MulticastReportTiming?
+    /// `multicastTiming != nil`, fixed at init (per packet, as `recovers`).
+    private let reportsToGroup: Bool
 
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     static let maxTimestampStep: Int32 = 900_000
@@ -136,8 +148,10 @@ public struct ReceiveSession: Sendable {
         depacketizer = HEVCDepacketizer(maxAccessUnitSize: config.maxAccessUnitSize,
                                         reorderWindow: recovers ? 0 : config.reorderWindow)
         lockedSource = config.from
+        self.recovers = recovers
+        reportsToGroup = config.listen.isMulticast && config.feedback
         if recovers { recovery = LossRecovery(latency: config.latency?.nanoseconds) }
-        if config.listen.isMulticast && config.feedback {
+        if reportsToGroup {
             multicastTiming = MulticastReportTiming(ipv6: config.listen.family == .ipv6)
             feedback.perPacket = false
         }
@@ -193,7 +207,7 @@ public struct ReceiveSession: Sendable {
             completionFromLockedSource = completion
         }
         if let ssrc = lockedSSRC, parsed.header.ssrc != ssrc {
-            if recovery != nil, parsed.header.payloadType == config.rtxPayloadType, lockedPayloadType != nil {
+            if recovers, parsed.header.payloadType == config.rtxPayloadType, lockedPayloadType != nil {
                 handleRTX(parsed, datagram: datagram, tos: tos, now: now, arrival: arrival)
                 return
             }
@@ -302,7 +316,7 @@ public struct ReceiveSession: Sendable {
     /// Time has passed: sends the feedback that is due (see `nextDeadline`). Calling it early,
     /// or often, does no harm.
     public mutating func handleTimeout(now: Int64) {
-        if recovery != nil {
+        if recovers {
             releaseDue(now: now)
             releaseTail(now: now)
             releaseFrames(now: now)
@@ -342,14 +356,14 @@ public struct ReceiveSession: Sendable {
     /// Every gap and missing tail given up, every frame out (complete ones in order, the
     /// incomplete last one too), at once: the stream ended (`finish`, or the sender's BYE).
     private mutating func releaseEverything(now: Int64) {
-        if recovery != nil {
+        if recovers {
             var released: [PlayoutBuffer.Packet] = []
             recovery!.playout.flush(into: &released)
             recovery!.forgetTail()
             pushReleased(released, now: now)
         }
         emit(depacketizer.flush(), now: now)
-        if recovery != nil { releaseFrames(now: now, all: true) }
+        if recovers { releaseFrames(now: now, all: true) }
     }
 
     /// The caller sent (or failed to send) a `.transmit` output: counted in
@@ -383,6 +397,7 @@ public struct ReceiveSession: Sendable {
     /// The counters so far.
     public var stats: ReceiverStats {
         var stats = counts
+        if markRun.count > 0 { Self.countMarks(markRun, in: &stats) }
         stats.received = tracker.received
         stats.lost = tracker.lost
         stats.duplicate = tracker.duplicate
@@ -412,12 +427,16 @@ public struct ReceiveSession: Sendable {
     /// A packet of the stream: counted, tracked, reported, and into the depacketizer.
     private mutating func accept(_ header: RTPHeader, datagram: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer,
                                  tos: UInt8, arrival: Int64, now: Int64) {
-        let mark = TrafficMark(tos: tos)
-        counts.ecn[Int(mark.ecn.rawValue)] += 1
-        counts.dscp[Int(mark.dscp)] += 1
+        let ecn = tos & 0b11  // TrafficMark's ECN bits, without making one per packet
+        if tos == markRun.tos {
+            markRun.count += 1
+        } else {
+            if markRun.count > 0 { Self.countMarks(markRun, in: &counts) }
+            markRun = (tos, 1)
+        }
         counts.bytesReceived += datagram.count
-        multicastTiming?.noteMedia(bytes: datagram.count, now: now)
-        if recovery != nil {
+        if reportsToGroup { multicastTiming!.noteMedia(bytes: datagram.count, now: now) }
+        if recovers {
             recovery!.nack.noteMediaBytes(datagram.count)
             if let sequence = recovery!.extend(header.sequenceNumber), recovery!.isSameSSRCRetransmission(sequence) {
                 // The original resent unchanged on the media SSRC (RFC 4588's alternative for
@@ -435,7 +454,7 @@ public struct ReceiveSession: Sendable {
             // Far from the stream's sequence numbers (counted), or older than the tracker's
             // window (counted by it): kept out of the frames, and aside in case the sender restarted.
             if tracked.outcome == .sequenceJump { reject(.sequenceJump) }
-            sequenceJumpCandidate = (header, arrival, mark.ecn.rawValue)
+            sequenceJumpCandidate = (header, arrival, ecn)
             sequenceJumpPayload.removeAll(keepingCapacity: true)
             sequenceJumpPayload.append(contentsOf: payload)
             return
@@ -444,7 +463,7 @@ public struct ReceiveSession: Sendable {
         case .restarted:
             // The packet kept aside began the restarted stream: it goes first.
             if let candidate = sequenceJumpCandidate, candidate.header.sequenceNumber == header.sequenceNumber &- 1 {
-                feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn)
+                if config.feedback { feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn) }
                 let restart = RTPSequenceTracker.Tracked(outcome: .restarted, extendedSequence: tracked.extendedSequence - 1)
                 let candidatePayload = sequenceJumpPayload
                 candidatePayload.withUnsafeBytes {
@@ -457,18 +476,33 @@ public struct ReceiveSession: Sendable {
         }
         if sequenceJumpCandidate != nil { sequenceJumpCandidate = nil }
         lastAcceptedTimestamp = header.timestamp
-        recovery?.jitter = tracker.jitter
-        feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: mark.ecn.rawValue)
+        if recovers { recovery!.jitter = tracker.jitter }
+        // Without feedback the arrivals would only fill the report's memory (8,192 of them), never sent.
+        if config.feedback { feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn) }
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
-        if recovery != nil { askForRetransmissions(now: now) }
+        if recovers { askForRetransmissions(now: now) }
+    }
+
+    /// `run.count` accepted packets marked `run.tos`, into the ECN and DSCP counts.
+    private static func countMarks(_ run: (tos: UInt8, count: Int), in stats: inout ReceiverStats) {
+        let mark = TrafficMark(tos: run.tos)
+        stats.ecn[Int(mark.ecn.rawValue)] += run.count
+        stats.dscp[Int(mark.dscp)] += run.count
     }
 
     /// A packet of the stream into the frames: straight into the depacketizer, or with loss
     /// recovery through the playout buffer (which releases packets in order).
     private mutating func push(_ header: RTPHeader, payload: UnsafeRawBufferPointer, tracked: RTPSequenceTracker.Tracked,
                                arrival: Int64, now: Int64) {
-        guard recovery != nil else {
-            emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
+        guard recovers else {
+            depacketizer.push(header, payload: payload, tracked: tracked, into: &depacketized)
+            if !depacketized.isEmpty {
+                var units: [DepacketizedAccessUnit] = []
+                swap(&units, &depacketized)
+                emit(units, now: now)
+                units.removeAll(keepingCapacity: true)
+                swap(&units, &depacketized)
+            }
             return
         }
         recovery!.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
@@ -582,7 +616,7 @@ public struct ReceiveSession: Sendable {
     /// with the smallest difference seen (a receiver that joined late missed packets no report
     /// names; a report delayed behind packets sent after it reads low, never below zero).
     private mutating func noteSenderPacketCount(_ count: UInt32, arrival: Int64, now: Int64) {
-        guard recovery != nil, let highest = tracker.extendedHighestSequence else { return }
+        guard recovers, let highest = tracker.extendedHighestSequence else { return }
         let difference = Int64(count) - tracker.expected
         let offset = min(recovery!.senderCountOffset ?? max(0, difference), max(0, difference))
         recovery!.senderCountOffset = offset
@@ -618,7 +652,7 @@ public struct ReceiveSession: Sendable {
             } else {
                 counts.framesIncomplete += 1
                 // With a playout buffer a missing packet was waited for until the frame's deadline.
-                if recovery != nil && unit.missingPackets > 0 { recovery!.counts.framesLate += 1 }
+                if recovers && unit.missingPackets > 0 { recovery!.counts.framesLate += 1 }
                 if now - lastKeyframeRequest > Self.keyframeRequestInterval {
                     lastKeyframeRequest = now
                     feedback.requestKeyframe()
@@ -635,13 +669,13 @@ public struct ReceiveSession: Sendable {
             }
             unit.followsIntactChain = chainIntact && unit.isComplete
             if !unit.followsIntactChain { counts.framesUndecodable += 1 }
-            if recovery != nil {
+            if recovers {
                 recovery!.frames.hold(unit, now: now)
             } else {
                 outputs.append(.accessUnit(unit))
             }
         }
-        if recovery != nil && !units.isEmpty { releaseFrames(now: now) }
+        if recovers && !units.isEmpty { releaseFrames(now: now) }
     }
 
     /// Outputs the frames whose playout time came (all of them with `all`).

@@ -34,33 +34,19 @@ public final class DatagramReceiveLoop {
     /// `checkInterval` nanoseconds), passing every datagram to `handle`.
     public func run(checkInterval: Int64 = 20_000_000, shouldStop: () -> Bool,
                     handle: (ReceivedDatagram) -> Void) throws(SystemError) {
-        try run(checkInterval: checkInterval, shouldStop: shouldStop, tick: {}) { _, datagram in handle(datagram) }
-    }
-
-    /// Receives until `shouldStop` returns true, passing every datagram to `handle` with the
-    /// index of its socket, and calling `tick` after each wake-up (at least every
-    /// `checkInterval` nanoseconds).
-    public func run(checkInterval: Int64, shouldStop: () -> Bool, tick: () -> Void,
-                    handle: (Int, ReceivedDatagram) -> Void) throws(SystemError) {
-        try run(nextWait: { checkInterval }, shouldStop: shouldStop, tick: tick, handle: handle)
-    }
-
-    /// Like `run(checkInterval:shouldStop:tick:handle:)`, each wait at most `nextWait()`
-    /// nanoseconds (asked before each wait: a protocol core's next deadline).
-    public func run(nextWait: () -> Int64, shouldStop: () -> Bool, tick: () -> Void,
-                    handle: (Int, ReceivedDatagram) -> Void) throws(SystemError) {
         for receiver in receivers { try receiver.arm() }
         while !shouldStop() {
-            try receiveOnce(waitingAtMost: nextWait(), handle: handle)
-            tick()
+            try receiveOnce(waitingAtMost: checkInterval) { _, datagram in handle(datagram) }
         }
     }
 
-    /// Like `run(nextWait:shouldStop:tick:handle:)`, with the four calls made on `handler`:
-    /// the state they share is one value passed `inout`, which the compiler checks for
-    /// exclusive access statically, where variables captured by several closures were
-    /// checked by the runtime on every access, several times per datagram (results/profile.md
-    /// section 15).
+    /// Receives until `handler.shouldStop()` returns true, each wait at most
+    /// `handler.nextWait()` nanoseconds (asked before each wait: a protocol core's next
+    /// deadline), passing every datagram to `handler.handle` with the index of its socket and
+    /// calling `handler.tick()` after each wake-up. The state the four calls share is one value
+    /// passed `inout`, which the compiler checks for exclusive access statically, where
+    /// variables captured by several closures were checked by the runtime on every access,
+    /// several times per datagram (results/profile.md section 15).
     public func run<Handler: DatagramHandler>(_ handler: inout Handler) throws(SystemError) {
         for receiver in receivers { try receiver.arm() }
         while !handler.shouldStop() {
