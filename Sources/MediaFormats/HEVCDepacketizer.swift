@@ -210,7 +210,7 @@ public struct HEVCDepacketizer: Sendable {
     /// sizes vary from frame to frame by more than an eighth, and an IDR slice is many times a
     /// P slice. With an eighth more and a sixteenth off, 120 of 2,400 frames of a 720p stream
     /// still grew (2.7 MB copied); with a quarter and a sixty-fourth, 27 (0.3 MB, the first of
-    /// their type among them), for 16 % more capacity reserved (section 17.rc).
+    /// their type among them), for 16 % more capacity reserved (results/profile.md section 17).
     private var fragmentedNALPeak = [Int](repeating: 0, count: 64)
     /// The sequence logic behind `push(_:payload:)`, for callers that track no sequence of their own.
     private var tracker = RTPSequenceTracker()
@@ -460,7 +460,7 @@ public struct HEVCDepacketizer: Sendable {
         // The access unit under assembly is changed where it is stored (`assembly!`), never
         // copied or moved: `if var current = assembly` (and `assembly != nil`) copied it,
         // retaining and releasing its arrays, every packet, and moving it out and back copied
-        // its bytes (results/profile.md section 17.rc). Only its timestamp is read to test it.
+        // its bytes (results/profile.md section 17). Only its timestamp is read to test it.
         if let timestamp = assembly?.timestamp {
             if packet.timestamp != timestamp {
                 // A new access unit without a marker on the last one.
