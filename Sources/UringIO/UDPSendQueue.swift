@@ -103,11 +103,15 @@ public final class UDPSendQueue {
     // open across a call out (`onReport` runs after the slot's state is written), and the
     // runtime's dynamic checks (a `swift_beginAccess` / `swift_endAccess` pair per property
     // access) cost about 4 % of the sender's CPU per datagram. The static checks still apply.
-    @exclusivity(unchecked) private var slots: [SlotState]
+    // The state written per datagram and per completion is in memory the queue allocates
+    // (as its payloads and headers), not in arrays: an array written through a class property
+    // is checked for a unique reference (a copy on write) at every write.
+    /// One per slot.
+    private let slots: UnsafeMutablePointer<SlotState>
     /// slotCount * 64.
-    @exclusivity(unchecked) private var datagramLengths: [Int32]
-    /// Datagrams covered by the send starting at that datagram.
-    @exclusivity(unchecked) private var runLengths: [UInt8]
+    private let datagramLengths: UnsafeMutablePointer<Int32>
+    /// Datagrams covered by the send starting at that datagram (slotCount * 64).
+    private let runLengths: UnsafeMutablePointer<UInt8>
     /// Of each slot's destination.
     @exclusivity(unchecked) private var addressLength: [socklen_t]
     @exclusivity(unchecked) private var freeList: [Int32]
@@ -135,7 +139,7 @@ public final class UDPSendQueue {
     /// Counters.
     @exclusivity(unchecked) public private(set) var counters = SendQueueCounters()
     /// Called once per slot when all its sends completed (or failed for good).
-    public var onReport: ((SendReport) -> Void)?
+    @exclusivity(unchecked) public var onReport: ((SendReport) -> Void)?
 
     /// Makes a queue of `slots` slots of `slotCapacity` payload bytes each on `ring`.
     /// With `ordered`, the sends of one submission are linked so they leave in order; with
@@ -147,9 +151,12 @@ public final class UDPSendQueue {
         self.slotCapacity = slotCapacity
         self.ordered = ordered
         self.zeroCopy = zeroCopy
-        self.slots = Array(repeating: SlotState(), count: slots)
-        self.datagramLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
-        self.runLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
+        self.slots = .allocate(capacity: slots)
+        self.slots.initialize(repeating: SlotState(), count: slots)
+        self.datagramLengths = .allocate(capacity: slots * Self.maxDatagramsPerSlot)
+        self.datagramLengths.initialize(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
+        self.runLengths = .allocate(capacity: slots * Self.maxDatagramsPerSlot)
+        self.runLengths.initialize(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
         self.addressLength = Array(repeating: 0, count: slots)
         self.freeList = (0..<Int32(slots)).reversed()
         self.payloads = .allocate(byteCount: slots * slotCapacity, alignment: 64)
@@ -161,6 +168,10 @@ public final class UDPSendQueue {
         for index in fixedFiles where index >= 0 { ring.unregisterFile(index) }
         payloads.deallocate()
         headers.deallocate()
+        slots.deinitialize(count: slotCount)
+        slots.deallocate()
+        datagramLengths.deallocate()
+        runLengths.deallocate()
     }
 
     /// Registers a socket and returns its index for `commit`. The socket also goes into the
