@@ -321,10 +321,11 @@ public final class MediaSender: Sendable {
         var senderConfig = PacedSenderConfig(rateBitsPerSecond: sharedRate(), burstQuantum: flowConfigs[0].burstQuantum)
         senderConfig.completionWindow = 2
         let paced = PacedSender(ring: ring, config: senderConfig)
-        var senderFlows: [SenderFlow] = []
         let plans = AccessUnitPlans()  // one packetization per access unit and payload budget
-        for (index, handle) in flows.enumerated() {
-            senderFlows.append(try SenderFlow(index: index, handle: handle, ring: ring, paced: paced, plans: plans))
+        // A `let`: the closures below (one per send slot's report) read it with no exclusivity
+        // check, which a captured `var` (a heap box) takes at every read.
+        let senderFlows = try flows.enumerated().map { index, handle in
+            try SenderFlow(index: index, handle: handle, ring: ring, paced: paced, plans: plans)
         }
         // The path monitor: nil where netlink is unavailable (the engine then learns the path
         // from sends and feedback only, as without it).
