@@ -62,6 +62,14 @@ public struct HEVCPacketizer: Sendable {
     /// NAL units shorter than two bytes (no NAL header) are skipped.
     public func plan(_ au: AccessUnit) -> [HEVCPayload] {
         var payloads: [HEVCPayload] = []
+        plan(au, into: &payloads)
+        return payloads
+    }
+
+    /// Plans `au` as `plan(_:)` does into `payloads`, replacing what it held but keeping its
+    /// storage: a sender that plans every access unit into the same array allocates none per frame.
+    public func plan(_ au: AccessUnit, into payloads: inout [HEVCPayload]) {
+        payloads.removeAll(keepingCapacity: true)
         let nals = au.nalUnits
         var index = 0
         while index < nals.count {
@@ -96,7 +104,6 @@ public struct HEVCPacketizer: Sendable {
             index += 1
         }
         if !payloads.isEmpty { payloads[payloads.count - 1].marker = true }
-        return payloads
     }
 
     /// The end of the longest run of NAL units from `start` that fits one AP, and that AP's size.

@@ -144,8 +144,10 @@ public final class RouteMonitor {
     private let fd: Int32
     private let ring: Ring
     private let buffer: UnsafeMutableRawBufferPointer
+    // What `poll` reads at every wake-up of the engine: `@exclusivity(unchecked)` as the send
+    // queue's state (owned by the engine thread; see UDPSendQueue).
     /// True while a receive is queued.
-    public private(set) var armed = false
+    @exclusivity(unchecked) public private(set) var armed = false
     /// Notifications of link, address or route changes read.
     public private(set) var notifications = 0
     /// Times the kernel dropped notifications (ENOBUFS: more came than the socket held).
@@ -156,9 +158,9 @@ public final class RouteMonitor {
     /// The last failure's error (nil: none).
     public private(set) var failure: Errno?
     /// Monotonic times at which the paths are due to be looked up again (`poll`).
-    private var lookupsDue: [Int64] = []
+    @exclusivity(unchecked) private var lookupsDue: [Int64] = []
     /// No receive is queued before this monotonic time (after a failure).
-    private var retryAt: Int64 = 0
+    @exclusivity(unchecked) private var retryAt: Int64 = 0
 
     /// After a notice or an overrun, the paths are looked up again this long after it
     /// (nanoseconds): the kernel may announce a change before it is in place.

@@ -103,16 +103,20 @@ public final class UDPSendQueue {
     // open across a call out (`onReport` runs after the slot's state is written), and the
     // runtime's dynamic checks (a `swift_beginAccess` / `swift_endAccess` pair per property
     // access) cost about 4 % of the sender's CPU per datagram. The static checks still apply.
-    @exclusivity(unchecked) private var slots: [SlotState]
+    // The state written per datagram and per completion is in memory the queue allocates
+    // (as its payloads and headers), not in arrays: an array written through a class property
+    // is checked for a unique reference (a copy on write) at every write.
+    /// One per slot.
+    private let slots: UnsafeMutablePointer<SlotState>
     /// slotCount * 64.
-    @exclusivity(unchecked) private var datagramLengths: [Int32]
-    /// Datagrams covered by the send starting at that datagram.
-    @exclusivity(unchecked) private var runLengths: [UInt8]
+    private let datagramLengths: UnsafeMutablePointer<Int32>
+    /// Datagrams covered by the send starting at that datagram (slotCount * 64).
+    private let runLengths: UnsafeMutablePointer<UInt8>
     /// Of each slot's destination.
     @exclusivity(unchecked) private var addressLength: [socklen_t]
-    @exclusivity(unchecked) private var freeList: [Int32]
-    @exclusivity(unchecked) private var readyList: [Int32] = []
-    @exclusivity(unchecked) private var retryList: [Int32] = []
+    @exclusivity(unchecked) private var freeList: SlotList
+    @exclusivity(unchecked) private var readyList: SlotList
+    @exclusivity(unchecked) private var retryList: SlotList
     @exclusivity(unchecked) private var sockets: [UDPSocket] = []
     /// Each socket's index in the ring's registered file table, or -1 (sent by descriptor).
     @exclusivity(unchecked) private var fixedFiles: [Int32] = []
@@ -131,11 +135,13 @@ public final class UDPSendQueue {
     /// Submissions some of whose sends have not completed yet (the completion window).
     @exclusivity(unchecked) public private(set) var batchesInFlight = 0
     @exclusivity(unchecked) private var batchNumber = 0
-    @exclusivity(unchecked) private var batchOutstanding = [Int32](repeating: 0, count: 4096)
+    /// Slots outstanding per submission (by its number, modulo `batchRing`).
+    private let batchOutstanding: UnsafeMutablePointer<Int32>
+    private static let batchRing = 4096
     /// Counters.
     @exclusivity(unchecked) public private(set) var counters = SendQueueCounters()
     /// Called once per slot when all its sends completed (or failed for good).
-    public var onReport: ((SendReport) -> Void)?
+    @exclusivity(unchecked) public var onReport: ((SendReport) -> Void)?
 
     /// Makes a queue of `slots` slots of `slotCapacity` payload bytes each on `ring`.
     /// With `ordered`, the sends of one submission are linked so they leave in order; with
@@ -147,11 +153,20 @@ public final class UDPSendQueue {
         self.slotCapacity = slotCapacity
         self.ordered = ordered
         self.zeroCopy = zeroCopy
-        self.slots = Array(repeating: SlotState(), count: slots)
-        self.datagramLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
-        self.runLengths = Array(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
+        self.slots = .allocate(capacity: slots)
+        self.slots.initialize(repeating: SlotState(), count: slots)
+        self.datagramLengths = .allocate(capacity: slots * Self.maxDatagramsPerSlot)
+        self.datagramLengths.initialize(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
+        self.runLengths = .allocate(capacity: slots * Self.maxDatagramsPerSlot)
+        self.runLengths.initialize(repeating: 0, count: slots * Self.maxDatagramsPerSlot)
         self.addressLength = Array(repeating: 0, count: slots)
-        self.freeList = (0..<Int32(slots)).reversed()
+        var free = SlotList(capacity: slots)
+        for slot in (0..<Int32(slots)).reversed() { free.append(slot) }
+        self.freeList = free
+        self.readyList = SlotList(capacity: slots)
+        self.retryList = SlotList(capacity: slots)
+        self.batchOutstanding = .allocate(capacity: Self.batchRing)
+        self.batchOutstanding.initialize(repeating: 0, count: Self.batchRing)
         self.payloads = .allocate(byteCount: slots * slotCapacity, alignment: 64)
         self.headers = .allocate(byteCount: slots * Self.headerBytesPerSlot, alignment: 64)
         headers.initializeMemory(as: UInt8.self, repeating: 0, count: slots * Self.headerBytesPerSlot)
@@ -161,6 +176,14 @@ public final class UDPSendQueue {
         for index in fixedFiles where index >= 0 { ring.unregisterFile(index) }
         payloads.deallocate()
         headers.deallocate()
+        slots.deinitialize(count: slotCount)
+        slots.deallocate()
+        datagramLengths.deallocate()
+        runLengths.deallocate()
+        batchOutstanding.deallocate()
+        freeList.deallocate()
+        readyList.deallocate()
+        retryList.deallocate()
     }
 
     /// Registers a socket and returns its index for `commit`. The socket also goes into the
@@ -250,7 +273,7 @@ public final class UDPSendQueue {
         var prepared = 0
         var lastSQE: UnsafeMutablePointer<io_uring_sqe>?
         batchNumber += 1
-        let batchIndex = batchNumber & (batchOutstanding.count - 1)
+        let batchIndex = batchNumber & (Self.batchRing - 1)
         for slot in retryList {
             prepared += try prepareSends(Int(slot), lastSQE: &lastSQE)
             slotsInFlight += 1
@@ -262,8 +285,8 @@ public final class UDPSendQueue {
             if batchOutstanding[batchIndex] == 0 { batchesInFlight += 1 }
             batchOutstanding[batchIndex] += 1
         }
-        retryList.removeAll(keepingCapacity: true)
-        readyList.removeAll(keepingCapacity: true)
+        retryList.removeAll()
+        readyList.removeAll()
         // The chain ends at the last send of this submission.
         if ordered, let lastSQE { lastSQE.pointee.flags &= ~UInt8(cu_iosqe_io_link) }
         counters.batches += 1
@@ -460,3 +483,33 @@ public final class UDPSendQueue {
 
 @available(*, unavailable, message: "a send queue is owned by one engine thread")
 extension UDPSendQueue: Sendable {}
+
+/// Slot numbers in memory the send queue allocates (room for every slot): taken and given back
+/// per slot with no uniqueness check (an array in a class property is checked at every write).
+private struct SlotList: RandomAccessCollection {
+    private let base: UnsafeMutablePointer<Int32>
+    private(set) var endIndex = 0
+    var startIndex: Int { 0 }
+
+    init(capacity: Int) { base = .allocate(capacity: capacity) }
+
+    subscript(position: Int) -> Int32 { base[position] }
+
+    /// Adds `slot` (the queue never holds more slots than it has).
+    mutating func append(_ slot: Int32) {
+        base[endIndex] = slot
+        endIndex += 1
+    }
+
+    /// Takes the last slot added, nil when none is left.
+    mutating func popLast() -> Int32? {
+        guard endIndex > 0 else { return nil }
+        endIndex -= 1
+        return base[endIndex]
+    }
+
+    mutating func removeAll() { endIndex = 0 }
+
+    /// Frees the memory (the queue's deinit).
+    func deallocate() { base.deallocate() }
+}

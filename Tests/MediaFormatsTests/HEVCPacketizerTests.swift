@@ -125,6 +125,25 @@ import MediaFormats
         #expect(checked > 1000)
     }
 
+    /// Planning into one array reused from access unit to access unit (as the sender does)
+    /// gives each unit the plan `plan(_:)` gives it: a long plan, then a shorter one (nothing
+    /// of the first left over), then one of aggregates, and the array keeps its storage.
+    @Test func planningIntoAReusedArrayGivesTheSamePlan() throws {
+        let packetizer = try HEVCPacketizer(maxPayloadSize: 1200)
+        let units = [au([makeNAL(type: 19, size: 12_000)]), au([makeNAL(type: 1, size: 3000)]),
+                     au([makeNAL(type: 32, size: 30), makeNAL(type: 33, size: 40), makeNAL(type: 1, size: 900)]),
+                     au([[0x02], makeNAL(type: 1, size: 1200)])]
+        var reused: [HEVCPayload] = []
+        packetizer.plan(units[0], into: &reused)
+        let capacity = reused.capacity
+        for unit in units {
+            packetizer.plan(unit, into: &reused)
+            #expect(reused == packetizer.plan(unit))
+            #expect(reused.last?.marker == true && reused.filter(\.marker).count == 1)
+        }
+        #expect(reused.capacity == capacity)
+    }
+
     @Test func roundTripThroughDepacketizerIsByteIdentical() throws {
         var rng = SplitMix64(seed: 2024)
         for round in 0..<60 {

@@ -14,7 +14,15 @@ final class AccessUnitPlans {
 
         /// Plans `accessUnit` with `packetizer`.
         init(of accessUnit: AccessUnit, packetizer: HEVCPacketizer) {
-            payloads = packetizer.plan(accessUnit)
+            var payloads: [HEVCPayload] = []
+            self.init(of: accessUnit, packetizer: packetizer, reusing: &payloads)
+        }
+
+        /// Plans `accessUnit` with `packetizer` into `storage`'s array (taken, left empty).
+        init(of accessUnit: AccessUnit, packetizer: HEVCPacketizer, reusing storage: inout [HEVCPayload]) {
+            packetizer.plan(accessUnit, into: &storage)
+            payloads = storage
+            storage = []
             wireBytes = payloads.reduce(0) { $0 + RTPHeader.fixedSize + $1.size }
         }
 
@@ -41,19 +49,27 @@ final class AccessUnitPlans {
 
     /// The plan of `accessUnit` for `packetizer`'s payload budget, made once for all the flows.
     func plan(_ accessUnit: AccessUnit, packetizer: HEVCPacketizer) -> Plan {
-        for entry in entries where entry.maxPayloadSize == packetizer.maxPayloadSize
-            && entry.accessUnit.timestamp == accessUnit.timestamp && entry.accessUnit == accessUnit {
+        // By index, not `for entry in entries`: a copy of each entry would retain and release
+        // its access unit and plan.
+        for index in entries.indices where entries[index].maxPayloadSize == packetizer.maxPayloadSize
+            && entries[index].accessUnit.timestamp == accessUnit.timestamp && entries[index].accessUnit == accessUnit {
             shared += 1
-            return entry.plan
+            return entries[index].plan
         }
-        let plan = Plan(of: accessUnit, packetizer: packetizer)
-        let entry = Entry(accessUnit: accessUnit, maxPayloadSize: packetizer.maxPayloadSize, plan: plan)
-        if entries.count < Self.capacity {
-            entries.append(entry)
-        } else {
-            entries[oldest] = entry
-            oldest = (oldest + 1) % Self.capacity
+        guard entries.count == Self.capacity else {
+            let plan = Plan(of: accessUnit, packetizer: packetizer)
+            entries.append(Entry(accessUnit: accessUnit, maxPayloadSize: packetizer.maxPayloadSize, plan: plan))
+            planned += 1
+            return plan
         }
+        // The oldest plan's array is planned into: its flows have moved on, so it is held by
+        // the entry alone, and a stream of frames allocates no plan once the cache is full (a
+        // flow still sending it keeps its own: the array is copied on write then).
+        var storage: [HEVCPayload] = []
+        swap(&storage, &entries[oldest].plan.payloads)
+        let plan = Plan(of: accessUnit, packetizer: packetizer, reusing: &storage)
+        entries[oldest] = Entry(accessUnit: accessUnit, maxPayloadSize: packetizer.maxPayloadSize, plan: plan)
+        oldest = (oldest + 1) % Self.capacity
         planned += 1
         return plan
     }

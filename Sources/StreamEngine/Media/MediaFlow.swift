@@ -10,7 +10,11 @@ final class MediaFlow: DatagramProducer {
     let ssrc: UInt32
     let payloadType: UInt8
     private let timestampOffset: UInt32
-    private(set) var nextSequence: UInt16
+    // `@exclusivity(unchecked)` on the state read or written per datagram (`peekDatagram`,
+    // `writeDatagram`, `pendingBytes`) and per frame: the flow is the engine thread's alone, and
+    // the runtime's dynamic checks (`swift_beginAccess`, a thread-local access set) cost more
+    // than the work they guard. The static checks still apply.
+    @exclusivity(unchecked) private(set) var nextSequence: UInt16
     /// An access unit waiting, with its times and its byte count (counted once, on enqueue).
     private struct Waiting {
         var accessUnit: AccessUnit
@@ -22,25 +26,25 @@ final class MediaFlow: DatagramProducer {
         /// `accessUnit.byteCount`.
         var byteCount: Int
     }
-    private var queue: [Waiting] = []
-    private var queueHead = 0
+    @exclusivity(unchecked) private var queue: [Waiting] = []
+    @exclusivity(unchecked) private var queueHead = 0
     /// The first access unit in `queue` not seen due yet (due times rise along the queue, so
     /// those before it are all due).
-    private var firstNotDue = 0
+    @exclusivity(unchecked) private var firstNotDue = 0
     /// Bytes of the access units in `queue` from `queueHead` up to `firstNotDue`.
-    private var dueBytes = 0
-    private var current: AccessUnit?
+    @exclusivity(unchecked) private var dueBytes = 0
+    @exclusivity(unchecked) private var current: AccessUnit?
     /// The payloads of `current`, in sending order (set with `setPlan`, which keeps `planBytes`).
-    private var plan: [HEVCPayload] = []
+    @exclusivity(unchecked) private var plan: [HEVCPayload] = []
     /// Wire bytes of `plan`, and of its packets written so far (`pendingBytes` without a walk over the plan).
-    private var planBytes = 0
-    private var planBytesWritten = 0
-    private var planIndex = 0
+    @exclusivity(unchecked) private var planBytes = 0
+    @exclusivity(unchecked) private var planBytesWritten = 0
+    @exclusivity(unchecked) private var planIndex = 0
     /// Plans shared with the engine's other flows (nil: this flow plans alone).
-    var sharedPlans: AccessUnitPlans?
-    private var packetizer: HEVCPacketizer
+    @exclusivity(unchecked) var sharedPlans: AccessUnitPlans?
+    @exclusivity(unchecked) private var packetizer: HEVCPacketizer
     /// The largest UDP payload allowed on this flow's path.
-    private(set) var maxDatagramSize: Int
+    @exclusivity(unchecked) private(set) var maxDatagramSize: Int
     /// Bytes media packets leave free under `maxDatagramSize` (2 for RFC 4588 retransmissions,
     /// whose original sequence number makes them longer). Takes effect from the next access unit.
     var payloadReserve = 0 {
@@ -49,17 +53,17 @@ final class MediaFlow: DatagramProducer {
     /// Every packet sent and what became of it (kept only when feedback is expected).
     var log: SentPacketLog
     /// Record packets in `log`: off when no feedback will ever confirm them.
-    var tracksPackets: Bool
-    private var extendedSequence: Int64
+    @exclusivity(unchecked) var tracksPackets: Bool
+    @exclusivity(unchecked) private var extendedSequence: Int64
     /// Bound on sent-but-unconfirmed bytes (nil: no bound, e.g. no feedback expected).
-    var maxUnconfirmedBytes: Int?
+    @exclusivity(unchecked) var maxUnconfirmedBytes: Int?
     /// After a frame was dropped for the bound, frames are dropped until a keyframe.
-    private(set) var awaitingKeyframe = false
+    @exclusivity(unchecked) private(set) var awaitingKeyframe = false
     /// The congestion controller the flow obeys (nil: none).
     var congestion: (any CongestionController)?
     /// The flow obeys `congestion` now: its window holds packets back, and frames that waited
     /// `maxFrameWait` are dropped. Off while the receiver gives no per-packet feedback.
-    var congestionActive = false
+    @exclusivity(unchecked) var congestionActive = false
     /// With `congestionActive`: how long a frame may wait in the queue (nanoseconds).
     var maxFrameWait: Int64 = 500_000_000
     /// Frames dropped for waiting too long (and those after them until a keyframe).
@@ -69,11 +73,11 @@ final class MediaFlow: DatagramProducer {
     /// Set when the flow needs a keyframe from the source (taken by the sender).
     var keyframeWanted = false
     /// The receiver stopped reporting: only probe keyframes go out (`probeFrames` of them).
-    var receiverGone = false
+    @exclusivity(unchecked) var receiverGone = false
     /// Keyframes that may go out while the receiver is gone.
     var probeFrames = 0
     /// The clock for send times in the log.
-    var now: Int64 = 0
+    @exclusivity(unchecked) var now: Int64 = 0
     /// The kernel has a route for the flow (the route monitor says). While it has none, no
     /// media goes out: what waits and what arrives is dropped and counted
     /// (`framesDroppedUnviable`), never queued; when a route is back the flow starts again
@@ -85,28 +89,28 @@ final class MediaFlow: DatagramProducer {
     }
     /// Frames dropped because the path was not viable (and after it, until a keyframe).
     private(set) var framesDroppedUnviable = 0
-    private var awaitingKeyframeAfterOutage = false
+    @exclusivity(unchecked) private var awaitingKeyframeAfterOutage = false
     /// When the path was viable again (monotonic), until the first keyframe after it is written.
-    private var resumedAt: Int64?
+    @exclusivity(unchecked) private var resumedAt: Int64?
     /// Nanoseconds from the path's return to the first packet of the keyframe that resumed the
     /// flow (the last such outage's).
     private(set) var lastResumeDelay: Int64?
 
     // Counters (engine thread only).
     private(set) var framesQueued = 0
-    private(set) var framesWritten = 0
-    private(set) var keyframesWritten = 0
-    private(set) var packetsWritten = 0
-    private(set) var largestDatagram = 0
-    private(set) var clamped = 0
+    @exclusivity(unchecked) private(set) var framesWritten = 0
+    @exclusivity(unchecked) private(set) var keyframesWritten = 0
+    @exclusivity(unchecked) private(set) var packetsWritten = 0
+    @exclusivity(unchecked) private(set) var largestDatagram = 0
+    @exclusivity(unchecked) private(set) var clamped = 0
     /// Frames cut short because the path MTU dropped under packets planned for the old one.
     private(set) var framesClamped = 0
     private(set) var framesDroppedUnconfirmed = 0
     private(set) var peakUnconfirmedBytes = 0
     /// When the last media datagram was written (`now` then; nil before the first).
-    private(set) var lastMediaWrite: Int64?
+    @exclusivity(unchecked) private(set) var lastMediaWrite: Int64?
     /// RTP timestamp of the last access unit started (for sender reports).
-    private(set) var lastRTPTimestamp: UInt32 = 0
+    @exclusivity(unchecked) private(set) var lastRTPTimestamp: UInt32 = 0
 
     /// Makes a flow for send route `route` (`ssrc`: nil, a random one). With `tracksPackets` off
     /// (no feedback will confirm anything) its log keeps no room for packets (1.5 MB less per flow).

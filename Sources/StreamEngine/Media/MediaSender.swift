@@ -296,6 +296,9 @@ public final class MediaSender: Sendable {
     /// and longer. A single flow's runs at every wake-up.
     static let tickInterval: Int64 = 5_000_000
 
+    /// The longest the engine waits while idle before it looks at its timers again (nanoseconds).
+    static let maxIdlePoll: Int64 = 50_000_000
+
     /// The largest UDP payload for this path and configuration, and where the MTU came from.
     static func datagramBudget(socket: UDPSocket, setting: MTUSetting) -> (mtu: Int, source: MTUSource) {
         switch setting {
@@ -312,16 +315,19 @@ public final class MediaSender: Sendable {
     public func run() throws {
         defer { eventHub.finish() }
         let ring = try Ring(entries: 256)
-        // Each flow's pace: the configured one, and its congestion controller's pacing rate once it obeys one.
-        var paces = flowConfigs.map(\.paceBitsPerSecond)
-        func sharedRate() -> Double? { paces.contains(nil) ? nil : paces.reduce(0) { $0 + ($1 ?? 0) } }
+        // The loop's own state (each flow's pace among it), read at every wake-up by the closures
+        // below: in a class, unchecked, not in captured `var`s (each access to one is a dynamic
+        // exclusivity check, and the first after a wake-up pays a thread-local lookup).
+        let loop = EngineLoopState(paces: flowConfigs.map(\.paceBitsPerSecond))
+        func sharedRate() -> Double? { loop.paces.contains(nil) ? nil : loop.paces.reduce(0) { $0 + ($1 ?? 0) } }
         var senderConfig = PacedSenderConfig(rateBitsPerSecond: sharedRate(), burstQuantum: flowConfigs[0].burstQuantum)
         senderConfig.completionWindow = 2
         let paced = PacedSender(ring: ring, config: senderConfig)
-        var senderFlows: [SenderFlow] = []
         let plans = AccessUnitPlans()  // one packetization per access unit and payload budget
-        for (index, handle) in flows.enumerated() {
-            senderFlows.append(try SenderFlow(index: index, handle: handle, ring: ring, paced: paced, plans: plans))
+        // A `let`: the closures below (one per send slot's report) read it with no exclusivity
+        // check, which a captured `var` (a heap box) takes at every read.
+        let senderFlows = try flows.enumerated().map { index, handle in
+            try SenderFlow(index: index, handle: handle, ring: ring, paced: paced, plans: plans)
         }
         // The path monitor: nil where netlink is unavailable (the engine then learns the path
         // from sends and feedback only, as without it).
@@ -337,7 +343,7 @@ public final class MediaSender: Sendable {
         }
         // A flow's turn is about one pacing quantum: with several flows busy, a submission
         // carries some of each instead of one flow's whole frame.
-        let scheduler = FlowScheduler(senderFlows.map(\.producer), paces: paces,
+        let scheduler = FlowScheduler(senderFlows.map(\.producer), paces: loop.paces,
                                       burstQuanta: flowConfigs.map(\.burstQuantum), quantum: paced.pacer.burstQuantum)
         // Access units handed over ahead of their time (`send(_:at:)`): the ring's wait ends
         // when the first of them is due.
@@ -352,8 +358,8 @@ public final class MediaSender: Sendable {
         // A controller's pacing rate moves with every report: the flow's own cap follows it
         // after the flow's tick, and the shared pacer (at the sum of the paces) before the fill.
         func applyPace(of flow: SenderFlow) -> Bool {
-            guard flow.pace != paces[flow.index] else { return false }
-            paces[flow.index] = flow.pace
+            guard flow.pace != loop.paces[flow.index] else { return false }
+            loop.paces[flow.index] = flow.pace
             scheduler.setPace(flow.pace, burstQuantum: flow.burstQuantum, flow: flow.index)
             return true
         }
@@ -367,15 +373,19 @@ public final class MediaSender: Sendable {
         func storeFramesFinished() {
             finishedSignal.reached(senderFlows.reduce(Int.max) { min($0, $1.storeFramesFinished()) })
         }
-        var lastPublish: Int64 = 0
-        var lastTick: Int64 = 0
-        var pathsMayHaveChanged = false
         let publishInterval = max(flowConfigs.map(\.statsInterval.nanoseconds).min() ?? 50_000_000, 1_000_000)
         func armSenderReportAlarm(now: Int64) throws(SystemError) {
             let due = senderFlows.lazy.compactMap { $0.senderReportDue(now: now) }.min()
             if let due { try ring.armAlarm(nanoseconds: max(due - now, 1_000)) }
         }
-        try paced.run(scheduler, idlePoll: 20_000_000, isFinished: {
+        // Idle (nothing queued or due), the engine still wakes for its timers (loss by age,
+        // liveness, path-MTU probes, the end of the stream) and its counters: once per stats
+        // interval, at most every 50 ms. A live source handing a frame over at least every
+        // 50 ms (20 fps and more) wakes it first, so a live frame costs one wake-up of the
+        // engine, not one for the frame and one for a poll between frames (a 20 ms poll did,
+        // at 30 fps).
+        let idlePoll = min(publishInterval, Self.maxIdlePoll)
+        try paced.run(scheduler, idlePoll: idlePoll, isFinished: {
             let now = monotonicNanoseconds()
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in
@@ -386,14 +396,14 @@ public final class MediaSender: Sendable {
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
             var now = monotonicNanoseconds()
             // The monitor listens again if it stopped, and asks for lookups after a change settled.
-            if let routeMonitor, routeQuery != nil, routeMonitor.poll(now: now) { pathsMayHaveChanged = true }
-            if pathsMayHaveChanged, let routeQuery {
+            if let routeMonitor, routeQuery != nil, routeMonitor.poll(now: now) { loop.pathsMayHaveChanged = true }
+            if loop.pathsMayHaveChanged, let routeQuery {
                 // Every flow asks for its path now, and what changed is published (stats,
                 // events) at once, not at the next interval.
-                pathsMayHaveChanged = false
+                loop.pathsMayHaveChanged = false
                 for flow in senderFlows { flow.refreshPath(routeQuery) }
                 scheduler.wakeAll()
-                lastPublish = 0
+                loop.lastPublish = 0
                 now = monotonicNanoseconds()  // the lookups took their time
             }
             // With several flows, their periodic work (loss by age, liveness, the path MTU and its
@@ -402,8 +412,8 @@ public final class MediaSender: Sendable {
             // flows comes every few datagrams (work per flow per wake-up would grow with the
             // square of the flows). A single flow's wake-ups are its own: it ticks at each, as
             // it always has. Each flow's clock moves every time.
-            let fullTick = senderFlows.count == 1 || now - lastTick >= Self.tickInterval
-            if fullTick { lastTick = now }
+            let fullTick = senderFlows.count == 1 || now - loop.lastTick >= Self.tickInterval
+            if fullTick { loop.lastTick = now }
             var pacesChanged = false
             for flow in senderFlows {
                 // Only a flow whose inbox changed looks into it (and the scheduler at it again);
@@ -422,8 +432,8 @@ public final class MediaSender: Sendable {
                 scheduler.wakeAll()  // timers may have queued probes, keyframes, drops
                 try armSenderReportAlarm(now: now)  // no-op while one is armed
             }
-            if now - lastPublish >= publishInterval {
-                lastPublish = now
+            if now - loop.lastPublish >= publishInterval {
+                loop.lastPublish = now
                 publish()
             }
             return !stopRequested.load(ordering: .relaxed)
@@ -445,7 +455,7 @@ public final class MediaSender: Sendable {
             if completion.tag.kind == CompletionTag.routeKind, let routeMonitor {
                 // A link, address or route changed: the flows ask for their paths before the
                 // next fill (once however many notifications this wait brought).
-                if routeMonitor.handle(completion) { pathsMayHaveChanged = true }
+                if routeMonitor.handle(completion) { loop.pathsMayHaveChanged = true }
                 return
             }
             if completion.tag.kind == CompletionTag.errorWatchKind {
@@ -465,4 +475,17 @@ public final class MediaSender: Sendable {
         publish()
         storeFramesFinished()
     }
+}
+
+/// `MediaSender.run`'s loop state, the engine thread's alone.
+private final class EngineLoopState {
+    /// Each flow's pace: the configured one, and its congestion controller's pacing rate once it obeys one.
+    @exclusivity(unchecked) var paces: [Double?]
+    /// When the counters were last published, and the flows' periodic work last ran (monotonic).
+    @exclusivity(unchecked) var lastPublish: Int64 = 0
+    @exclusivity(unchecked) var lastTick: Int64 = 0
+    /// The route monitor saw a change: the flows look up their paths before the next fill.
+    @exclusivity(unchecked) var pathsMayHaveChanged = false
+
+    init(paces: [Double?]) { self.paces = paces }
 }

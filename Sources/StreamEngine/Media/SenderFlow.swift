@@ -113,7 +113,9 @@ final class SenderFlow {
     /// What the scheduler takes this flow's datagrams from: retransmissions first, then the
     /// path-MTU controller (probes, then media), all through SRTP when it is on.
     let producer: DatagramProducer
-    var local = SenderStats()
+    /// The counters as the engine keeps them (published to `handle` at the stats interval);
+    /// written per send slot's report on the engine thread only: no dynamic exclusivity check.
+    @exclusivity(unchecked) var local = SenderStats()
     /// Feedback came in since the last `tick`: the engine ticks this flow at its next wake-up.
     private(set) var feedbackSinceTick = false
     /// The flow's path as the route monitor last reported it.

@@ -18,7 +18,8 @@ final class PathMTUController: DatagramProducer {
     /// IP and UDP headers in front of each payload, and the SRTP tag after it.
     let overhead: Int
     private(set) var prober: PathMTUProber?
-    private var pendingProbe: PathMTUProber.Probe?
+    // Read per datagram (`peekDatagram`), on the engine thread only: no dynamic exclusivity check.
+    @exclusivity(unchecked) private var pendingProbe: PathMTUProber.Probe?
     private var largeConfirmedSeen = 0
     private var confirmedSeen = 0
     /// Media loss rate (smoothed over ~200 ms of ticks), and the lost count it was last taken from.

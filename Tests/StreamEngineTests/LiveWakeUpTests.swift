@@ -1,0 +1,51 @@
+import Foundation
+import Glibc
+import MediaFormats
+@testable import StreamEngine
+import Testing
+import UringIO
+
+@Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
+struct LiveWakeUpTests {
+    /// A live source at 30 fps hands each frame over as it is made (`send(_:)`, as x265 does):
+    /// the engine enters the kernel about once per frame (the frame's wake-up, whose enter
+    /// also submits the frame's send), not once more for an idle poll between frames (with a
+    /// 20 ms poll it took two per frame). The bound, 1.5 per frame plus a few for the start
+    /// and the end, fails with a poll that ends inside most gaps between frames; a gap longer
+    /// than the poll (50 ms: this thread 17 ms late) costs one enter more, so half the frames
+    /// may be that late before it fails. Every packet arrives.
+    @Test func aLiveFrameCostsOneEnter() throws {
+        let frames = 30
+        let counter = try UDPSocket(family: .ipv4)
+        try counter.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
+        var config = MediaSenderConfig(destination: try counter.localAddress())
+        config.feedback = false
+        config.watchesPath = false
+        config.mtu = .fixed(1228)
+        config.paceBitsPerSecond = 100_000_000
+        let sender = try MediaSender(config: config)
+        // One datagram per frame (30 of about 1 KB: the socket's default buffer holds them all).
+        let source = Thread {
+            for index in 0..<frames {
+                usleep(33_333)
+                let unit = AccessUnit(nalUnits: [[0x02, 0x01] + [UInt8](repeating: UInt8(index), count: 900)],
+                                      timestamp: UInt32(index * 3000), isKeyframe: false)
+                sender.send(unit)
+            }
+            sender.finish()
+        }
+        source.start()
+        try sender.run()
+
+        var received = 0
+        var datagram = [UInt8](repeating: 0, count: 2048)
+        while datagram.withUnsafeMutableBytes({ recv(counter.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {
+            received += 1
+        }
+        let stats = sender.stats
+        #expect(stats.framesSent == frames)
+        #expect(stats.packetsSent == frames)
+        #expect(received == frames)
+        #expect(stats.enterCalls <= frames * 3 / 2 + 4, "\(stats.enterCalls) io_uring_enter calls for \(frames) frames")
+    }
+}
