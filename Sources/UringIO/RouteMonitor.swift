@@ -246,6 +246,15 @@ public final class RouteMonitor {
         lookupsDue = Self.settleDelays.map { now + $0 }
     }
 
+    /// When `poll` has work next (monotonic nanoseconds): the next settle lookup, or the retry
+    /// of a receive that failed; nil when neither is pending. An owner that sleeps while idle
+    /// wakes by then, so a change is looked up when it has settled, not at the next wake-up.
+    public var nextPollDue: Int64? {
+        let lookup = lookupsDue.min()
+        guard !armed else { return lookup }
+        return min(lookup ?? retryAt, retryAt)
+    }
+
     /// Called at each turn of the owner's loop (at monotonic `now`): queues the receive again
     /// if none is queued (no sooner than `retryDelay` after a failed one), and returns true
     /// when the paths should be looked up now: a settle lookup is due, or the monitor was not

@@ -488,15 +488,21 @@ extension UDPSendQueue: Sendable {}
 /// per slot with no uniqueness check (an array in a class property is checked at every write).
 private struct SlotList: RandomAccessCollection {
     private let base: UnsafeMutablePointer<Int32>
+    private let capacity: Int
     private(set) var endIndex = 0
     var startIndex: Int { 0 }
 
-    init(capacity: Int) { base = .allocate(capacity: capacity) }
+    init(capacity: Int) {
+        base = .allocate(capacity: capacity)
+        self.capacity = capacity
+    }
 
     subscript(position: Int) -> Int32 { base[position] }
 
-    /// Adds `slot` (the queue never holds more slots than it has).
+    /// Adds `slot` (the queue never holds more slots than it has: a slot given back twice
+    /// stops here, not past the memory).
     mutating func append(_ slot: Int32) {
+        precondition(endIndex < capacity, "slot \(slot) given back to a full slot list")
         base[endIndex] = slot
         endIndex += 1
     }

@@ -74,7 +74,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
         "feedback": ["enabled": stats.feedback, "absent": stats.feedbackAbsent, "reports": stats.feedbackReports, "rejected": stats.feedbackRejected.byStatsKey,
                      "intervalMs": number(stats.feedbackIntervalMs),
                      "senderReports": stats.senderReports, "byeSent": stats.byeSent,
-                     "keyframeRequests": stats.keyframeRequests, "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "kernelDrops": stats.feedbackKernelDrops],
+                     "keyframeRequests": stats.keyframeRequests, "keyframeRequestsIgnored": stats.keyframeRequestsIgnored, "keyframeRequestsDeferred": stats.keyframeRequestsDeferred, "kernelDrops": stats.feedbackKernelDrops],
         "receiverGone": stats.receiverGone,
         "receiverGoneEvents": stats.receiverGoneEvents,
         "rtx": ["sent": stats.rtxSent, "bytes": stats.rtxBytes, "failed": stats.rtxFailed,

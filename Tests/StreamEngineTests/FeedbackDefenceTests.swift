@@ -40,6 +40,24 @@ struct FeedbackDefenceTests {
         #expect(answers <= stats.senderReports + stats.byeSent && stats.byeSent == 1)
         #expect(stats.senderReports < 100)
     }
+
+    /// A PLI within the 500 ms after a forced keyframe is kept, not dropped (the receiver may
+    /// have lost that very keyframe, and sends its PLI once): the first such one forces a
+    /// keyframe when the 500 ms have passed; the others meanwhile are ignored.
+    @Test func aPLIWithinTheIntervalIsDeferredNotDropped() throws {
+        let (sender, done, rtcp, header, senderRTCP) = try startSenderToHandMadeReceiver(srtp: nil)
+        let (_, pli) = forgedFeedback(ssrc: header.ssrc, sequence: header.sequenceNumber)
+        for _ in 0..<5 { _ = try pli.withUnsafeBytes { try PlainUDP.sendTo(rtcp, $0, destination: senderRTCP) } }
+        // The engine keeps running (idle: the frames are sent); wait for the deferred keyframe.
+        let deadline = Date().addingTimeInterval(10)
+        while sender.stats.keyframeRequests < 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        sender.finish()
+        done.wait()
+        let stats = sender.stats
+        #expect(stats.keyframeRequestsDeferred == 1)
+        #expect(stats.keyframeRequests >= 2)
+        #expect(stats.keyframeRequestsIgnored + stats.feedbackKernelDrops == 3)
+    }
 }
 
 /// A hand-made receiver's sockets: RTP on an even port of 127.0.0.1, RTCP on the next.

@@ -121,10 +121,15 @@ struct PacingTests {
         let span = Double(arrivals.last!.timestamp - arrivals.first!.timestamp) / 1e9
         #expect(span >= 1.0)
         let worstExcess = largestBurstAboveRate(arrivals, rateBitsPerSecond: rate)
-        // worstExcess = max burst above the rate line; the bucket allows Q. Receive timestamps
-        // jitter on a loaded 2-core machine (other tests run at the same time): allowed are one
-        // datagram and 1 ms at the rate (2,500 B), still well under a doubled quantum (12,000 B).
-        let jitterAllowance = 1200 + Int(rate / 8 * 0.001)
+        // worstExcess = max burst above the rate line; the bucket allows Q (checked exactly,
+        // on a clock of its own, in PacerTests). On the wire a send the pacer issued in time can
+        // leave late: a preemption of the sending thread within a submission (a 2-core machine
+        // running other tests) holds the rest of it back by D, and those bytes then arrive with
+        // the next quantum, at most Q + R·D above the rate line (a full parallel test run
+        // measured D = 2.4 ms once: 11,962 B). Allowed: one datagram and D = 8 ms, two or three
+        // time slices of a loaded scheduler (20,000 B at 20 Mbit/s); unpaced, all 3.1 MB would
+        // arrive at once, and the average rate is checked below.
+        let jitterAllowance = 1200 + Int(rate / 8 * 0.008)
         #expect(worstExcess <= Double(quantum + jitterAllowance), "burst of \(worstExcess) bytes above the rate")
         let averageBitsPerSecond = Double(got.bytes - quantum) * 8 / span
         #expect(averageBitsPerSecond <= rate * 1.001, "average \(averageBitsPerSecond) bit/s")

@@ -28,11 +28,17 @@ struct RouteMonitorTests {
         #expect(monitor.armed && monitor.notifications == 0)
         #expect(!monitor.take(NetlinkMessage(type: NetlinkMessage.done, payload: []).bytes, now: start))
         #expect(lookups(monitor, at: [0, 100, 1_000]).isEmpty)
+        #expect(monitor.nextPollDue == nil)
 
         let removed = NetlinkMessage(type: RouteMessageType.deleteRoute, payload: []).bytes
         #expect(monitor.take(removed + removed, now: start))
         #expect(monitor.notifications == 2)
-        #expect(lookups(monitor, at: [0, 19, 20, 21, 150, 200, 201, 5_000]) == [20, 200])
+        // An owner that sleeps while idle learns when to wake for each settle lookup.
+        #expect(monitor.nextPollDue == start + 20 * millisecond)
+        #expect(lookups(monitor, at: [0, 19, 20]) == [20])
+        #expect(monitor.nextPollDue == start + 200 * millisecond)
+        #expect(lookups(monitor, at: [21, 150, 200, 201, 5_000]) == [200])
+        #expect(monitor.nextPollDue == nil)
         #expect(monitor.failures == 0 && monitor.overruns == 0 && monitor.armed)
     }
 
@@ -61,6 +67,7 @@ struct RouteMonitorTests {
         #expect(monitor.failures == 1 && monitor.failure == Errno(EINVAL) && !monitor.armed)
         #expect(lookups(monitor, at: [0, 1, 999]).isEmpty)
         #expect(!monitor.armed)
+        #expect(monitor.nextPollDue == start + RouteMonitor.retryDelay)
         let retry = RouteMonitor.retryDelay / millisecond
         #expect(lookups(monitor, at: [retry]) == [retry])
         #expect(monitor.armed)

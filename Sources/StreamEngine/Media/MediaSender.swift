@@ -384,8 +384,14 @@ public final class MediaSender: Sendable {
         // 50 ms (20 fps and more) wakes it first, so a live frame costs one wake-up of the
         // engine, not one for the frame and one for a poll between frames (a 20 ms poll did,
         // at 30 fps).
+        // The route monitor's settle lookups (20 and 200 ms after a notice: a route is announced
+        // gone before it is) end an idle wait when they are due.
         let idlePoll = min(publishInterval, Self.maxIdlePoll)
-        try paced.run(scheduler, idlePoll: idlePoll, isFinished: {
+        func idleWait() -> Int64 {
+            guard routeQuery != nil, let due = routeMonitor?.nextPollDue else { return idlePoll }
+            return min(idlePoll, max(due - monotonicNanoseconds(), 1_000_000))
+        }
+        try paced.run(scheduler, idlePoll: idleWait(), isFinished: {
             let now = monotonicNanoseconds()
             return senderFlows.allSatisfy { $0.isDone(now: now) }
         }, beforePump: { () throws(SystemError) -> Bool in

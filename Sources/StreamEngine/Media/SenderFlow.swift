@@ -129,6 +129,9 @@ final class SenderFlow {
     private let bound: Int?
     private(set) var destination: SocketAddress
     private var lastForcedKeyframe: Int64 = -1 << 62
+    /// A PLI came within `minKeyframeInterval` of the last forced keyframe: the keyframe is
+    /// forced once the interval has passed (`tick`), not dropped.
+    private var keyframeDeferred = false
     /// With a multicast destination: the receivers that report (nil for unicast).
     private var multicastReceivers: MulticastReceivers?
     private var firstSend: Int64?
@@ -363,12 +366,22 @@ final class SenderFlow {
     /// Keyframes are expensive: however many PLIs arrive, at most one is forced per
     /// `minKeyframeInterval` (feedback must not turn into an amplifier). The engine's own
     /// reasons (the bound, a receiver back or probed) are rare by construction and go through.
+    /// A PLI within the interval is not lost: the receiver sends one when a frame is lost, and
+    /// cannot decode until a keyframe comes (a keyframe forced just before may be the frame it
+    /// lost, as after a route's return), so the first such PLI forces one when the interval
+    /// has passed; the others meanwhile are ignored.
     func requestKeyframe(fromPLI: Bool = false) {
         let now = monotonicNanoseconds()
         guard !fromPLI || now - lastForcedKeyframe >= config.minKeyframeInterval.nanoseconds else {
-            local.keyframeRequestsIgnored += 1
+            if keyframeDeferred {
+                local.keyframeRequestsIgnored += 1
+            } else {
+                keyframeDeferred = true
+                local.keyframeRequestsDeferred += 1
+            }
             return
         }
+        keyframeDeferred = false
         lastForcedKeyframe = now
         local.keyframeRequests += 1
         handle.keyframeRequested.store(true, ordering: .relaxed)
@@ -499,6 +512,9 @@ final class SenderFlow {
         if flow.keyframeWanted {
             flow.keyframeWanted = false
             requestKeyframe()
+        }
+        if keyframeDeferred && now - lastForcedKeyframe >= config.minKeyframeInterval.nanoseconds {
+            requestKeyframe(fromPLI: true)
         }
     }
 

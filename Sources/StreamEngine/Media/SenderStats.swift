@@ -154,8 +154,12 @@ public struct SenderStats: Sendable, Equatable {
     public var receiverGoneEvents = 0
     /// Keyframes forced (PLI, bound, receiver back).
     public var keyframeRequests = 0
-    /// Keyframe requests ignored because one was forced less than `minKeyframeInterval` ago.
+    /// Keyframe requests ignored: one was forced less than `minKeyframeInterval` ago and a
+    /// deferred one already waits.
     public var keyframeRequestsIgnored = 0
+    /// Keyframe requests (PLI) that came less than `minKeyframeInterval` after a forced
+    /// keyframe, when none waited: forced once the interval has passed.
+    public var keyframeRequestsDeferred = 0
     /// RTCP datagrams accepted from the receiver.
     public var feedbackReports = 0
     /// RTCP rejected, by reason (malformed, confirmations of packets never sent).

@@ -243,12 +243,12 @@ public final class PacedSender {
 
     /// Sends what `producer` has, paced, until it has nothing more, every send completed,
     /// and `isFinished` says so (while it says no, an idle producer is polled every
-    /// `idlePoll` nanoseconds). `beforePump` runs before each fill (to take new work in);
+    /// `idlePoll` nanoseconds, read before each idle wait). `beforePump` runs before each fill (to take new work in);
     /// when it returns false the loop stops filling and returns once what is in flight
     /// has completed. `afterPump` runs after each fill. `beforeWait` runs before each wait with
     /// its timeout (nil: until a completion); when it returns false the loop submits without
     /// waiting and fills again. Completions of other kinds go to `other`.
-    public func run<Producer: DatagramProducer>(_ producer: Producer, idlePoll: Int64 = 200_000, isFinished: () -> Bool = { true },
+    public func run<Producer: DatagramProducer>(_ producer: Producer, idlePoll: @autoclosure () -> Int64 = 200_000, isFinished: () -> Bool = { true },
                     beforePump: () throws(SystemError) -> Bool = { true }, afterPump: () -> Void = {},
                     beforeWait: (_ timeoutNanoseconds: Int64?) -> Bool = { _ in true },
                     other: (Completion) -> Void = { _ in }) throws {
@@ -265,7 +265,7 @@ public final class PacedSender {
             // completions are what it waits for.
             var timeout: Int64?
             if case .paced(let nanoseconds) = state { timeout = nanoseconds }
-            if state == .idle { timeout = idlePoll }
+            if state == .idle { timeout = idlePoll() }
             if state == .batchFull && queue.batchesInFlight < config.completionWindow {
                 // More may go at once: submit without waiting.
                 try ring.submit()
