@@ -151,10 +151,10 @@ public struct ReceiveSession: Sendable {
         self.recovers = recovers
         reportsToGroup = config.listen.isMulticast && config.feedback
         if recovers { recovery = LossRecovery(latency: config.latency?.nanoseconds) }
-        if reportsToGroup {
-            multicastTiming = MulticastReportTiming(ipv6: config.listen.family == .ipv6)
-            feedback.perPacket = false
-        }
+        if reportsToGroup { multicastTiming = MulticastReportTiming(ipv6: config.listen.family == .ipv6) }
+        // No per-packet feedback to a group's sender, and none at all without feedback (the
+        // arrivals would only fill the report's memory, 8,192 of them, never sent).
+        if reportsToGroup || !config.feedback { feedback.perPacket = false }
     }
 
     // MARK: Inputs
@@ -463,7 +463,7 @@ public struct ReceiveSession: Sendable {
         case .restarted:
             // The packet kept aside began the restarted stream: it goes first.
             if let candidate = sequenceJumpCandidate, candidate.header.sequenceNumber == header.sequenceNumber &- 1 {
-                if config.feedback { feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn) }
+                feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn)
                 let restart = RTPSequenceTracker.Tracked(outcome: .restarted, extendedSequence: tracked.extendedSequence - 1)
                 let candidatePayload = sequenceJumpPayload
                 candidatePayload.withUnsafeBytes {
@@ -477,8 +477,7 @@ public struct ReceiveSession: Sendable {
         if sequenceJumpCandidate != nil { sequenceJumpCandidate = nil }
         lastAcceptedTimestamp = header.timestamp
         if recovers { recovery!.jitter = tracker.jitter }
-        // Without feedback the arrivals would only fill the report's memory (8,192 of them), never sent.
-        if config.feedback { feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn) }
+        feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
         if recovers { askForRetransmissions(now: now) }
     }
