@@ -197,6 +197,45 @@ import UringIO
         #expect(lastBlock?.cumulativeLost == Int32(dropped))
     }
 
+    /// The PLI or the keyframe it asked for may be lost: while no complete keyframe mends the
+    /// chain, the request is repeated every second (not every 200 ms, which would ask again
+    /// for a keyframe still on its way), and not after the chain is mended.
+    @Test func aKeyframeRequestIsRepeatedWhileTheChainStaysBroken() {
+        // 30 fps, keyframes at frames 0 and 60 only; frame 5 loses a middle fragment.
+        let frames = Self.stream(frames: 90, keyframeEvery: 60)
+        var harness = Harness()
+        var pliTimes: [Int64] = []
+        for (index, frame) in frames.enumerated() {
+            for (packet, datagram) in frame.datagrams.enumerated() {
+                if index == 5 && packet == 1 { continue }
+                let transmitsBefore = harness.transmits.count
+                harness.deliver(datagram, step: packet == 0 ? 33 * Self.millisecond : 0)
+                for transmit in harness.transmits[transmitsBefore...] {
+                    let packets = transmit.bytes.withUnsafeBytes { RTCPPacket.parseCompound($0).packets }
+                    if packets.contains(where: { if case .pictureLossIndication = $0 { true } else { false } }) {
+                        pliTimes.append(harness.now)
+                    }
+                }
+            }
+        }
+        #expect(frames[5].datagrams.count >= 3)
+        harness.finish()
+        let stats = harness.session.stats
+        #expect(stats.framesIncomplete == 1 && stats.framesComplete == 89)
+        // Frames 5 to 59 undecodable (55 frames, ~1.8 s): the first request at frame 5, one
+        // repeat a second later (the first frame more than 1 s after it), none after frame 60.
+        #expect(stats.framesUndecodable == 55)
+        #expect(pliTimes.count == 2 && stats.keyframeRequests == 2)
+        if pliTimes.count == 2 {
+            // Time moves only with packets here: a request is made when a frame is emitted (at
+            // the next frame's first packet) and sent with the next feedback (by the next
+            // packet after 20 ms): each lags its cause by at most one frame interval.
+            let gap = pliTimes[1] - pliTimes[0]
+            #expect(gap > 1_000 * Self.millisecond - 33 * Self.millisecond && gap <= 1_066 * Self.millisecond,
+                    "\(pliTimes)")
+        }
+    }
+
     /// A receiver that starts listening within a keyframe: the datagram with its VPS, SPS and PPS
     /// went before, its slices arrive whole from their first packet. The frame is complete but
     /// not decodable (no parameter sets): the chain of references starts at the next keyframe.

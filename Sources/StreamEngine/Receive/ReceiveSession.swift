@@ -21,7 +21,8 @@ import UringIO
 /// in sequence far from the stream's numbers, as `RTPSequenceTracker` decides) and an RTP
 /// clock that moved on (two packets in sequence on the new clock), taking both packets, confirms path-MTU probes, rebuilds access units (`HEVCDepacketizer`), accounts for
 /// frames (complete, incomplete, missing, undecodable), asks for a keyframe (PLI, at most one
-/// per 200 ms) when a frame is incomplete, and sends feedback (receiver report, SDES, RFC 8888
+/// per 200 ms) when a frame is incomplete and again every second while no complete keyframe
+/// has mended the chain of references since (RFC 4585 lets a PLI be repeated), and sends feedback (receiver report, SDES, RFC 8888
 /// per-packet feedback, PLI) to the sender's RTP port + 1 (the RTP port itself with
 /// `rtcpMux`) every `reportInterval` while there is news, every 250 ms anyway, at once when
 /// its memory of arrivals is full, and in answer to each sender report. A receiver of a
@@ -106,6 +107,8 @@ public struct ReceiveSession: Sendable {
     private var lastTimestamp: UInt32?
     private var frameInterval: UInt32?
     private var chainIntact = false
+    /// A keyframe was asked for and no complete keyframe has mended the chain since.
+    private var keyframeAwaited = false
     /// Which parameter sets (VPS, SPS, PPS: bits 0, 1, 2) have come in band so far.
     private var parameterSetsSeen: UInt8 = 0
     /// A complete keyframe came before (see `mendsChain(_:)`).
@@ -137,6 +140,12 @@ public struct ReceiveSession: Sendable {
     static let maxReportInterval: Int64 = 250_000_000
     /// At most one keyframe request per this long (nanoseconds): the first is what matters.
     static let keyframeRequestInterval: Int64 = 200_000_000
+    /// While the chain stays broken after a keyframe request, it is repeated this often
+    /// (nanoseconds): longer than a keyframe takes to come back on any path we expect (a
+    /// round trip, the sender's encoder and its keyframe interval defence of 500 ms), so a
+    /// keyframe on its way is not asked for twice; short enough that a lost request or a
+    /// lost keyframe costs about a second of frames, not the rest of the group of pictures.
+    static let keyframeRepeatInterval: Int64 = 1_000_000_000
 
     /// Makes a session that has seen nothing. Its reports are sent from `ssrc` with CNAME `cname`.
     public init(config: MediaReceiverConfig, ssrc: UInt32 = UInt32.random(in: 1...UInt32.max),
@@ -652,10 +661,7 @@ public struct ReceiveSession: Sendable {
                 counts.framesIncomplete += 1
                 // With a playout buffer a missing packet was waited for until the frame's deadline.
                 if recovers && unit.missingPackets > 0 { recovery!.counts.framesLate += 1 }
-                if now - lastKeyframeRequest > Self.keyframeRequestInterval {
-                    lastKeyframeRequest = now
-                    feedback.requestKeyframe()
-                }
+                requestKeyframe(now: now, after: Self.keyframeRequestInterval)
             }
             let missingBefore = counts.framesMissing
             countMissingFrames(before: unit.timestamp)
@@ -663,8 +669,12 @@ public struct ReceiveSession: Sendable {
             // the next complete keyframe; the first frame received needs one too.
             if mendsChain(unit) {
                 chainIntact = true
+                keyframeAwaited = false
             } else if !unit.isComplete || counts.framesMissing > missingBefore {
                 chainIntact = false
+            } else if keyframeAwaited && !chainIntact {
+                // The request or the keyframe it asked for may have been lost: ask again.
+                requestKeyframe(now: now, after: Self.keyframeRepeatInterval)
             }
             unit.followsIntactChain = chainIntact && unit.isComplete
             if !unit.followsIntactChain { counts.framesUndecodable += 1 }
@@ -675,6 +685,14 @@ public struct ReceiveSession: Sendable {
             }
         }
         if recovers && !units.isEmpty { releaseFrames(now: now) }
+    }
+
+    /// Asks for a keyframe (a PLI in the next feedback) unless one was asked for within `interval`.
+    private mutating func requestKeyframe(now: Int64, after interval: Int64) {
+        guard now - lastKeyframeRequest > interval else { return }
+        lastKeyframeRequest = now
+        keyframeAwaited = true
+        feedback.requestKeyframe()
     }
 
     /// Outputs the frames whose playout time came (all of them with `all`).
