@@ -34,9 +34,13 @@ struct AnnexBOutput {
         let descriptor = descriptor
         failure = gathered.withUnsafeBytes { around in
             nalUnits[largest].withUnsafeBytes { unit in
-                var parts = [Self.vector(UnsafeRawBufferPointer(rebasing: around[..<largestAt])), Self.vector(unit),
-                             Self.vector(UnsafeRawBufferPointer(rebasing: around[largestAt...]))]
-                return Self.writeAll(descriptor, &parts)
+                // The three iovecs on the stack: no array allocated per frame.
+                withUnsafeTemporaryAllocation(of: iovec.self, capacity: 3) { parts in
+                    parts[0] = Self.vector(UnsafeRawBufferPointer(rebasing: around[..<largestAt]))
+                    parts[1] = Self.vector(unit)
+                    parts[2] = Self.vector(UnsafeRawBufferPointer(rebasing: around[largestAt...]))
+                    return Self.writeAll(descriptor, parts)
+                }
             }
         }
     }
@@ -47,12 +51,10 @@ struct AnnexBOutput {
     }
 
     /// writev(2) until every byte is written (a pipe may take part of it); the errno on failure, 0 on success.
-    private static func writeAll(_ descriptor: Int32, _ parts: inout [iovec]) -> Int32 {
+    private static func writeAll(_ descriptor: Int32, _ parts: UnsafeMutableBufferPointer<iovec>) -> Int32 {
         var index = 0
         while index < parts.count {
-            let written = parts.withUnsafeMutableBufferPointer { vectors in
-                writev(descriptor, vectors.baseAddress! + index, Int32(min(vectors.count - index, 1024)))  // IOV_MAX
-            }
+            let written = writev(descriptor, parts.baseAddress! + index, Int32(min(parts.count - index, 1024)))  // IOV_MAX
             if written < 0 {
                 if errno == EINTR { continue }
                 return errno
