@@ -421,8 +421,9 @@ public final class MediaSender: Sendable {
             engineWaitsUntil.store(.min, ordering: .relaxed)
             // What is handed over from here on is seen by this fill's look into the inboxes or
             // by the wait's check; what came before it, by the look (so the unit that woke the
-            // engine does not cost a second fill before its wait).
-            aheadInputArrived.store(false, ordering: .sequentiallyConsistent)
+            // engine does not cost a second fill before its wait). An exchange, not a store: when
+            // it reads a hand-over's flag, that hand-over's inbox is visible to the look after it.
+            _ = aheadInputArrived.exchange(false, ordering: .sequentiallyConsistent)
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
             var now = monotonicNanoseconds()
             // The monitor listens again if it stopped, and asks for lookups after a change settled.
