@@ -134,7 +134,7 @@ struct VideoSummary {
     var receiverTotal: Double {
         perDatagram { Double($0.receiver.int("userNs") + $0.receiver.int("systemNs")) }
     }
-    /// io_uring_enter calls per datagram (without the eventfd writes that hand frames over).
+    /// io_uring_enter calls per datagram (without the eventfd writes that woke the engine).
     var entersPerDatagram: Double { perDatagram { Double($0.sender.syscalls - $0.sender.handOffs) } }
     var syscallsPerDatagram: Double { perDatagram { Double($0.sender.syscalls) } }
     var segmentsPerSend: Double { rounds.segmentsPerSend }
@@ -390,7 +390,7 @@ struct BenchDocument: Encodable {
     let pacing: [Pacing]
     var pacingMethod = "PacedSender (GSO on, default quantum = 2 ms of the rate, at least 1500 B, at most 64 KiB) to a multishot receiver with SO_TIMESTAMPNS; achieved = bytes*8/(t_last - t_first) over every datagram's bytes; burst = max over i<=j of bytes(i..j) - R/8*(t_j - t_i)"
     let video: [Video]
-    var videoMethod = "x265 access units (1280x720, the bitrate given, 30 fps) handed to a paced MediaSender (no feedback) at the frame rate in real time; CPU is the sender process (getrusage) and the receiver's; enters per datagram count the ring's io_uring_enter calls, syscalls add the eventfd write per frame; frame spread = first to last packet arrival of a frame (kernel timestamps), need = (frame bytes - one quantum) * 8 / pace; medians over frames and rounds, excess p95 the largest over rounds"
+    var videoMethod = "x265 access units (1280x720, the bitrate given, 30 fps) handed to a paced MediaSender (no feedback) at the frame rate in real time; CPU is the sender process (getrusage) and the receiver's; enters per datagram count the ring's io_uring_enter calls, syscalls add the eventfd writes that woke the engine (MediaSender.wakeSignals: one per frame handed to an engine waiting for its time); frame spread = first to last packet arrival of a frame (kernel timestamps), need = (frame bytes - one quantum) * 8 / pace; medians over frames and rounds, excess p95 the largest over rounds"
 }
 
 extension BenchDocument.Run {

@@ -108,7 +108,7 @@ struct SenderMeasurement {
     /// Sends that carried more than one segment (when the path tells).
     var gsoSends: Int?
     var submissions = 0
-    /// Of `syscalls`, the eventfd writes that hand access units to the engine (`stream`).
+    /// Of `syscalls`, the eventfd writes that woke the engine (`stream`: `MediaSender.wakeSignals`).
     var handOffs = 0
     var userNanoseconds: Int64 = 0
     var systemNanoseconds: Int64 = 0

@@ -201,9 +201,10 @@ enum StreamSender {
         result.sent = stats.packetsSent
         result.bytes = stats.bytesSent
         result.failed = stats.packetsFailed
-        // The ring's enters, plus the eventfd write that wakes the ring for each access unit handed over.
-        result.syscalls = stats.enterCalls + handedFrames + 1
-        result.handOffs = handedFrames + 1
+        // The ring's enters, plus the eventfd writes that woke it (counted by the engine: an access
+        // unit handed over while it waited for a time, and `finish` or `stop`).
+        result.syscalls = stats.enterCalls + sender.wakeSignals
+        result.handOffs = sender.wakeSignals
         result.sends = stats.sendCalls
         result.gsoSends = stats.gsoSends
         result.submissions = stats.batches

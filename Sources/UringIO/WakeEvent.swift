@@ -1,10 +1,15 @@
 internal import CLibURing
 import Glibc
+import Synchronization
 
 /// An eventfd another thread signals to wake a ring's owner (read through the ring itself).
 public final class WakeEvent: Sendable {
     /// The eventfd.
     public let fd: Int32
+    private let signals = Atomic<Int>(0)
+
+    /// `signal()` calls so far (each one `write(2)` on the eventfd), from every thread.
+    public var signalCount: Int { signals.load(ordering: .relaxed) }
 
     /// Opens the eventfd. `eventfd(2)`.
     public init() throws(SystemError) {
@@ -15,6 +20,7 @@ public final class WakeEvent: Sendable {
 
     /// Wakes the owner. Safe from any thread.
     public func signal() {
+        signals.add(1, ordering: .relaxed)
         var one: UInt64 = 1
         _ = write(fd, &one, 8)
     }

@@ -48,4 +48,43 @@ struct LiveWakeUpTests {
         #expect(received == frames)
         #expect(stats.enterCalls <= frames * 3 / 2 + 4, "\(stats.enterCalls) io_uring_enter calls for \(frames) frames")
     }
+
+    /// A source handing frames over back to back with `send(_:)` (as `bench stream`'s feeder does)
+    /// to an unpaced sender busy sending the earlier ones: the engine reads them while it is awake
+    /// or waits for its own sends' completions, so the source writes the eventfd only when the
+    /// engine waits for a time (its idle poll: here the first frame, unless the loaded machine has
+    /// not let the engine reach its wait yet, and whenever this thread falls behind the engine),
+    /// not once per frame (120 writes for 120 frames before). The bound,
+    /// a quarter of the frames, leaves room for this thread being descheduled on a loaded machine.
+    /// Every packet arrives.
+    @Test func framesHandedToABusySenderWakeItOnlyWhenItWaitsForATime() throws {
+        let frames = 120
+        // 40 KB access units of one NAL unit each: 28 datagrams at most 1,472 B.
+        let units = (0..<frames).map { index in
+            AccessUnit(nalUnits: [[0x02, 0x01] + [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 40_000)],
+                       timestamp: UInt32(index * 3000), isKeyframe: false)
+        }
+        let receiver = ThreadedReceiver(gro: false, expected: frames * 28, size: { _ in 0 })
+        try #require(receiver.failure == nil && receiver.port != 0)
+        var config = MediaSenderConfig(destination: SocketAddress(ip: "127.0.0.1", port: receiver.port)!)
+        config.feedback = false
+        config.watchesPath = false
+        config.mtu = .fixed(1500)
+        config.maxQueuedFrames = frames
+        let sender = try MediaSender(config: config)
+        let source = Thread {
+            usleep(100_000)  // the engine is in its idle wait: the first frame wakes it
+            for unit in units { sender.send(unit) }
+            sender.finish()
+        }
+        source.start()
+        try sender.run()
+        let stats = sender.stats
+        let got = receiver.finish(expected: stats.packetsSent, seconds: 20)
+        #expect(stats.framesSent == frames && stats.packetsSent == frames * 28)
+        #expect(got.received == stats.packetsSent && got.bytes == stats.bytesSent)
+        // `finish` writes one more.
+        #expect(sender.wakeSignals <= frames / 4 + 1,
+                "\(sender.wakeSignals) eventfd writes for \(frames) frames")
+    }
 }

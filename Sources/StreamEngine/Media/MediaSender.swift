@@ -138,12 +138,14 @@ public final class MediaSender: Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let wakeEvent: WakeEvent
     private let eventHub = SenderEventHub()
-    /// When the engine's current wait ends (monotonic nanoseconds; `Int64.max`: only a
-    /// completion ends it). An access unit handed over ahead of its time (`send(_:at:)`) and
+    /// When the engine's current wait ends (monotonic nanoseconds). An access unit handed over
     /// due no earlier needs no wake-up: the engine looks at its inboxes when the wait ends.
+    /// `Int64.min` while it is awake, and while it waits for completions of sends in flight
+    /// (a full completion window or no free send slot: nothing handed over could go before
+    /// one of them ends the wait), so no access unit wakes it then.
     private let engineWaitsUntil = Atomic<Int64>(.min)
-    /// Set with every access unit handed over ahead of its time, taken by the engine just
-    /// before it waits (what came in after it read its inboxes is read then, not waited over).
+    /// Set with every access unit handed over, cleared by the engine before it reads its inboxes
+    /// and taken just before it waits (what came in after it read them is read then, not waited over).
     private let aheadInputArrived = Atomic<Bool>(false)
     /// Wakes a thread in `waitForFramesFinished(_:timeout:)`.
     private let finishedSignal = FinishedFramesSignal()
@@ -174,13 +176,22 @@ public final class MediaSender: Sendable {
     /// The number of flows.
     public var flowCount: Int { flows.count }
 
-    /// Hands an access unit to every flow (one wake-up of the engine for all of them). Returns
-    /// false when a flow had `maxQueuedFrames` waiting already (that flow counts a dropped
-    /// frame; the others took it).
+    /// Wake-ups other threads wrote to the engine so far (eventfd writes: access units handed
+    /// over while it waited for a time, `finish`, `stop`, `redirect`), each one system call.
+    public var wakeSignals: Int { wakeEvent.signalCount }
+
+    /// Hands an access unit to every flow, to go at once. The engine is woken (one eventfd
+    /// write for all the flows) only when it waits for a time (the pacer's, an idle poll):
+    /// while it is awake, or waits for completions of its own sends, it reads its inboxes
+    /// before it waits again. Returns false when a flow had `maxQueuedFrames` waiting already
+    /// (that flow counts a dropped frame; the others took it).
     @discardableResult
     public func send(_ accessUnit: AccessUnit) -> Bool {
-        let accepted = flows.reduce(true) { $1.send(accessUnit, wake: false) && $0 }
-        wakeEvent.signal()
+        var accepted = true
+        for flow in flows {
+            accepted = flow.queue(accessUnit, due: nil) && accepted
+        }
+        wakeEngine(due: .min)
         return accepted
     }
 
@@ -197,11 +208,17 @@ public final class MediaSender: Sendable {
         for flow in flows {
             accepted = flow.queue(accessUnit, due: dueTime) && accepted
         }
-        // Sequentially consistent, as the engine's side in `run`: either the engine sees this
-        // unit before it waits, or this sees the wait's end (and wakes it when due before).
-        // Whoever wakes it also marks it awake (`.min`): units handed over before it runs again
-        // (a source on the same core handing frames back to back) write no eventfd of their own;
-        // the engine reads them all when it wakes, and publishes its next wait before it waits.
+        wakeEngine(due: dueTime)
+        return accepted
+    }
+
+    /// Wakes the engine for input due at `dueTime` (`Int64.min`: at once) when its current wait
+    /// ends later. Sequentially consistent, as the engine's side in `run`: either the engine sees
+    /// the input before it waits, or this sees the wait's end (and wakes it when due before).
+    /// Whoever wakes it also marks it awake (`.min`): input handed over before it runs again (a
+    /// source on the same core handing frames back to back) writes no eventfd of its own; the
+    /// engine reads it all when it wakes, and publishes its next wait before it waits.
+    private func wakeEngine(due dueTime: Int64) {
         aheadInputArrived.store(true, ordering: .sequentiallyConsistent)
         var waitsUntil = engineWaitsUntil.load(ordering: .sequentiallyConsistent)
         while dueTime < waitsUntil {
@@ -210,7 +227,6 @@ public final class MediaSender: Sendable {
             if exchanged { wakeEvent.signal(); break }
             waitsUntil = original
         }
-        return accepted
     }
 
     /// Access units every flow is done with (written to the wire, or dropped: unviable,
@@ -235,7 +251,11 @@ public final class MediaSender: Sendable {
     /// Hands an access unit to one flow. Returns false (and counts a dropped frame) when
     /// `maxQueuedFrames` are already waiting there.
     @discardableResult
-    public func send(_ accessUnit: AccessUnit, flow: Int) -> Bool { flows[flow].send(accessUnit) }
+    public func send(_ accessUnit: AccessUnit, flow: Int) -> Bool {
+        let accepted = flows[flow].queue(accessUnit, due: nil)
+        wakeEngine(due: .min)
+        return accepted
+    }
 
     /// No more access units for any flow: `run` returns once everything queued is on the wire.
     public func finish() { for flow in flows { flow.finish() } }
@@ -399,6 +419,11 @@ public final class MediaSender: Sendable {
             // read before the next wait (`beforeWait`). A source handing frames over back to back
             // (`send --fast`) writes the eventfd only while the engine waits, not once per frame.
             engineWaitsUntil.store(.min, ordering: .relaxed)
+            // What is handed over from here on is seen by this fill's look into the inboxes or
+            // by the wait's check; what came before it, by the look (so the unit that woke the
+            // engine does not cost a second fill before its wait). An exchange, not a store: when
+            // it reads a hand-over's flag, that hand-over's inbox is visible to the look after it.
+            _ = aheadInputArrived.exchange(false, ordering: .sequentiallyConsistent)
             try ring.armWake(wakeEvent)  // other threads' access units wake the ring
             var now = monotonicNanoseconds()
             // The monitor listens again if it stopped, and asks for lookups after a change settled.
@@ -447,8 +472,13 @@ public final class MediaSender: Sendable {
             scheduler.endPump()
             storeFramesFinished()
         }, beforeWait: { timeout in
-            // Published before the inboxes are looked at once more (see `send(_:at:)`).
-            engineWaitsUntil.store(timeout.map { monotonicNanoseconds() + $0 } ?? .max, ordering: .sequentiallyConsistent)
+            // Published before the inboxes are looked at once more (see `wakeEngine(due:)`). A
+            // wait without a timeout is for completions of sends in flight (the completion window
+            // is full, or no send slot is free): they end it whatever is handed over meanwhile,
+            // and nothing handed over could go before them, so it stays marked awake (`.min`). A
+            // saturated sender (a file sent as fast as the window allows) then takes its access
+            // units with no eventfd write and no wake-up of its own per unit.
+            engineWaitsUntil.store(timeout.map { monotonicNanoseconds() + $0 } ?? .min, ordering: .sequentiallyConsistent)
             return !aheadInputArrived.exchange(false, ordering: .sequentiallyConsistent)
         }, other: { completion in
             if completion.tag.kind == CompletionTag.timerKind && completion.tag.payload == Ring.alarmSlot {

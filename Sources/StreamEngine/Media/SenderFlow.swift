@@ -46,18 +46,10 @@ final class FlowHandle: Sendable {
         rtxSSRC = rtx
     }
 
-    /// Queues `accessUnit` for the engine; `wake: false` leaves waking the engine to the caller
-    /// (one wake-up for an access unit handed to every flow).
-    func send(_ accessUnit: AccessUnit, wake: Bool = true) -> Bool {
-        let accepted = queue(accessUnit, due: nil)
-        if wake { wakeEvent.signal() }
-        return accepted
-    }
-
     /// Queues `accessUnit`, not to start before `due` (monotonic nanoseconds; nil: at once).
     /// Returns false (and counts a dropped frame) when `maxQueuedFrames` were waiting in the inbox
-    /// already. Waking the engine is the caller's (`MediaSender.send(_:at:)` wakes it only for a
-    /// unit due before its wait ends).
+    /// already. Waking the engine is the caller's (`MediaSender.wakeEngine(due:)` wakes it only for
+    /// a unit due before its wait ends).
     func queue(_ accessUnit: AccessUnit, due: Int64?) -> Bool {
         let accepted = inbox.withLock { box in
             guard box.accessUnits.count < config.maxQueuedFrames else {
