@@ -63,10 +63,13 @@ public final class UDPMultishotReceiver {
     private let message: UnsafeMutablePointer<msghdr>
     private static let nameSpace = MemoryLayout<sockaddr_in6>.size
     private static let controlSpace = 256
+    // `@exclusivity(unchecked)`: the receiver is owned by one thread (not Sendable), and a
+    // dynamic check per completion cost a `swift_beginAccess` and its thread-local lookup
+    // (results/profile.md section 19), as in `Ring` and `UDPSendQueue`.
     /// True while the multishot SQE is live.
-    public private(set) var armed = false
+    @exclusivity(unchecked) public private(set) var armed = false
     /// Counters.
-    public private(set) var counters = ReceiveCounters()
+    @exclusivity(unchecked) public private(set) var counters = ReceiveCounters()
 
     /// Sets up `bufferCount` (a power of two) buffers able to hold `maxPayload` bytes each,
     /// registered with `ring` as group `groupID`. With GRO on the socket, `maxPayload` must
