@@ -148,7 +148,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         // out, the datagrams wait in the socket's buffer until the receive is re-armed (no loss).
         var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 64, 65_536)]
         if let rtcpSocket { sockets.append((rtcpSocket, 16, 2048)) }
-        let loop = try DatagramReceiveLoop(sockets: sockets)
+        // Made here, on the thread that runs it: its ring defers the kernel's receive work to its waits.
+        let loop = try DatagramReceiveLoop(sockets: sockets, deferTaskRun: true)
         let srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         // Feedback leaves from the RTCP socket, or with rtcp-mux from the RTP socket itself.
         let feedbackSocket = rtcpSocket ?? socket
