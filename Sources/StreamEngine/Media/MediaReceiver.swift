@@ -223,11 +223,12 @@ private struct ReceiveLoopHandler: DatagramHandler {
             // Authenticated and decrypted first: what fails never reaches the session.
             let isRTCP = port == .rtcp || (config.rtcpMux && ReceiveSession.isMultiplexedRTCP(datagram.payload))
             _ = srtp.inbound.unprotect(datagram.payload, kind: isRTCP ? .rtcp : .rtp) { payload in
-                session.handleDatagram(payload, from: datagram.source, tos: datagram.tos,
+                session.handleDatagram(payload, source: { datagram.source }, tos: datagram.tos,
                                        arrival: datagram.timestampNanoseconds, port: port, now: now, completion: completion)
             }
         } else {
-            session.handleDatagram(datagram.payload, from: datagram.source, tos: datagram.tos,
+            // The source is read from the receive buffer only when the session compares it.
+            session.handleDatagram(datagram.payload, source: { datagram.source }, tos: datagram.tos,
                                    arrival: datagram.timestampNanoseconds, port: port, now: now, completion: completion)
         }
         drainOutputs()
