@@ -142,13 +142,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// rebuilt access unit (complete or not) to `onAccessUnit`. The protocol is a
     /// `ReceiveSession`; this loop feeds it datagrams and the time, and carries out what it says.
     public func run(frameLimit: Int? = nil, onAccessUnit: (DepacketizedAccessUnit) -> Void) throws(SystemError) {
-        // 16 buffers of 64 KB: the kernel takes them in turn, so each one's pages are faulted in
-        // on first use (3.8 % of the receiver's CPU with 256, results/profile.md section 15; with
-        // 64, 1.2 %, section 19), and the fewer there are, the likelier the one the kernel copies
-        // into next is still in the cache. 16 GRO bursts are about 16 frames at 240 fps waiting
-        // to be handled; should they run out, the datagrams wait in the socket's buffer until the
-        // receive is re-armed (no loss).
-        var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 16, 65_536)]
+        // 64 buffers of 64 KB: the kernel takes them in turn, so each one's pages are faulted in
+        // on first use (3.8 % of the receiver's CPU with 256, results/profile.md section 15);
+        // 64 GRO bursts are about 30 frames at 240 fps waiting to be handled, and should they run
+        // out, the datagrams wait in the socket's buffer until the receive is re-armed (no loss).
+        var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 64, 65_536)]
         if let rtcpSocket { sockets.append((rtcpSocket, 16, 2048)) }
         // Made here, on the thread that runs it: its ring defers the kernel's receive work to its waits.
         let loop = try DatagramReceiveLoop(sockets: sockets, deferTaskRun: true)
