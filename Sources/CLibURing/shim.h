@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <string.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -220,7 +221,11 @@ static inline int cu_submit_and_wait(struct io_uring *ring, unsigned wait_nr) {
 /// this wait alone; no timer entry, no completion for it). For rings without SQPOLL, as
 /// liburing's own submit does: publish the SQ tail, then enter. Returns the number submitted
 /// (even when the wait then timed out), 0 or -ETIME when nothing was, or a negative errno.
-static inline int cu_submit_and_wait_timeout(struct io_uring *ring, unsigned wait_nr, long long timeout_ns) {
+/// `registered`: the ring's descriptor is registered (io_uring_register_ring_fd succeeded):
+/// the enter names it by its index in the task's table, and the kernel takes no file
+/// reference to the ring per call.
+static inline int cu_submit_and_wait_timeout(struct io_uring *ring, unsigned wait_nr, long long timeout_ns,
+                                             bool registered) {
     struct io_uring_sq *sq = &ring->sq;
     unsigned tail = sq->sqe_tail;
     if (sq->sqe_head != tail) {
@@ -230,8 +235,9 @@ static inline int cu_submit_and_wait_timeout(struct io_uring *ring, unsigned wai
     unsigned to_submit = tail - io_uring_smp_load_acquire(sq->khead);
     struct __kernel_timespec ts = { .tv_sec = timeout_ns / 1000000000LL, .tv_nsec = timeout_ns % 1000000000LL };
     struct io_uring_getevents_arg arg = { .sigmask = 0, .sigmask_sz = _NSIG / 8, .pad = 0, .ts = (__u64)(uintptr_t)&ts };
-    long rc = syscall(__NR_io_uring_enter, ring->ring_fd, to_submit, wait_nr,
-                      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof(arg));
+    long rc = syscall(__NR_io_uring_enter, registered ? ring->enter_ring_fd : ring->ring_fd, to_submit, wait_nr,
+                      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | (registered ? IORING_ENTER_REGISTERED_RING : 0),
+                      &arg, sizeof(arg));
     return rc < 0 ? -errno : (int)rc;
 }
 

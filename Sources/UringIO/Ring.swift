@@ -80,9 +80,21 @@ public final class Ring {
     @exclusivity(unchecked) public private(set) var alarmArmed = false
     /// The kernel takes a timeout with each wait (IORING_FEAT_EXT_ARG).
     public let hasWaitTimeouts: Bool
+    /// The ring's descriptor is registered with the opening thread (`deferTaskRun` rings
+    /// only: a registration belongs to one thread): its waits take no file reference to the
+    /// ring (`fget`/`fput`) each.
+    private let ringDescriptorRegistered: Bool
 
     /// Opens a ring with `entries` submission slots. `io_uring_queue_init_params`.
-    public init(entries: UInt32 = 256) throws(SystemError) {
+    ///
+    /// With `deferTaskRun` (`IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`) the
+    /// kernel's work for the ring's requests (a multishot receive's copy, for one) runs only
+    /// inside this thread's waits, batched, and a wait is woken once its completions are
+    /// there, not through the task-work signal of each event. Then only the thread that
+    /// opens the ring may submit to it or wait on it, and completions are seen only after a
+    /// wait (`submit(waitingFor:)`), never by `reap` alone. Where the kernel has no
+    /// DEFER_TASKRUN (before 6.1) the ring opens without it.
+    public init(entries: UInt32 = 256, deferTaskRun: Bool = false) throws(SystemError) {
         ring = .allocate(capacity: 1)
         ring.initialize(to: io_uring())
         timerSpec = .allocate(capacity: 2)
@@ -91,7 +103,14 @@ public final class Ring {
         params.flags = cu_setup_coop_taskrun | cu_setup_submit_all
         params.cq_entries = entries * 8
         params.flags |= IORING_SETUP_CQSIZE
-        var rc = io_uring_queue_init_params(entries, ring, &params)
+        var rc: Int32 = -EINVAL
+        if deferTaskRun {
+            var deferred = params
+            deferred.flags = cu_setup_submit_all | cu_setup_single_issuer | cu_setup_defer_taskrun | IORING_SETUP_CQSIZE
+            rc = io_uring_queue_init_params(entries, ring, &deferred)
+            if rc == 0 { params = deferred }
+        }
+        if rc == -EINVAL { rc = io_uring_queue_init_params(entries, ring, &params) }
         if rc == -EINVAL {
             // Older kernels: no COOP_TASKRUN / SUBMIT_ALL.
             params = io_uring_params()
@@ -103,6 +122,8 @@ public final class Ring {
             throw SystemError("io_uring_queue_init", errno: -rc, context: "\(entries) entries")
         }
         hasWaitTimeouts = params.features & IORING_FEAT_EXT_ARG != 0
+        // liburing's own enters (`submit`) then use the registered index too.
+        ringDescriptorRegistered = params.flags & cu_setup_defer_taskrun != 0 && io_uring_register_ring_fd(ring) == 1
     }
 
     deinit {
@@ -208,7 +229,8 @@ public final class Ring {
             try armTimer(nanoseconds: timeoutNanoseconds)
             return try submit(waitingFor: 1)
         }
-        return try entered(cu_submit_and_wait_timeout(ring, max(minimumCompletions, 1), max(timeoutNanoseconds, 1_000)))
+        return try entered(cu_submit_and_wait_timeout(ring, max(minimumCompletions, 1), max(timeoutNanoseconds, 1_000),
+                                                      ringDescriptorRegistered))
     }
 
     /// Queues a timer that completes after `nanoseconds` (IORING_OP_TIMEOUT), unless one is armed.

@@ -9,8 +9,13 @@ public struct ReceivedDatagram {
     public var tos: UInt8
     /// Kernel receive time (`SO_TIMESTAMPNS`, CLOCK_REALTIME), in nanoseconds; 0 if none.
     public var timestampNanoseconds: Int64
+    /// Where it came from: the sockaddr in the receive buffer (`sourceLength` bytes), read
+    /// into a `SocketAddress` only when asked (`source`). Passing a 132-byte address along
+    /// with every datagram copied it three times per datagram (results/profile.md section 20).
+    var sourceName: UnsafeRawPointer?
+    var sourceLength: Int
     /// Where it came from.
-    public var source: SocketAddress?
+    public var source: SocketAddress? { sourceName.flatMap { SocketAddress($0, length: sourceLength) } }
     /// The receiver's number of the completion it came in (`ReceiveCounters.completions` then):
     /// datagrams with the same number are GRO segments of one completion and share its source,
     /// TOS byte and time.
@@ -63,10 +68,13 @@ public final class UDPMultishotReceiver {
     private let message: UnsafeMutablePointer<msghdr>
     private static let nameSpace = MemoryLayout<sockaddr_in6>.size
     private static let controlSpace = 256
+    // `@exclusivity(unchecked)`: the receiver is owned by one thread (not Sendable), and a
+    // dynamic check per completion cost a `swift_beginAccess` and its thread-local lookup
+    // (results/profile.md section 20), as in `Ring` and `UDPSendQueue`.
     /// True while the multishot SQE is live.
-    public private(set) var armed = false
+    @exclusivity(unchecked) public private(set) var armed = false
     /// Counters.
-    public private(set) var counters = ReceiveCounters()
+    @exclusivity(unchecked) public private(set) var counters = ReceiveCounters()
 
     /// Sets up `bufferCount` (a power of two) buffers able to hold `maxPayload` bytes each,
     /// registered with `ring` as group `groupID`. With GRO on the socket, `maxPayload` must
@@ -174,9 +182,7 @@ public final class UDPMultishotReceiver {
             }
             cmsg = io_uring_recvmsg_cmsg_nexthdr(out, message, header)
         }
-        let source = out.pointee.namelen > 0
-            ? SocketAddress(io_uring_recvmsg_name(out), length: Int(min(out.pointee.namelen, UInt32(Self.nameSpace))))
-            : nil
+        let sourceName = out.pointee.namelen > 0 ? UnsafeRawPointer(io_uring_recvmsg_name(out)) : nil
         let payloadLength = Int(io_uring_recvmsg_payload_length(out, Int32(length), message))
         let payload = UnsafeRawPointer(io_uring_recvmsg_payload(out, message))!
         let mark = TrafficMark(tos: tos)
@@ -190,7 +196,8 @@ public final class UDPMultishotReceiver {
         counters.ecn[Int(mark.ecn.rawValue)] += segments
         counters.dscp[Int(mark.dscp)] += segments
         var datagram = ReceivedDatagram(payload: UnsafeRawBufferPointer(start: payload, count: 0), tos: tos,
-                                        timestampNanoseconds: timestamp, source: source,
+                                        timestampNanoseconds: timestamp, sourceName: sourceName,
+                                        sourceLength: Int(min(out.pointee.namelen, UInt32(Self.nameSpace))),
                                         completion: counters.completions)
         var offset = 0
         repeat {

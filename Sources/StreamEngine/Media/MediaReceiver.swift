@@ -148,7 +148,8 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         // out, the datagrams wait in the socket's buffer until the receive is re-armed (no loss).
         var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 64, 65_536)]
         if let rtcpSocket { sockets.append((rtcpSocket, 16, 2048)) }
-        let loop = try DatagramReceiveLoop(sockets: sockets)
+        // Made here, on the thread that runs it: its ring defers the kernel's receive work to its waits.
+        let loop = try DatagramReceiveLoop(sockets: sockets, deferTaskRun: true)
         let srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         // Feedback leaves from the RTCP socket, or with rtcp-mux from the RTP socket itself.
         let feedbackSocket = rtcpSocket ?? socket
@@ -220,11 +221,12 @@ private struct ReceiveLoopHandler: DatagramHandler {
             // Authenticated and decrypted first: what fails never reaches the session.
             let isRTCP = port == .rtcp || (config.rtcpMux && ReceiveSession.isMultiplexedRTCP(datagram.payload))
             _ = srtp.inbound.unprotect(datagram.payload, kind: isRTCP ? .rtcp : .rtp) { payload in
-                session.handleDatagram(payload, from: datagram.source, tos: datagram.tos,
+                session.handleDatagram(payload, source: { datagram.source }, tos: datagram.tos,
                                        arrival: datagram.timestampNanoseconds, port: port, now: now, completion: completion)
             }
         } else {
-            session.handleDatagram(datagram.payload, from: datagram.source, tos: datagram.tos,
+            // The source is read from the receive buffer only when the session compares it.
+            session.handleDatagram(datagram.payload, source: { datagram.source }, tos: datagram.tos,
                                    arrival: datagram.timestampNanoseconds, port: port, now: now, completion: completion)
         }
         drainOutputs()

@@ -181,8 +181,17 @@ public struct ReceiveSession: Sendable {
     ///     which is then compared with the stream's once for all of them.
     public mutating func handleDatagram(_ datagram: UnsafeRawBufferPointer, from source: SocketAddress?, tos: UInt8,
                                         arrival: Int64, port: Port = .rtp, now: Int64, completion: Int? = nil) {
+        handleDatagram(datagram, source: { source }, tos: tos, arrival: arrival, port: port, now: now, completion: completion)
+    }
+
+    /// A datagram arrived, its source given by `source`, which is called only when the source
+    /// is needed: not for the further segments of a completion whose source was found to be
+    /// the stream's (a caller that holds the address in a receive buffer reads it only then).
+    /// Otherwise as `handleDatagram(_:from:tos:arrival:port:now:completion:)`.
+    public mutating func handleDatagram(_ datagram: UnsafeRawBufferPointer, source: () -> SocketAddress?, tos: UInt8,
+                                        arrival: Int64, port: Port = .rtp, now: Int64, completion: Int?) {
         if port == .rtcp || (config.rtcpMux && Self.isMultiplexedRTCP(datagram)) {
-            handleRTCP(datagram, from: source, arrival: arrival, now: now)
+            handleRTCP(datagram, from: source(), arrival: arrival, now: now)
             return
         }
         let parsed: RTPParsedPacket
@@ -194,7 +203,7 @@ public struct ReceiveSession: Sendable {
         }
         if let completion, completion == completionFromLockedSource {
             // Another segment of a completion whose source is the stream's: nothing to compare.
-        } else if let locked = lockedSource, let source, source != locked {
+        } else if let locked = lockedSource, let source = source(), source != locked {
             // Counted foreign for now; taken back if the stream turns out to have moved there.
             reject(.foreignSource)
             guard let held = considerMove(parsed.header, datagram, from: source, tos: tos, arrival: arrival) else { return }
@@ -226,7 +235,7 @@ public struct ReceiveSession: Sendable {
         if parsed.header.payloadType == PathMTUProbe.payloadType {
             if lockedSSRC == nil {
                 lockedSSRC = parsed.header.ssrc
-                if lockedSource == nil { lockedSource = source }
+                if lockedSource == nil { lockedSource = source() }
             }
             // A path-MTU probe: confirmed in the next feedback, never media.
             let body = UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange])
@@ -269,7 +278,7 @@ public struct ReceiveSession: Sendable {
         if lockedPayloadType == nil {
             lockedSSRC = parsed.header.ssrc
             lockedPayloadType = parsed.header.payloadType
-            if lockedSource == nil { lockedSource = source }
+            if lockedSource == nil { lockedSource = source() }
         }
         accept(parsed.header, datagram: datagram, payload: UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange]),
                tos: tos, arrival: arrival, now: now)

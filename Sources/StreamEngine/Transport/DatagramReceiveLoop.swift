@@ -19,9 +19,13 @@ public final class DatagramReceiveLoop {
         try self.init(sockets: [(socket, bufferCount, maxPayload)])
     }
 
-    /// Sets up the loop for several sockets, each with its own buffers.
-    public init(sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)]) throws(SystemError) {
-        ring = try Ring(entries: 64)
+    /// Sets up the loop for several sockets, each with its own buffers. With `deferTaskRun`
+    /// the kernel receives into the buffers only inside the loop's waits (`Ring`'s
+    /// `deferTaskRun`): the loop must then be made on the thread that runs it.
+    public init(sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)], deferTaskRun: Bool = false)
+        throws(SystemError)
+    {
+        ring = try Ring(entries: 64, deferTaskRun: deferTaskRun)
         var made: [UDPMultishotReceiver] = []
         for (index, entry) in sockets.enumerated() {
             made.append(try UDPMultishotReceiver(ring: ring, socket: entry.socket, groupID: UInt16(index + 1),
