@@ -92,7 +92,9 @@ public final class Ring {
     /// inside this thread's waits, batched, and a wait is woken once its completions are
     /// there, not through the task-work signal of each event. Then only the thread that
     /// opens the ring may submit to it or wait on it, and completions are seen only after a
-    /// wait (`submit(waitingFor:)`), never by `reap` alone. Where the kernel has no
+    /// wait (`submit(waitingFor:)`), never by `reap` alone; that thread should release it too
+    /// (its descriptor's registration is that thread's: released from another thread, the
+    /// registration is not undone there and holds the ring open until the opening thread exits). Where the kernel has no
     /// DEFER_TASKRUN (before 6.1) the ring opens without it.
     public init(entries: UInt32 = 256, deferTaskRun: Bool = false) throws(SystemError) {
         ring = .allocate(capacity: 1)

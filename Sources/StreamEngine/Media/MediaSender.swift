@@ -186,14 +186,7 @@ public final class MediaSender: Sendable {
     /// before it waits again. Returns false when a flow had `maxQueuedFrames` waiting already
     /// (that flow counts a dropped frame; the others took it).
     @discardableResult
-    public func send(_ accessUnit: AccessUnit) -> Bool {
-        var accepted = true
-        for flow in flows {
-            accepted = flow.queue(accessUnit, due: nil) && accepted
-        }
-        wakeEngine(due: .min)
-        return accepted
-    }
+    public func send(_ accessUnit: AccessUnit) -> Bool { handOver(accessUnit, due: nil) }
 
     /// Hands an access unit to every flow, to start on the wire no earlier than `dueTime`
     /// (monotonic nanoseconds, `CLOCK_MONOTONIC`, as `UringIO.monotonicNanoseconds()`; a time
@@ -203,12 +196,16 @@ public final class MediaSender: Sendable {
     /// wait ends (while it is awake, it reads its inboxes before it waits again).
     /// A frame's `maxFrameWait` counts from its due time. Returns false as `send(_:)` does.
     @discardableResult
-    public func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool {
+    public func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool { handOver(accessUnit, due: dueTime) }
+
+    /// Queues `accessUnit` in every flow (due `due`, nil: at once), then wakes the engine if it
+    /// must (one wake-up for all the flows). False when a flow's inbox was full.
+    private func handOver(_ accessUnit: AccessUnit, due: Int64?) -> Bool {
         var accepted = true
         for flow in flows {
-            accepted = flow.queue(accessUnit, due: dueTime) && accepted
+            accepted = flow.queue(accessUnit, due: due) && accepted
         }
-        wakeEngine(due: dueTime)
+        wakeEngine(due: due ?? .min)
         return accepted
     }
 
