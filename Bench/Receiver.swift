@@ -145,6 +145,9 @@ final class BenchReceiver {
         let timesRTP = kind == .rtp && rate > 0
         var frameTimes = FrameTimes()
         let endpoint = endpoints[index]
+        // The socket's own drop count at both ends of the round (a datagram carries the count of
+        // its arrival only: drops after the last one would be missed).
+        endpoint.loop?.receiver.refreshKernelDrops()
         let dropsBefore = endpoint.loop?.receiver.counters.kernelDrops ?? 0
         let enterBefore = endpoint.loop?.enterCalls ?? 0
         let completionsBefore = endpoint.loop?.receiver.counters.completions ?? 0
@@ -234,6 +237,7 @@ final class BenchReceiver {
         }
         lastArrival = monotonicNanoseconds()
         let cpu = ProcessCPUTime.now() - cpuBefore
+        endpoint.loop?.receiver.refreshKernelDrops()
         let counters = endpoint.loop?.receiver.counters
         var fields = ["id=\(round)"]
         if kind == .rtp {

@@ -57,6 +57,11 @@ static const unsigned cu_setup_submit_all = IORING_SETUP_SUBMIT_ALL;
 static const int cu_so_timestampns = SO_TIMESTAMPNS_OLD;
 static const int cu_scm_timestampns = SO_TIMESTAMPNS_OLD;
 static const int cu_so_rxq_ovfl = SO_RXQ_OVFL;
+static const int cu_so_meminfo = SO_MEMINFO;
+/// `SK_MEMINFO_DROPS` and `SK_MEMINFO_VARS` of <linux/sock_diag.h> (kernel ABI), written out: two
+/// numbers do not need that header beside the Glibc module's socket types.
+static const int cu_sk_meminfo_drops = 8;
+static const int cu_sk_meminfo_vars = 9;
 static const int cu_udp_segment = UDP_SEGMENT;
 static const int cu_udp_gro = UDP_GRO;
 

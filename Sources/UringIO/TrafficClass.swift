@@ -66,8 +66,12 @@ public struct TrafficMark: Sendable, Hashable {
 
     /// Reads a received TOS byte.
     public init(tos: UInt8) {
-        self.init(dscp: tos >> 2, ecn: ECNCodepoint(rawValue: tos & 3)!)
+        self.init(dscp: tos >> 2, ecn: ECNCodepoint(rawValue: Self.ecnBits(of: tos))!)
     }
+
+    /// The ECN field (RFC 3168, the low two bits) of a TOS byte or traffic class, as a number,
+    /// without making a mark: for per-packet paths that only pass it on.
+    @inlinable public static func ecnBits(of tos: UInt8) -> UInt8 { tos & 0b11 }
 
     /// The TOS byte on the wire.
     public var tos: UInt8 { dscp << 2 | ecn.rawValue }

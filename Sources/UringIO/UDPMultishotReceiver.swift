@@ -122,6 +122,14 @@ public final class UDPMultishotReceiver {
         armed = true
     }
 
+    /// Brings `counters.kernelDrops` up to the socket's own count now (`UDPSocket.kernelDropCount`):
+    /// the count each datagram carries misses drops after the last datagram queued.
+    public func refreshKernelDrops() {
+        guard let count = try? socket.kernelDropCount() else { return }
+        // The count only grows; a datagram read later carries the same or a larger one.
+        if count &- counters.kernelDrops < 1 << 31 { counters.kernelDrops = count }
+    }
+
     /// Handles a completion tagged `receiveKind` with this receiver's group: delivers each
     /// datagram (each GRO segment separately) to `deliver`, recycles the buffer, and re-arms
     /// when the kernel ended the multishot.
@@ -178,7 +186,10 @@ public final class UDPMultishotReceiver {
             } else if level == Int32(IPPROTO_UDP) && type == cu_udp_gro {
                 segmentSize = Int(data.loadUnaligned(as: Int32.self))
             } else if level == SOL_SOCKET && type == cu_so_rxq_ovfl {
-                counters.kernelDrops = data.loadUnaligned(as: UInt32.self)
+                // The count when the datagram was queued: one read after `refreshKernelDrops`
+                // may carry less than that read.
+                let drops = data.loadUnaligned(as: UInt32.self)
+                if drops &- counters.kernelDrops < 1 << 31 { counters.kernelDrops = drops }
             }
             cmsg = io_uring_recvmsg_cmsg_nexthdr(out, message, header)
         }

@@ -119,6 +119,23 @@ public final class UDPSocket {
         try setOption(SOL_SOCKET, cu_so_rxq_ovfl, 1, name: "SO_RXQ_OVFL")
     }
 
+    /// What the kernel has dropped at this socket so far (`SO_MEMINFO`'s `SK_MEMINFO_DROPS`, the
+    /// count `SO_RXQ_OVFL` reports), read now: the control message comes only with the next
+    /// datagram queued, so drops after the last one would otherwise never be seen. The kernel
+    /// counts buffers, not datagrams: a GSO send from this host reaches a GRO socket as one
+    /// buffer of many datagrams and, dropped, counts one.
+    public func kernelDropCount() throws(SystemError) -> UInt32 {
+        var info = [UInt32](repeating: 0, count: Int(cu_sk_meminfo_vars))
+        var length = socklen_t(info.count * MemoryLayout<UInt32>.size)
+        _ = try retryingEINTR("getsockopt", context: "SO_MEMINFO") {
+            info.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, cu_so_meminfo, $0.baseAddress, &length) }
+        }
+        guard Int(length) > Int(cu_sk_meminfo_drops) * MemoryLayout<UInt32>.size else {
+            throw SystemError("getsockopt", errno: EINVAL, context: "SO_MEMINFO: \(length) bytes")
+        }
+        return info[Int(cu_sk_meminfo_drops)]
+    }
+
     /// Lets the kernel coalesce received datagrams of one flow (`UDP_GRO`). The receive
     /// buffer must then hold 64 segments, or the kernel truncates.
     public func enableGRO() throws(SystemError) {

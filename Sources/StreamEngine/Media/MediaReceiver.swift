@@ -255,6 +255,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
     }
 
     mutating func publish() {
+        loop.receiver.refreshKernelDrops()
         session.recordSocketCounters(kernelDrops: Int(loop.receiver.counters.kernelDrops),
                                      truncated: loop.receiver.counters.truncated)
         var snapshot = session.stats

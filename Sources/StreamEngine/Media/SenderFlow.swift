@@ -618,6 +618,7 @@ final class SenderFlow {
         local.feedbackReports = rtcp.reportsAccepted
         local.feedbackIntervalMs = rtcp.reportInterval.map { Double($0) / 1e6 }
         local.feedbackRejected = rtcp.rejected
+        feedbackReceiver?.refreshKernelDrops()
         local.feedbackKernelDrops = Int(feedbackReceiver?.counters.kernelDrops ?? 0)
         if let multicastReceivers {
             local.receivers = multicastReceivers.reports

@@ -445,7 +445,7 @@ public struct ReceiveSession: Sendable {
     /// A packet of the stream: counted, tracked, reported, and into the depacketizer.
     private mutating func accept(_ header: RTPHeader, datagram: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer,
                                  tos: UInt8, arrival: Int64, now: Int64) {
-        let ecn = tos & 0b11  // TrafficMark's ECN bits, without making one per packet
+        let ecn = TrafficMark.ecnBits(of: tos)
         if tos == markRun.tos {
             markRun.count += 1
         } else {
@@ -589,7 +589,7 @@ public struct ReceiveSession: Sendable {
         recovery!.counts.rtxBytes += datagram.count
         // Reported per packet under the RTX SSRC: the sender learns which retransmissions got through.
         feedback.recordRetransmission(sequence: parsed.header.sequenceNumber, arrival: arrival > 0 ? arrival : now,
-                                      ecn: TrafficMark(tos: tos).ecn.rawValue)
+                                      ecn: TrafficMark.ecnBits(of: tos))
         let originalSequence = UInt16(body[0]) << 8 | UInt16(body[1])
         let header = RTPHeader(marker: parsed.header.marker, payloadType: payloadType, sequenceNumber: originalSequence,
                                timestamp: parsed.header.timestamp, ssrc: ssrc)
