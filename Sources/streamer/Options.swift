@@ -74,10 +74,10 @@ func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }
 
-/// Writes `object` as JSON to a path or `-` (stdout). A file is replaced whole (see
-/// ``replaceFile(_:with:)``): a reader never sees half of it.
+/// Writes `object` as JSON, pretty-printed with sorted keys (``StatsJSON``), to a path or `-`
+/// (stdout). A file is replaced whole (see ``replaceFile(_:with:)``): a reader never sees half of it.
 func writeJSON(_ object: [String: Any], to path: String) throws {
-    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+    let data = try StatsJSON.data(object, pretty: true)
     if path == "-" {
         FileHandle.standardOutput.write(data)
         FileHandle.standardOutput.write(Data("\n".utf8))
@@ -132,7 +132,7 @@ final class StatsWriter: Sendable {
             while running.get() {
                 _ = wake.wait(timeout: .now() + interval)
                 guard running.get(),
-                      let data = try? JSONSerialization.data(withJSONObject: snapshot(), options: [.sortedKeys])
+                      let data = try? StatsJSON.data(snapshot(), pretty: false)
                 else { continue }
                 try? replaceFile(path, with: data)
             }
