@@ -1,6 +1,21 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// Release builds of the two executables carry the Swift runtime and Foundation inside them
+// (`-static-stdlib`, from the toolchain's lib/swift_static): a process starts without loading
+// and relocating a dozen shared Swift libraries (results/profile.md section 21). The C libraries
+// (glibc, liburing, libx265, libsrtp2) stay shared; debug builds and the test bundles link the
+// Swift libraries dynamically, as before.
+let staticSwiftRuntimeInRelease: [LinkerSetting] = [
+    .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release)),
+]
+// The same flag when compiling the executable's own module: the driver then imports the
+// Swift modules of lib/swift_static, whose link entries name the static libraries that
+// Foundation itself needs (_FoundationICU, CoreFoundation, ...).
+let staticSwiftModulesInRelease: [SwiftSetting] = [
+    .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release)),
+]
+
 let package = Package(
     name: "streamer",
     platforms: [.macOS(.v15)],
@@ -31,10 +46,12 @@ let package = Package(
         .target(name: "StreamEngine", dependencies: ["MediaFormats", "UringIO", "SecureRTP"]),
 
         .executableTarget(name: "streamer", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
-                                                           "SecureRTP"]),
+                                                           "SecureRTP"],
+                          swiftSettings: staticSwiftModulesInRelease, linkerSettings: staticSwiftRuntimeInRelease),
         .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
                                                         "SecureRTP"],
-                          path: "Bench"),
+                          path: "Bench", swiftSettings: staticSwiftModulesInRelease,
+                          linkerSettings: staticSwiftRuntimeInRelease),
 
         // Helpers shared by the test targets (a seeded generator, network namespaces).
         // setns(2) comes from a shim of its own: CLibURing stays UringIO's alone.

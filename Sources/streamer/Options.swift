@@ -74,10 +74,10 @@ func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }
 
-/// Writes `object` as JSON to a path or `-` (stdout). A file is replaced whole (see
-/// ``replaceFile(_:with:)``): a reader never sees half of it.
+/// Writes `object` as JSON, pretty-printed with sorted keys (``StatsJSON``), to a path or `-`
+/// (stdout). A file is replaced whole (see ``replaceFile(_:with:)``): a reader never sees half of it.
 func writeJSON(_ object: [String: Any], to path: String) throws {
-    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+    let data = try StatsJSON.data(object, pretty: true)
     if path == "-" {
         FileHandle.standardOutput.write(data)
         FileHandle.standardOutput.write(Data("\n".utf8))
@@ -94,11 +94,42 @@ private let temporaryNameCounter = Atomic<Int>(0)
 func replaceFile(_ path: String, with data: Data) throws {
     let serial = temporaryNameCounter.add(1, ordering: .relaxed).newValue
     let temporary = "\(path).\(getpid())-\(serial).tmp"
-    try data.write(to: URL(fileURLWithPath: temporary))
+    try writeNewFile(temporary, data, naming: path)
     guard rename(temporary, path) == 0 else {
         let reason = String(cString: strerror(errno))
         unlink(temporary)
         throw UsageError("cannot write '\(path)': \(reason)")
+    }
+}
+
+/// A file that could not be written: its path and the C library's reason (exit status 1).
+struct FileWriteError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Creates (or truncates) `path` and writes `data` to it with write(2); a failure names `name`,
+/// the file the caller means. Not `Data.write(to:)`: Foundation's also syncs the file to disk
+/// (fsync), which readers of a stats file replaced by a rename do not need, and cost the final
+/// stats more than the JSON itself (results/profile.md section 21).
+private func writeNewFile(_ path: String, _ data: Data, naming name: String) throws {
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+    guard descriptor >= 0 else { throw FileWriteError(description: "cannot write '\(name)': \(String(cString: strerror(errno)))") }
+    defer { close(descriptor) }
+    let failure: Int32? = data.withUnsafeBytes { buffer in
+        var offset = 0
+        while offset < buffer.count {
+            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            offset += written
+        }
+        return nil
+    }
+    if let failure {
+        unlink(path)
+        throw FileWriteError(description: "cannot write '\(name)': \(String(cString: strerror(failure)))")
     }
 }
 
@@ -132,7 +163,7 @@ final class StatsWriter: Sendable {
             while running.get() {
                 _ = wake.wait(timeout: .now() + interval)
                 guard running.get(),
-                      let data = try? JSONSerialization.data(withJSONObject: snapshot(), options: [.sortedKeys])
+                      let data = try? StatsJSON.data(snapshot(), pretty: false)
                 else { continue }
                 try? replaceFile(path, with: data)
             }

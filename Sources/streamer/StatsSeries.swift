@@ -28,7 +28,7 @@ final class StatsSeries: Sendable {
                 var object = snapshot()
                 let elapsed = ContinuousClock.now - start
                 object["t"] = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-                guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { continue }
+                guard let data = try? StatsJSON.data(object, pretty: false) else { continue }
                 try? handle.write(contentsOf: data + Data("\n".utf8))
             }
         }.start()
