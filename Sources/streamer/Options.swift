@@ -92,9 +92,16 @@ private let temporaryNameCounter = Atomic<Int>(0)
 /// the file is always either the old version or the new one, complete. Each write has a
 /// name of its own, so the periodic writer and the final write never share one.
 func replaceFile(_ path: String, with data: Data) throws {
+    // A device, a pipe or a terminal (`/dev/stdout`, a FIFO) is written in place: a rename over it
+    // would replace the node itself with a regular file (as root, even one in /dev).
+    var status = stat()
+    if stat(path, &status) == 0 && status.st_mode & S_IFMT != S_IFREG {
+        try writeFile(path, data, flags: O_WRONLY | O_CLOEXEC, naming: path)
+        return
+    }
     let serial = temporaryNameCounter.add(1, ordering: .relaxed).newValue
     let temporary = "\(path).\(getpid())-\(serial).tmp"
-    try writeNewFile(temporary, data, naming: path)
+    try writeFile(temporary, data, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, naming: path)
     guard rename(temporary, path) == 0 else {
         let reason = String(cString: strerror(errno))
         unlink(temporary)
@@ -107,12 +114,12 @@ struct FileWriteError: Error, CustomStringConvertible {
     let description: String
 }
 
-/// Creates (or truncates) `path` and writes `data` to it with write(2); a failure names `name`,
-/// the file the caller means. Not `Data.write(to:)`: Foundation's also syncs the file to disk
+/// Opens `path` with `flags` and writes `data` to it with write(2); a failure names `name`,
+/// the file the caller means (a file this call created is removed). Not `Data.write(to:)`: Foundation's also syncs the file to disk
 /// (fsync), which readers of a stats file replaced by a rename do not need, and cost the final
 /// stats more than the JSON itself (results/profile.md section 21).
-private func writeNewFile(_ path: String, _ data: Data, naming name: String) throws {
-    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+private func writeFile(_ path: String, _ data: Data, flags: Int32, naming name: String) throws {
+    let descriptor = open(path, flags, 0o666)
     guard descriptor >= 0 else { throw FileWriteError(description: "cannot write '\(name)': \(String(cString: strerror(errno)))") }
     defer { close(descriptor) }
     let failure: Int32? = data.withUnsafeBytes { buffer in
@@ -128,7 +135,7 @@ private func writeNewFile(_ path: String, _ data: Data, naming name: String) thr
         return nil
     }
     if let failure {
-        unlink(path)
+        if flags & O_CREAT != 0 { unlink(path) }
         throw FileWriteError(description: "cannot write '\(name)': \(String(cString: strerror(failure)))")
     }
 }

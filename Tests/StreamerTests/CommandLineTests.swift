@@ -292,6 +292,29 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         }
     }
 
+    /// `--stats` naming a device (here a node of /dev/null's numbers made for the test, as
+    /// `/dev/stdout` or `/dev/null` would be) is written through: the stats file is otherwise
+    /// replaced by a rename, which would put a regular file in the node's place.
+    @Test(.enabled(if: uringEnabled && isRoot, "needs io_uring and root (mknod)"))
+    func statsToADeviceAreWrittenThroughNotRenamedOverIt() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = try temporaryDirectory("stats-device")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let node = directory.appendingPathComponent("null").path
+        // dev_t of major 1, minor 3 (glibc's makedev is a macro): (1 << 8) | 3.
+        let made = mknod(node, S_IFCHR | 0o666, dev_t(1 << 8 | 3)) == 0
+        #expect(made, "mknod: \(String(cString: strerror(errno)))")
+        guard made else { return }
+        let port = Int(nextPortPair())
+        let received = try run(binary, ["recv", "--listen", "127.0.0.1:\(port)", "--duration", "1", "--quiet",
+                                        "--stats", node, "--stats-every", "0.1"])
+        #expect(received.status == 0, "recv: \(received.stderr)")
+        let type = try FileManager.default.attributesOfItem(atPath: node)[.type] as? FileAttributeType
+        #expect(type == .typeCharacterSpecial)
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(left == ["null"], "no temporary file left: \(left)")
+    }
+
     /// `streamer recv --out` to a file that cannot take the frames (/dev/full): the receiver
     /// stops at the first failed write and says so in one line, exit status 1, no crash.
     @Test(.enabled(if: uringEnabled && FileManager.default.isWritableFile(atPath: "/dev/full"), "io_uring is disabled here, or no /dev/full"))
