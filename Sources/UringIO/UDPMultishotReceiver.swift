@@ -126,7 +126,12 @@ public final class UDPMultishotReceiver {
     /// the count each datagram carries misses drops after the last datagram queued.
     public func refreshKernelDrops() {
         guard let count = try? socket.kernelDropCount() else { return }
-        // The count only grows; a datagram read later carries the same or a larger one.
+        raiseKernelDrops(to: count)
+    }
+
+    /// The kernel's count only grows (modulo 2^32): a value older than the one held (a datagram
+    /// queued before the last `refreshKernelDrops`) leaves it as it is.
+    private func raiseKernelDrops(to count: UInt32) {
         if count &- counters.kernelDrops < 1 << 31 { counters.kernelDrops = count }
     }
 
@@ -186,10 +191,8 @@ public final class UDPMultishotReceiver {
             } else if level == Int32(IPPROTO_UDP) && type == cu_udp_gro {
                 segmentSize = Int(data.loadUnaligned(as: Int32.self))
             } else if level == SOL_SOCKET && type == cu_so_rxq_ovfl {
-                // The count when the datagram was queued: one read after `refreshKernelDrops`
-                // may carry less than that read.
-                let drops = data.loadUnaligned(as: UInt32.self)
-                if drops &- counters.kernelDrops < 1 << 31 { counters.kernelDrops = drops }
+                // The count when the datagram was queued.
+                raiseKernelDrops(to: data.loadUnaligned(as: UInt32.self))
             }
             cmsg = io_uring_recvmsg_cmsg_nexthdr(out, message, header)
         }
