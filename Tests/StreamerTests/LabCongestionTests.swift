@@ -2,16 +2,18 @@ import Foundation
 import Glibc
 import Testing
 
-/// Congestion control across the lab: a live x265 source three times the capacity of a 2 Mbit/s
-/// `tbf` bottleneck (200 ms of queue), once with `--cc off` and once with `--cc on`.
+/// Congestion control across the lab: a source three times the capacity of a 2 Mbit/s `tbf`
+/// bottleneck (200 ms of queue), once with `--cc off` (a 6 Mbit/s clip recorded first, so the
+/// load offered does not depend on x265 keeping real time on a busy machine) and once with
+/// `--cc on` (x265 live, whose bitrate the controller sets).
 @Suite(.enabled(if: isRoot && hasNft && uringEnabled, "needs root, nftables and io_uring (CI has them)"))
 struct LabCongestionTests {
     static let seconds = 14
     static let capacity = 2_000_000.0
 
-    /// Streams for `seconds` with `sendArguments`; returns both stats objects, the tbf drops
+    /// Streams for `seconds` from `source` with `sendArguments`; returns both stats objects, the tbf drops
     /// during the run, and the frames ffprobe decodes from what the receiver wrote (nil without ffprobe).
-    func stream(_ lab: Lab, _ sendArguments: [String]) throws
+    func stream(_ lab: Lab, source: [String], _ sendArguments: [String]) throws
         -> (send: [String: Any], recv: [String: Any], dropped: Int, decoded: Int?, senderSeconds: Double) {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("cce-lab")
@@ -25,9 +27,9 @@ struct LabCongestionTests {
         try lab.waitUntilBound("rcv", port: 5004)
         let started = Date()
         let sender = try lab.spawn("snd", binary, [
-            "send", "--to", "10.77.2.2:5004", "--duration", String(Self.seconds), "--size", "640x360", "--bitrate", "6M",
+            "send", "--to", "10.77.2.2:5004", "--duration", String(Self.seconds),
             "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
-        ] + sendArguments)
+        ] + source + sendArguments)
         #expect(waitForExit(sender, seconds: Double(Self.seconds) + 20) == 0)
         let senderSeconds = Date().timeIntervalSince(started)
         _ = waitForExit(receiver, seconds: 0.5)  // it has all there will be; its stats are written on the way out
@@ -42,13 +44,20 @@ struct LabCongestionTests {
     /// received stays within the capacity and uses a fair share of it, and the receiver's
     /// frames decode.
     @Test func congestionControlKeepsTheBottleneckFromDropping() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = try temporaryDirectory("cce-clip")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let clip = try recordClip(binary, into: directory, size: "640x360", bitrate: "6M", frames: Self.seconds * 30)
         let lab = try Lab(name: "cceb", up: ["--rate", "2mbit", "--queue", "50000"])
-        let off = try stream(lab, ["--cc", "off"])
-        let on = try stream(lab, ["--cc", "on"])
+        // The clip at its 30 fps, paced as x265 live at 6 Mbit/s would be (1.5 x its bitrate).
+        let off = try stream(lab, source: ["--source", clip.path, "--fps", "30", "--pace", "9M"], ["--cc", "off"])
+        let on = try stream(lab, source: ["--size", "640x360", "--bitrate", "6M"], ["--cc", "on"])
         let receivedRate = { (recv: [String: Any]) in Double(intField(recv, "bytes.received") ?? 0) * 8 / Double(Self.seconds) }
         print("""
             cc off: tbf dropped \(off.dropped), received \(receivedRate(off.recv) / 1e6) Mbit/s, \
-            frames complete \(intField(off.recv, "frames.complete") ?? -1); \
+            frames complete \(intField(off.recv, "frames.complete") ?? -1), packets sent \(intField(off.send, "packets.sent") ?? -1) \
+            received \(intField(off.recv, "packets.received") ?? -1) late \(intField(off.recv, "packets.late") ?? -1) \
+            lost \(intField(off.recv, "packets.lost") ?? -1), sender seconds \(off.senderSeconds); \
             cc on: tbf dropped \(on.dropped), received \(receivedRate(on.recv) / 1e6) Mbit/s, \
             frames complete \(intField(on.recv, "frames.complete") ?? -1), dropped whole at the sender \
             \(intField(on.send, "cc.framesDropped") ?? -1), rate changes \(intField(on.send, "cc.rateChanges") ?? -1)

@@ -113,30 +113,6 @@ struct LabRTTTests {
         return (engineSamples, pingSamples, differences)
     }
 
-    /// `frames` of x265 at `bitrate` (30 frames per second), encoded as fast as it goes and
-    /// recorded as sent (`--record`), to a socket of this process on loopback that never reads.
-    static func recordClip(_ binary: String, into directory: URL, size: String, bitrate: String, frames: Int) throws -> URL {
-        let sink = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        try #require(sink >= 0)
-        defer { close(sink) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(sink, $0, length) == 0 && getsockname(sink, $0, &length) == 0
-            }
-        }
-        try #require(bound)
-        let clip = directory.appendingPathComponent("clip.hevc")
-        let sent = try run(binary, ["send", "--to", "127.0.0.1:\(UInt16(bigEndian: address.sin_port))", "--size", size,
-                                    "--bitrate", bitrate, "--frames", String(frames), "--fast", "--no-feedback", "--quiet",
-                                    "--record", clip.path])
-        try #require(sent.status == 0, "recording the clip: \(sent.stderr)")
-        return clip
-    }
-
     /// On an idle path the two agree within 1 ms.
     @Test func rttAgreesWithPingOnAnIdlePath() throws {
         let lab = try Lab(name: "rtti", up: [])
@@ -149,7 +125,7 @@ struct LabRTTTests {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("rttclip")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let clip = try Self.recordClip(binary, into: directory, size: "640x360", bitrate: "4M", frames: 420)
+        let clip = try recordClip(binary, into: directory, size: "640x360", bitrate: "4M", frames: 420)
         let lab = try Lab(name: "rttq", up: ["--rate", "3mbit", "--queue", "30000"])
         // The stream offers more than the bottleneck takes (4 Mbit/s, paced at 5, into 3): tbf's
         // queue stays full.

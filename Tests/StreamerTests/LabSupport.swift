@@ -117,3 +117,29 @@ func temporaryDirectory(_ prefix: String) throws -> URL {
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }
+
+/// `frames` of x265 at `bitrate` (30 frames per second), encoded as fast as it goes and
+/// recorded as sent (`--record`), to a socket of this process on loopback that never reads:
+/// a lab test that streams it at 30 fps offers the same load however busy the machine is (x265
+/// live cannot keep real time on a saturated machine).
+func recordClip(_ binary: String, into directory: URL, size: String, bitrate: String, frames: Int) throws -> URL {
+    let sink = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    try #require(sink >= 0)
+    defer { close(sink) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(sink, $0, length) == 0 && getsockname(sink, $0, &length) == 0
+        }
+    }
+    try #require(bound)
+    let clip = directory.appendingPathComponent("clip.hevc")
+    let sent = try run(binary, ["send", "--to", "127.0.0.1:\(UInt16(bigEndian: address.sin_port))", "--size", size,
+                                "--bitrate", bitrate, "--frames", String(frames), "--fast", "--no-feedback", "--quiet",
+                                "--record", clip.path])
+    try #require(sent.status == 0, "recording the clip: \(sent.stderr)")
+    return clip
+}
