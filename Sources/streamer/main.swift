@@ -8,6 +8,7 @@ usage: streamer <command> [options]
   version  print the version (also --version)
 """
 
+keepFreedHeapMemory()
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first else {
     printError(usage)
