@@ -11,7 +11,9 @@ import CMalloc
 /// (results/profile.md, section 22). Freed memory up to `trimThreshold` now stays in the
 /// process, and blocks below `mmapThreshold` come from the heap.
 ///
-/// Called once, before any thread starts; uses `mallopt(3)`.
+/// `streamer send` calls it once, before its source and engine threads start; `recv` and
+/// `demo` keep glibc's defaults (their receive path allocates otherwise, and was not measured
+/// with these settings). Uses `mallopt(3)`.
 func keepFreedHeapMemory(trimThreshold: Int32 = 64 << 20, mmapThreshold: Int32 = 16 << 20) {
     _ = mallopt(M_MMAP_THRESHOLD, mmapThreshold)
     _ = mallopt(M_TRIM_THRESHOLD, trimThreshold)

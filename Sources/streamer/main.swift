@@ -8,7 +8,6 @@ usage: streamer <command> [options]
   version  print the version (also --version)
 """
 
-keepFreedHeapMemory()
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first else {
     printError(usage)
