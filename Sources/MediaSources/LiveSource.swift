@@ -431,9 +431,9 @@ private struct SourceRun {
     }
 
     /// How far a file is mapped at a time. Each window costs an mmap and an munmap, whose
-    /// TLB shootdown interrupts the sender's thread on the other core: 16 MiB windows took
-    /// about a fifth less of the source thread's CPU time than 1 MiB ones (results/profile.md,
-    /// section 22), and keep at most 16 MiB of the file mapped.
+    /// TLB shootdown interrupts the sender's thread on the other core: windows of 16 – 64 MiB
+    /// took about a fifth less of the source thread's CPU time than 1 MiB ones
+    /// (results/profile.md, section 22); 16 MiB keeps at most that much of the file mapped.
     static let mapWindow = 16 << 20
 
     /// How much of a window the splitter takes at a time. The access units a slice completes
@@ -466,8 +466,9 @@ private struct SourceRun {
     /// read a whole window of an uncached file before its first frame.
     ///
     /// The file's size is read again for each window, so a file that grows while it is sent
-    /// is read to its new end, as read(2) would. One that shrinks below a window while that
-    /// window is mapped would raise SIGBUS: a file is not truncated under a running sender.
+    /// is read to its new end, as read(2) would (a window that does not start on a page goes
+    /// to read(2)). One truncated inside the mapped window while it is read raises SIGBUS
+    /// where read(2) saw an early end: such a file is not supported.
     static func withMappedWindow(of descriptor: Int32, at offset: Int,
                                  _ body: (UnsafeRawBufferPointer) -> Void) -> MappedWindow {
         var status = stat()
