@@ -33,6 +33,8 @@ let package = Package(
         .systemLibrary(name: "CX265", path: "Sources/CX265"),
         // libsrtp2 (Debian's libsrtp2-dev): SecureRTP alone imports it.
         .systemLibrary(name: "CSRTP", path: "Sources/CSRTP"),
+        // glibc's <malloc.h> (mallopt): streamer sets the heap's trim and mmap thresholds.
+        .systemLibrary(name: "CMalloc", path: "Sources/CMalloc"),
 
         // Pure wire formats: RTP/RTCP, HEVC NAL units, RFC 7798, Annex B, y4m, SDP. No I/O.
         .target(name: "MediaFormats"),
@@ -46,7 +48,7 @@ let package = Package(
         .target(name: "StreamEngine", dependencies: ["MediaFormats", "UringIO", "SecureRTP"]),
 
         .executableTarget(name: "streamer", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
-                                                           "SecureRTP"],
+                                                           "SecureRTP", "CMalloc"],
                           swiftSettings: staticSwiftModulesInRelease, linkerSettings: staticSwiftRuntimeInRelease),
         .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
                                                         "SecureRTP"],

@@ -31,20 +31,31 @@ public enum AnnexB {
 
     /// Index of the next `00 00 01` at or after `from`, or nil.
     ///
-    /// Tests 32 possible start positions per step with no branch on the data: for eight
+    /// Tests 32 possible start positions per step, in two stages. The first loads each of the
+    /// four words once: `w | (w >> 8)` has a zero byte at `k` when bytes `k` and `k + 1` of `w`
+    /// are both zero (`k < 7`), or when byte 7 is zero (a zero is shifted in above it). A start
+    /// code beginning at `p` in the step has `bytes[p] == bytes[p + 1] == 0`: if `p` is byte
+    /// `k < 7` of its word, that word's `w | (w >> 8)` is zero at `k`; if `k == 7`, at 7. So a
+    /// step whose four words show no such zero byte holds no start code, and is passed after
+    /// one load per word. Coded slice data has `00 00` only before an emulation prevention byte
+    /// (`00 00 03`) or in a rare zero byte at byte 7, so the second stage runs seldom: for eight
     /// positions `i` at once, the byte-wise OR of the words at `i` and `i + 1` and of the word
-    /// at `i + 2` XOR `01...01` has a zero byte exactly where `00 00 01` begins, and one word
-    /// test finds whether any byte is zero. Only a step holding a start code goes byte by
-    /// byte. (Looking for `01` bytes alone stopped at about one word in 32 of coded slice
-    /// data, at each byte of value 1: twice the CPU time on a 720p stream; results/profile.md.)
+    /// at `i + 2` XOR `01...01` has a zero byte exactly where `00 00 01` begins. Only a step
+    /// that passes both goes byte by byte, and it holds a start code. (Looking for `01` bytes
+    /// alone stopped at about one word in 32 of coded slice data, at each byte of value 1:
+    /// twice the CPU time on a 720p stream; results/profile.md.)
     static func nextStartCode(in bytes: UnsafeRawBufferPointer, from: Int) -> Int? {
         let highBits: UInt64 = 0x8080_8080_8080_8080
         let count = bytes.count
         var index = max(from, 0)  // where a start code may begin
         while index + 34 <= count {
-            let zeros = startCodeCandidates(bytes, index) | startCodeCandidates(bytes, index + 8)
-                | startCodeCandidates(bytes, index + 16) | startCodeCandidates(bytes, index + 24)
-            if zeros & highBits != 0 { break }
+            let pairs = zeroPairCandidates(bytes, index) | zeroPairCandidates(bytes, index + 8)
+                | zeroPairCandidates(bytes, index + 16) | zeroPairCandidates(bytes, index + 24)
+            if pairs & highBits != 0 {
+                let zeros = startCodeCandidates(bytes, index) | startCodeCandidates(bytes, index + 8)
+                    | startCodeCandidates(bytes, index + 16) | startCodeCandidates(bytes, index + 24)
+                if zeros & highBits != 0 { break }
+            }
             index += 32
         }
         while index + 3 <= count {
@@ -52,6 +63,17 @@ public enum AnnexB {
             index += 1
         }
         return nil
+    }
+
+    /// Non-zero in its high bits when one of the eight positions `at...at + 7` may begin
+    /// `00 00`: when two neighbouring bytes of `at..<at + 8` are zero, or the last one is
+    /// (reads `at..<at + 8`; see `nextStartCode(in:from:)`).
+    @inline(__always)
+    private static func zeroPairCandidates(_ bytes: UnsafeRawBufferPointer, _ at: Int) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let word = bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+        let t = word | (word >> 8)  // little-endian: byte k | byte k + 1
+        return (t &- ones) & ~t
     }
 
     /// Non-zero in its high bits when one of the eight positions `at...at + 7` begins

@@ -7,6 +7,7 @@ func runSend(_ arguments: [String]) throws -> Int32 {
     if arguments.contains("--help") || arguments.contains("-h") { print(SendOptions.help); return 0 }
     let options = try SendOptions.parse(arguments)
     let configuration = try SendConfiguration(options)
+    keepFreedHeapMemory()
     if let server = configuration.rtsp { return try serveRTSP(options, configuration, server: server) }
 
     let sender = try MediaSender(flows: configuration.flows)

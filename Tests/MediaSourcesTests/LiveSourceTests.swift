@@ -220,6 +220,53 @@ struct LiveSourceTests {
         withExtendedLifetime(encoder) {}
     }
 
+    /// A stream of 3.3 MB, several of the source's 1 MiB mapped windows, with NAL units of
+    /// 150 – 450 kB that cross window edges and both start code lengths: read from a regular
+    /// file (mapped) and from a FIFO (read(2)), every access unit comes out as the splitter cuts
+    /// the whole stream in one buffer.
+    @Test func aFileOfManyWindowsAndAFIFOGiveTheWholeStreamsAccessUnits() throws {
+        var generator = SystemRandomNumberGenerator()
+        let seed = Int.random(in: 0..<1 << 30, using: &generator)
+        func nal(_ header: [UInt8], size: Int) -> [UInt8] {
+            // Odd bytes (never 00 00) of a multiplicative hash: random generators are slow in debug builds.
+            header + (header.count..<size).map { UInt8(truncatingIfNeeded: (($0 + seed) &* 0x9E37_79B1) >> 13) | 1 }
+        }
+        var stream: [UInt8] = []
+        for frame in 0..<12 {
+            if frame % 4 == 0 {
+                for header: [UInt8] in [[0x40, 0x01, 0x0C], [0x42, 0x01, 0x01], [0x44, 0x01, 0xC0]] {
+                    stream += [0, 0, 0, 1] + nal(header, size: 24)
+                }
+            }
+            let type: UInt8 = frame % 4 == 0 ? 19 : 1
+            stream += [0, 0, 0, 1] + nal([type << 1, 0x01, 0x80], size: Int.random(in: 150_000...300_000, using: &generator))
+            stream += [0, 0, 1] + nal([type << 1, 0x01, 0x00], size: Int.random(in: 1_000...150_000, using: &generator))
+        }
+        var whole = AnnexBAccessUnitSplitter()
+        let expected = (whole.append(stream) + whole.finish()).map(\.nalUnits)
+        #expect(expected.count == 12 && stream.count > 3 << 20)
+
+        let path = try temporaryFile(stream, suffix: ".hevc")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let (fromFile, fileSink) = runToEnd(.hevcFile(path: path))
+        #expect(fromFile.failure == nil)
+        #expect(fileSink.units.map(\.nalUnits) == expected)
+
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("source-\(UUID().uuidString).hevc").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unlink(fifo) }
+        let written = Data(stream)
+        let writer = Thread {
+            guard let handle = FileHandle(forWritingAtPath: fifo) else { return }
+            handle.write(written)
+            try? handle.close()
+        }
+        writer.start()
+        let (fromFIFO, fifoSink) = runToEnd(.hevcFile(path: fifo))
+        #expect(fromFIFO.failure == nil)
+        #expect(fifoSink.units.map(\.nalUnits) == expected)
+    }
+
     @Test func failuresSayWhatFailedInOneLine() throws {
         let missing = "/nonexistent/\(UUID().uuidString).hevc"
         let (noFile, noFileSink) = runToEnd(.hevcFile(path: missing))
