@@ -354,36 +354,12 @@ private struct SourceRun {
                 waitForSlot()
             }
         }
-        // A regular file is mapped window by window and split where it lies (no read(2) copy,
-        // no buffer of our own); a pipe, a FIFO, or a file that cannot be mapped is read with
-        // read(2) into one buffer kept for the whole file, handed to the splitter in place.
-        var mappedUpTo: Int? = Self.isRegularFile(handle.fileDescriptor) ? 0 : nil
-        var chunk: [UInt8] = []
-        reading: while !done {
-            if let offset = mappedUpTo {
-                let mapped = Self.withMappedWindow(of: handle.fileDescriptor, at: offset) { window in
-                    // The splitter takes the window in slices, each one's access units handed
-                    // over before the next is split.
-                    var sliceStart = 0
-                    while sliceStart < window.count && !done {
-                        let sliceEnd = min(sliceStart + Self.splitSlice, window.count)
-                        deliver(splitter.append(UnsafeRawBufferPointer(rebasing: window[sliceStart..<sliceEnd])))
-                        sliceStart = sliceEnd
-                    }
-                }
-                switch mapped {
-                case let .mapped(length):
-                    mappedUpTo = offset + length
-                    continue reading
-                case .end:
-                    break reading
-                case .unmappable:
-                    // read(2) from where the mapping stopped.
-                    guard lseek(handle.fileDescriptor, off_t(offset), SEEK_SET) == off_t(offset) else { break reading }
-                    mappedUpTo = nil
-                }
-            }
-            if chunk.isEmpty { chunk = [UInt8](repeating: 0, count: 1 << 20) }
+        // read(2) into one buffer kept for the whole file, handed to the splitter in place:
+        // FileHandle.readData made a new Data per megabyte, and [UInt8](chunk) copied it again.
+        // (Mapping the file instead saved read(2)'s copy but turns a file truncated while it is
+        // sent into SIGBUS: results/profile.md, section 22.)
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while !done {
             let count = Self.readChunk(handle, into: &chunk)
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
@@ -428,60 +404,6 @@ private struct SourceRun {
             throw .y4mEndedBeforeFirstFrame
         }
         for unit in encoder.flush() { sink.send(unit) }
-    }
-
-    /// How far a file is mapped at a time. Each window costs an mmap and an munmap, whose
-    /// TLB shootdown interrupts the sender's thread on the other core: windows of 16 – 64 MiB
-    /// took about a fifth less of the source thread's CPU time than 1 MiB ones
-    /// (results/profile.md, section 22); 16 MiB keeps at most that much of the file mapped.
-    static let mapWindow = 16 << 20
-
-    /// How much of a window the splitter takes at a time. The access units a slice completes
-    /// are all copied out before the first is handed over, so a larger slice would grow the
-    /// heap by as much (4 MiB: 1,170 more page faults on the first touch of that memory).
-    static let splitSlice = 1 << 20
-
-    /// What became of one window of a mapped file.
-    enum MappedWindow {
-        /// `body` ran on the window of `length` bytes.
-        case mapped(length: Int)
-        /// `offset` is at or past the file's end.
-        case end
-        /// fstat or mmap failed: read the file with read(2) from `offset` on.
-        case unmappable
-    }
-
-    /// True when `descriptor` is a regular file (one that can be mapped), not a pipe, FIFO
-    /// or device; fstat(2).
-    static func isRegularFile(_ descriptor: Int32) -> Bool {
-        var status = stat()
-        return fstat(descriptor, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
-    }
-
-    /// Maps the file's bytes from `offset` (a multiple of the page size), at most
-    /// ``mapWindow`` of them, to be read in order (MADV_SEQUENTIAL: the kernel reads ahead a
-    /// file that is not cached yet), runs `body` on them and unmaps them; mmap(2), madvise(2),
-    /// munmap(2). Pages are mapped by faults as they are read, each mapping the cached pages
-    /// around it: populating the window in the mmap call (MAP_POPULATE) cost as much, and would
-    /// read a whole window of an uncached file before its first frame.
-    ///
-    /// The file's size is read again for each window, so a file that grows while it is sent
-    /// is read to its new end, as read(2) would (a window that does not start on a page goes
-    /// to read(2)). One truncated inside the mapped window while it is read raises SIGBUS
-    /// where read(2) saw an early end: such a file is not supported.
-    static func withMappedWindow(of descriptor: Int32, at offset: Int,
-                                 _ body: (UnsafeRawBufferPointer) -> Void) -> MappedWindow {
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return .unmappable }
-        let size = Int(status.st_size)
-        guard offset < size else { return .end }
-        let length = min(mapWindow, size - offset)
-        guard let base = mmap(nil, length, PROT_READ, MAP_PRIVATE, descriptor, off_t(offset)),
-              base != MAP_FAILED else { return .unmappable }
-        defer { munmap(base, length) }
-        _ = madvise(base, length, MADV_SEQUENTIAL)  // advice only: a failure changes nothing
-        body(UnsafeRawBufferPointer(start: base, count: length))
-        return .mapped(length: length)
     }
 
     /// read(2) from `handle` into `buffer`: the byte count, 0 at the end, -1 with `errno` set.

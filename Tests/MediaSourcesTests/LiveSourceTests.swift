@@ -220,11 +220,11 @@ struct LiveSourceTests {
         withExtendedLifetime(encoder) {}
     }
 
-    /// A stream of 3.3 MB, several of the source's 1 MiB mapped windows, with NAL units of
-    /// 150 – 450 kB that cross window edges and both start code lengths: read from a regular
-    /// file (mapped) and from a FIFO (read(2)), every access unit comes out as the splitter cuts
-    /// the whole stream in one buffer.
-    @Test func aFileOfManyWindowsAndAFIFOGiveTheWholeStreamsAccessUnits() throws {
+    /// A stream of 3.3 MB, several of the source's 1 MiB reads, with NAL units of 150 – 450 kB
+    /// that cross read edges and both start code lengths: read from a regular file and from a
+    /// FIFO (whose reads return what the writer has written so far), every access unit comes
+    /// out as the splitter cuts the whole stream in one buffer.
+    @Test func aLargeFileAndAFIFOGiveTheWholeStreamsAccessUnits() throws {
         var generator = SystemRandomNumberGenerator()
         let seed = Int.random(in: 0..<1 << 30, using: &generator)
         func nal(_ header: [UInt8], size: Int) -> [UInt8] {
