@@ -177,6 +177,10 @@ private struct ReceiveLoopHandler: DatagramHandler {
     let onAccessUnit: (DepacketizedAccessUnit) -> Void
     var frames = 0
     var lastPublish: Int64 = 0
+    /// The NAL units of the frames `onAccessUnit` was given in this drain, given back to the
+    /// session once the outputs no longer hold them (then, unless `onAccessUnit` kept them,
+    /// their arrays are unshared and are reused for the frames to come).
+    var delivered: [[[UInt8]]] = []
     /// One clock read per wake-up for all its datagrams, and the datagrams' smoothed
     /// interval for the deadlines' slack (`MediaReceiver.deadlineSlack`).
     var clock = ReceiveWakeClock()
@@ -248,6 +252,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
                 if let frameLimit, frames >= frameLimit { continue }
                 frames += 1
                 onAccessUnit(unit)
+                delivered.append(unit.nalUnits)
             case .transmit(let transmit):
                 guard let datagram = srtp.map({ $0.protectRTCP(transmit.bytes) }) ?? transmit.bytes else {
                     session.recordFeedbackSend(succeeded: false)  // counted in srtp.protectFailed too
@@ -258,6 +263,10 @@ private struct ReceiveLoopHandler: DatagramHandler {
                 }
                 session.recordFeedbackSend(succeeded: sent)
             }
+        }
+        if !delivered.isEmpty {
+            for index in delivered.indices { session.recycle(&delivered[index]) }
+            delivered.removeAll(keepingCapacity: true)
         }
     }
 

@@ -412,6 +412,14 @@ public struct ReceiveSession: Sendable {
         return outputs[nextOutput]
     }
 
+    /// Gives back the NAL units of an access unit `pollOutput` delivered, once the caller is done
+    /// with them: the depacketizer reuses their arrays for the frames to come
+    /// (`HEVCDepacketizer.recycle(_:)`; arrays still shared elsewhere are left intact).
+    /// Optional: a caller that keeps its frames simply does not call it.
+    public mutating func recycle(_ nalUnits: inout [[UInt8]]) {
+        depacketizer.recycle(&nalUnits)
+    }
+
     /// The counters so far.
     public var stats: ReceiverStats {
         var stats = counts
