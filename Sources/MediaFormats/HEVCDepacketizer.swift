@@ -560,7 +560,8 @@ public struct HEVCDepacketizer: Sendable {
                 guard reserve(data.count + 2, in: &current, counters: &counters, limit: limit) else { return }
                 // Room for a NAL unit like the largest of its type lately (a quarter more):
                 // growing by doubling copied each frame's slice several times over (8 % of
-                // `streamer recv`'s CPU at 240 fps: results/profile.md). One allocation per NAL unit.
+                // `streamer recv`'s CPU at 240 fps: results/profile.md). At most one allocation per NAL
+                // unit, none when a recycled array has the room.
                 let peak = fragmentedNALPeak[Int(type & 63)]
                 var nal = spares.popLast() ?? []
                 nal.removeAll(keepingCapacity: true)
