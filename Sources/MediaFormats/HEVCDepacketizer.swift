@@ -212,6 +212,16 @@ public struct HEVCDepacketizer: Sendable {
     /// still grew (2.7 MB copied); with a quarter and a sixty-fourth, 27 (0.3 MB, the first of
     /// their type among them), for 16 % more capacity reserved (results/profile.md section 17).
     private var fragmentedNALPeak = [Int](repeating: 0, count: 64)
+    /// Storage of finished access units the caller gave back (`recycle(_:)`): NAL unit arrays
+    /// (emptied when reused; at most `maxSpareNALUnits`, none above `maxSpareCapacity`
+    /// bytes) and the lists that held them. A frame's arrays were allocated and freed per
+    /// frame (malloc, free and the arrays' deinit ~9 % of `streamer recv`'s user-space samples,
+    /// results/profile.md section 23). A NAL unit the caller still holds is not written
+    /// over: its array is shared, so emptying it makes a new one (copy on write).
+    private var spareNALUnits: [[UInt8]] = []
+    private var spareLists: [[[UInt8]]] = []
+    static let maxSpareNALUnits = 8
+    static let maxSpareCapacity = 1 << 20
     /// The sequence logic behind `push(_:payload:)`, for callers that track no sequence of their own.
     private var tracker = RTPSequenceTracker()
 
@@ -308,6 +318,22 @@ public struct HEVCDepacketizer: Sendable {
         }
         packet.payload = Self.keptPayload(packet.content, payload)
         accept(packet, into: &output)
+    }
+
+    /// Takes back the NAL units of an access unit this depacketizer returned, once the caller is
+    /// done with them: their arrays are reused for the NAL units to come (no allocation per
+    /// NAL unit or per access unit while the caller gives them back). Arrays the caller still
+    /// shares elsewhere stay intact (reusing one copies it first). `nalUnits` is left empty.
+    public mutating func recycle(_ nalUnits: inout [[UInt8]]) {
+        while let nal = nalUnits.popLast() {
+            if spareNALUnits.count < Self.maxSpareNALUnits && nal.capacity <= Self.maxSpareCapacity {
+                spareNALUnits.append(nal)
+            }
+        }
+        if spareLists.count < 2 {
+            spareLists.append(nalUnits)
+            nalUnits = []
+        }
     }
 
     /// Takes one RTP packet whose payload is an array; see `push(_:payload:)`.
@@ -486,7 +512,8 @@ public struct HEVCDepacketizer: Sendable {
             startDamaged = true
         }
         if !continuing {
-            assembly = Assembly(timestamp: packet.timestamp, firstSequence: packet.sequence, lastSequence: packet.sequence,
+            assembly = Assembly(timestamp: packet.timestamp, nalUnits: spareLists.popLast() ?? [],
+                                firstSequence: packet.sequence, lastSequence: packet.sequence,
                                 missing: startMissing, damaged: startDamaged)
             if startDamaged || joining { assembly!.discarding = .afterGap }
         }
@@ -495,7 +522,7 @@ public struct HEVCDepacketizer: Sendable {
         assembly!.packetCount += 1
         if !assembly!.abandoned {
             Self.apply(packet.content, payload: payload, to: &assembly!, counters: &counters, peaks: &fragmentedNALPeak,
-                       limit: maxAccessUnitSize)
+                       spares: &spareNALUnits, limit: maxAccessUnitSize)
         }
         if packet.marker { emit(assembly.take()!, into: &output) }
     }
@@ -503,7 +530,8 @@ public struct HEVCDepacketizer: Sendable {
     /// Adds a packet's content to the access unit, copying its NAL unit bytes from `payload`
     /// (the one copy between the receive buffer and the frame).
     private static func apply(_ content: Content, payload: UnsafeRawBufferPointer, to current: inout Assembly,
-                              counters: inout DepacketizerCounters, peaks fragmentedNALPeak: inout [Int], limit: Int) {
+                              counters: inout DepacketizerCounters, peaks fragmentedNALPeak: inout [Int],
+                              spares: inout [[UInt8]], limit: Int) {
         switch content {
         case .rejected:
             current.damaged = true
@@ -532,9 +560,11 @@ public struct HEVCDepacketizer: Sendable {
                 guard reserve(data.count + 2, in: &current, counters: &counters, limit: limit) else { return }
                 // Room for a NAL unit like the largest of its type lately (a quarter more):
                 // growing by doubling copied each frame's slice several times over (8 % of
-                // `streamer recv`'s CPU at 240 fps: results/profile.md). One allocation per NAL unit.
+                // `streamer recv`'s CPU at 240 fps: results/profile.md). At most one allocation per NAL
+                // unit, none when a recycled array has the room.
                 let peak = fragmentedNALPeak[Int(type & 63)]
-                var nal: [UInt8] = []
+                var nal = spares.popLast() ?? []
+                nal.removeAll(keepingCapacity: true)
                 nal.reserveCapacity(max(data.count + 2, peak + peak / 4))
                 nal.append(nalHeader.0)
                 nal.append(nalHeader.1)

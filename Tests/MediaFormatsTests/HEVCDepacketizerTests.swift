@@ -53,6 +53,40 @@ import MediaFormats
         #expect(out.allSatisfy(\.isComplete) && depacketizer.counters.rejectedTotal == 0)
     }
 
+    /// NAL units given back (`recycle`) are rebuilt into the same arrays: the P slice after a
+    /// recycled 6,000-byte IDR slice starts with the IDR's room (a fresh one would have a few
+    /// hundred bytes), every access unit comes out byte for byte, and one whose NAL units the
+    /// caller kept (so shared when given back) is never written over.
+    @Test func recycledNALUnitsAreReusedAndKeptOnesStayIntact() throws {
+        // The first access unit comes out with the second (stream start): the P slices follow both.
+        let units = [AccessUnit(nalUnits: [makeNAL(type: 1, size: 50, fill: 5)], timestamp: 0, isKeyframe: false),
+                     AccessUnit(nalUnits: [makeNAL(type: 19, size: 6000, fill: 1)], timestamp: 3000, isKeyframe: true),
+                     AccessUnit(nalUnits: [makeNAL(type: 1, size: 300, fill: 2)], timestamp: 6000, isKeyframe: false),
+                     AccessUnit(nalUnits: [makeNAL(type: 1, size: 400, fill: 3)], timestamp: 9000, isKeyframe: false),
+                     AccessUnit(nalUnits: [makeNAL(type: 1, size: 350, fill: 4)], timestamp: 12000, isKeyframe: false)]
+        var depacketizer = HEVCDepacketizer()
+        var out: [DepacketizedAccessUnit] = []
+        var kept: [[UInt8]] = []
+        for (header, payload) in try rtpPackets(units, budget: budget) {
+            for unit in payload.withUnsafeBytes({ depacketizer.push(header, payload: $0) }) {
+                #expect(unit.nalUnits == units[out.count].nalUnits)
+                if unit.timestamp == 6000 {
+                    #expect(unit.nalUnits[0].capacity >= 6000, "the P slice was not built in the IDR slice's array")
+                    kept = unit.nalUnits  // held while given back: shared
+                }
+                out.append(DepacketizedAccessUnit(timestamp: unit.timestamp, nalUnits: [], isComplete: unit.isComplete,
+                                                  isKeyframe: unit.isKeyframe, firstSequence: 0, lastSequence: 0,
+                                                  packetCount: 0, missingPackets: 0))
+                var back = unit.nalUnits
+                depacketizer.recycle(&back)
+                #expect(back.isEmpty)
+            }
+        }
+        #expect(depacketizer.flush().isEmpty)
+        #expect(out.count == units.count && out.allSatisfy(\.isComplete))
+        #expect(kept == units[2].nalUnits, "a NAL unit the caller kept was written over")
+    }
+
     @Test func lostFragmentKeepsTheWholeNALUnitsOfItsAccessUnit() throws {
         var packets = try packets()
         packets.remove(at: 2)  // second IDR fragment

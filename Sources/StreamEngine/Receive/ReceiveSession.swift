@@ -81,8 +81,15 @@ public struct ReceiveSession: Sendable {
     private var lockedSSRC: UInt32?
     private var lockedPayloadType: UInt8?
     private var lockedSource: SocketAddress? {
-        didSet { completionFromLockedSource = nil }
+        didSet {
+            completionFromLockedSource = nil
+            lockedSourceDescription = lockedSource?.description
+        }
     }
+    /// `lockedSource?.description`, made when the source is set, not each time `stats` is read:
+    /// `MediaReceiver` publishes the stats every 50 ms, and formatting the address was over half
+    /// of what reading them cost (results/profile.md section 23).
+    private var lockedSourceDescription: String?
     /// The `completion` of `handleDatagram` whose source was found to be `lockedSource`: its
     /// other datagrams (GRO segments sharing the source) skip the comparison, the 132-byte
     /// address copied and compared per datagram otherwise (results/profile.md section 15).
@@ -157,6 +164,7 @@ public struct ReceiveSession: Sendable {
         depacketizer = HEVCDepacketizer(maxAccessUnitSize: config.maxAccessUnitSize,
                                         reorderWindow: recovers ? 0 : config.reorderWindow)
         lockedSource = config.from
+        lockedSourceDescription = config.from?.description
         self.recovers = recovers
         reportsToGroup = config.listen.isMulticast && config.feedback
         if recovers { recovery = LossRecovery(latency: config.latency?.nanoseconds) }
@@ -412,6 +420,14 @@ public struct ReceiveSession: Sendable {
         return outputs[nextOutput]
     }
 
+    /// Gives back the NAL units of an access unit `pollOutput` delivered, once the caller is done
+    /// with them: the depacketizer reuses their arrays for the frames to come
+    /// (`HEVCDepacketizer.recycle(_:)`; arrays still shared elsewhere are left intact).
+    /// Optional: a caller that keeps its frames simply does not call it.
+    public mutating func recycle(_ nalUnits: inout [[UInt8]]) {
+        depacketizer.recycle(&nalUnits)
+    }
+
     /// The counters so far.
     public var stats: ReceiverStats {
         var stats = counts
@@ -427,7 +443,7 @@ public struct ReceiveSession: Sendable {
             if let highest = tracker.extendedHighestSequence { stats.lost += max(0, recovery.highestExpected - Int64(highest)) }
         }
         stats.ssrc = lockedSSRC
-        stats.source = lockedSource?.description
+        stats.source = lockedSourceDescription
         if let multicastTiming {
             stats.rtcpIntervalSeconds = multicastTiming.intervalSeconds
             stats.rtcpMembers = multicastTiming.members
