@@ -292,6 +292,39 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
         }
     }
 
+    /// A send to a loopback port nobody listens on: the run ends normally; its summary is plain
+    /// text, and the sends refused (the port-unreachable ICMP of one datagram fails a later send,
+    /// as far as the kernel's ICMP rate limit lets it) are named in words with the count the
+    /// stats JSON keeps, on one line.
+    @Test(.enabled(if: uringEnabled, "io_uring is disabled here"))
+    func refusedSendsAreSummedInWordsAsTheStatsCountThem() throws {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let stats = directory.appendingPathComponent("send.json")
+        let port = Int(nextPortPair())
+        let sent = try run(binary, ["send", "--to", "127.0.0.1:\(port)", "--frames", "20", "--size", "160x96",
+                                    "--no-feedback", "--quiet", "--stats", stats.path])
+        #expect(sent.status == 0, "send: \(sent.stderr)")
+        let object = try readJSON(stats)
+        let flow = try #require((object["flows"] as? [[String: Any]])?.first)
+        let failed = try #require(intField(flow, "packets.failed"))
+        let sentPackets = try #require(intField(flow, "packets.sent"))
+        let errors = try #require(field(flow, "errors") as? [String: Any])
+        #expect(errors.values.compactMap { $0 as? Int }.reduce(0, +) == failed, "errors: \(errors)")
+        #expect(sent.stderrLines.contains("streamer send: 20 frames, \(sentPackets) packets, \(intField(flow, "bytes.sent") ?? -1) bytes to 127.0.0.1:\(port), largest datagram \(intField(flow, "path.datagramSize") ?? -1) B (MTU \(intField(flow, "path.mtu") ?? -1), kernel)"),
+                "stderr: \(sent.stderr)")
+        let lines = sent.stderrLines.filter { $0.contains("failed to send") }
+        if failed > 0 {
+            let refused = intField(flow, "errors.Connection refused") ?? -1
+            #expect(lines == ["streamer send: \(failed) packets to 127.0.0.1:\(port) failed to send: Connection refused (\(refused))"],
+                    "stderr: \(sent.stderr)")
+        } else {
+            #expect(lines.isEmpty, "stderr: \(sent.stderr)")
+        }
+    }
+
     /// `--stats` naming a device (here a node of /dev/null's numbers made for the test, as
     /// `/dev/stdout` or `/dev/null` would be) is written through: the stats file is otherwise
     /// replaced by a rename, which would put a regular file in the node's place.
