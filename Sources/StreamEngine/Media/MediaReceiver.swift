@@ -142,11 +142,14 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// rebuilt access unit (complete or not) to `onAccessUnit`. The protocol is a
     /// `ReceiveSession`; this loop feeds it datagrams and the time, and carries out what it says.
     public func run(frameLimit: Int? = nil, onAccessUnit: (DepacketizedAccessUnit) -> Void) throws(SystemError) {
-        // 64 buffers of 64 KB: the kernel takes them in turn, so each one's pages are faulted in
-        // on first use (3.8 % of the receiver's CPU with 256, results/profile.md section 15);
-        // 64 GRO bursts are about 30 frames at 240 fps waiting to be handled, and should they run
-        // out, the datagrams wait in the socket's buffer until the receive is re-armed (no loss).
-        var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 64, 65_536)]
+        // 8 buffers of 64 KB. The kernel takes them in turn, so a datagram lands in the buffer
+        // used `count` datagrams (GRO bursts) before: with 64, a frame's burst went into memory
+        // last touched 64 frames ago, out of the core's cache, and the kernel's copy into it and
+        // the payload's copy out of it missed (8 buffers: ~15 % less CPU per packet, with and
+        // without GRO; results/profile.md section 24). 8 GRO bursts are several frames waiting to
+        // be handled; should they run out, the datagrams wait in the socket's buffer until the
+        // receive is re-armed (no loss: the socket buffer is the bound, as before).
+        var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 8, 65_536)]
         if let rtcpSocket { sockets.append((rtcpSocket, 16, 2048)) }
         // Made here, on the thread that runs it: its ring defers the kernel's receive work to its waits.
         let loop = try DatagramReceiveLoop(sockets: sockets, deferTaskRun: true)
