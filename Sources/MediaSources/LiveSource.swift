@@ -366,8 +366,10 @@ private struct SourceRun {
             deliver(chunk.withUnsafeBytes { splitter.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) })
         }
         deliver(splitter.finish())
-        if !headersSent { source.releaseWaiters() }
+        // Thrown before the waiters are released: the thread's `catch` sets `failure` first and
+        // then releases them, so `waitUntilReady()` never returns before `failure` says why.
         if index == 0 { throw .noAccessUnits(path: path) }
+        if !headersSent { source.releaseWaiters() }
     }
 
     /// y4m frames, encoded; x265 opens at the first frame, at the header's size and rate
@@ -399,10 +401,8 @@ private struct SourceRun {
             index += 1
             waitForSlot()
         }
-        guard let encoder else {
-            source.releaseWaiters()
-            throw .y4mEndedBeforeFirstFrame
-        }
+        // The thread's `catch` sets `failure`, then releases the waiters (see `readAnnexB`).
+        guard let encoder else { throw .y4mEndedBeforeFirstFrame }
         for unit in encoder.flush() { sink.send(unit) }
     }
 

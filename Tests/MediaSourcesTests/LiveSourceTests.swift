@@ -267,6 +267,26 @@ struct LiveSourceTests {
         #expect(fifoSink.units.map(\.nalUnits) == expected)
     }
 
+    /// A source that fails before it knows its parameter sets says why by the time
+    /// `waitUntilReady()` returns (`streamer send` checks `failure` right after it): the
+    /// failure is set before the waiters are released, for an empty `.hevc` file and an empty
+    /// y4m stream alike. Repeated, as the order once depended on which thread ran first.
+    @Test func aFailureIsKnownWhenWaitUntilReadyReturns() throws {
+        let empty = try temporaryFile([], suffix: ".hevc")
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        for _ in 0..<50 {
+            let fromFile = LiveSource()
+            fromFile.start(.hevcFile(path: empty), frameRate: 250, sink: CollectingSink())
+            fromFile.waitUntilReady()
+            #expect(fromFile.failure == .noAccessUnits(path: empty))
+            let fromY4M = LiveSource()
+            fromY4M.start(.y4m(try #require(FileHandle(forReadingAtPath: empty)), frameRate: nil), frameRate: 250,
+                          sink: CollectingSink())
+            fromY4M.waitUntilReady()
+            #expect(fromY4M.failure == .y4mEndedBeforeFirstFrame)
+        }
+    }
+
     @Test func failuresSayWhatFailedInOneLine() throws {
         let missing = "/nonexistent/\(UUID().uuidString).hevc"
         let (noFile, noFileSink) = runToEnd(.hevcFile(path: missing))
