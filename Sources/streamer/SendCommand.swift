@@ -69,17 +69,38 @@ func fastHandOver(_ sender: MediaSender) -> HandOver {
 /// `--fast`: the most frames handed over and not finished.
 let fastMaxAhead = 100
 
-/// The run's summary on stderr (a line per flow, and one per flow whose sends failed) and
-/// the final `--stats` JSON.
+/// The run's summary on stderr (`sendSummaryLines` of each flow) and the final `--stats` JSON.
 func reportSend(_ all: [SenderStats], source: LiveSource, statsPath: String?) throws {
     for stats in all {
-        // Plain strings only: interpolating the enum or the dictionary went through reflection
-        // (`Mirror`), ~0.4 ms of CPU per process (results/profile.md section 24).
-        printError("streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource.rawValue))")
-        if stats.packetsFailed > 0 {
-            let errors = stats.errorsByText.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }
-            printError("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(errors.joined(separator: ", "))")
-        }
+        for line in sendSummaryLines(stats) { printError(line) }
     }
     if let statsPath { try writeJSON(sendStatsObject(all, source: source), to: statsPath) }
+}
+
+/// One flow's summary: what was sent; the frames not sent and why (a full queue has no live
+/// message, so without this line a pace below the stream's rate lost frames silently); the sends
+/// that failed and their errors. Plain strings only: interpolating the MTU source's enum or the
+/// error dictionary went through reflection (`Mirror`), ~0.9 ms of CPU per process
+/// (results/profile.md section 24).
+func sendSummaryLines(_ stats: SenderStats) -> [String] {
+    var lines = ["streamer send: \(stats.framesSent) frames, \(stats.packetsSent) packets, \(stats.bytesSent) bytes to \(stats.destination), largest datagram \(stats.datagramSize) B (MTU \(stats.pathMTU), \(stats.mtuSource.rawValue))"]
+    var dropped: [String] = []
+    if stats.framesDroppedQueueFull > 0 {
+        // With congestion control the controller sets the pace; else it is --pace (1.5 x bitrate).
+        let why = stats.congestion != nil ? "the stream came faster than the path took it"
+            : stats.pacingRate > 0 ? "the stream came faster than the pace, \(formatRate(stats.pacingRate))bit/s: raise --pace"
+            : "the stream came faster than the socket took it"
+        dropped.append("\(stats.framesDroppedQueueFull) for a full queue (\(why))")
+    }
+    if stats.framesDroppedUnconfirmed > 0 { dropped.append("\(stats.framesDroppedUnconfirmed) over the unconfirmed bound") }
+    if stats.framesDroppedUnviable > 0 { dropped.append("\(stats.framesDroppedUnviable) while no route was viable") }
+    if !dropped.isEmpty {
+        let total = stats.framesDroppedQueueFull + stats.framesDroppedUnconfirmed + stats.framesDroppedUnviable
+        lines.append("streamer send: \(total) frames to \(stats.destination) not sent: \(dropped.joined(separator: ", "))")
+    }
+    if stats.packetsFailed > 0 {
+        let errors = stats.errorsByText.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }
+        lines.append("streamer send: \(stats.packetsFailed) packets to \(stats.destination) failed to send: \(errors.joined(separator: ", "))")
+    }
+    return lines
 }
