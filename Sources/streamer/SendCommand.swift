@@ -94,8 +94,11 @@ func sendSummaryLines(_ stats: SenderStats) -> [String] {
     }
     if stats.framesDroppedUnconfirmed > 0 { dropped.append("\(stats.framesDroppedUnconfirmed) over the unconfirmed bound") }
     if stats.framesDroppedUnviable > 0 { dropped.append("\(stats.framesDroppedUnviable) while no route was viable") }
+    let congestionDrops = stats.congestion?.framesDropped ?? 0
+    if congestionDrops > 0 { dropped.append("\(congestionDrops) by congestion control (waited too long for the path)") }
     if !dropped.isEmpty {
         let total = stats.framesDroppedQueueFull + stats.framesDroppedUnconfirmed + stats.framesDroppedUnviable
+            + congestionDrops
         lines.append("streamer send: \(total) frames to \(stats.destination) not sent: \(dropped.joined(separator: ", "))")
     }
     if stats.packetsFailed > 0 {

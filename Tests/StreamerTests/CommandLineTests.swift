@@ -299,8 +299,7 @@ let uringEnabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disab
     @Test(.enabled(if: uringEnabled, "io_uring is disabled here"))
     func refusedSendsAreSummedInWordsAsTheStatsCountThem() throws {
         let binary = try #require(streamerBinary(), "streamer not built")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try temporaryDirectory("cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         let stats = directory.appendingPathComponent("send.json")
         let port = Int(nextPortPair())

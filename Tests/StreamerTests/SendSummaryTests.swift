@@ -36,6 +36,15 @@ struct SendSummaryTests {
             + "faster than the pace, 6Mbit/s: raise --pace), 3 over the unconfirmed bound, 2 while no route was viable")
     }
 
+    @Test func framesDroppedUnderCongestionControlNameThePathNotThePace() {
+        var dropped = stats()
+        dropped.framesDroppedQueueFull = 4
+        dropped.congestion = CongestionStats()
+        dropped.congestion?.framesDropped = 7
+        #expect(sendSummaryLines(dropped).last == "streamer send: 11 frames to 127.0.0.1:5004 not sent: 4 for a full queue "
+            + "(the stream came faster than the path took it), 7 by congestion control (waited too long for the path)")
+    }
+
     @Test func failedSendsAreNamedByTheirErrors() {
         var failed = stats()
         failed.packetsFailed = 3
