@@ -81,6 +81,7 @@ struct SendConfiguration {
                     minBitrate: Int(rates.minimum), maxBitrate: Int(rates.maximum), startBitrate: Int(rates.start)))
             }
             config.srtp = key
+            if isFile && target.pace == nil { config.followFileRate(options, congestionControl: congestionControl) }
             return config
         }
         if let listen = options.rtspListen {
@@ -88,6 +89,7 @@ struct SendConfiguration {
             // RTSP clients are players (ffmpeg, GStreamer's rtspsrc) that take one payload type:
             // the originals are sent again on the media SSRC.
             sender.rtxSameSSRC = true
+            if isFile { sender.followFileRate(options, congestionControl: congestionControl) }
             var server = RTSPServerConfig(listen: listen, sender: sender)
             server.frameLimit = frameLimit
             server.frameRate = frameRate
@@ -116,4 +118,14 @@ func senderConfig(_ options: SendOptions, destination: SocketAddress, serviceCla
     // A --stats file rewritten more often than the engine's default publishing shows every rewrite.
     if let every = options.statsEvery { config.statsInterval = min(config.statsInterval, .seconds(every)) }
     return config
+}
+
+extension MediaSenderConfig {
+    /// A `.hevc` file's rate is its own, not `--bitrate`'s: unless `--pace` pins it (or `--fast`,
+    /// or congestion control, sets it), the flow's pace follows the file, at least 1.5 x its rate
+    /// over the last second, with 1.5 x `--bitrate` as the least (so every frame goes at its time).
+    mutating func followFileRate(_ options: SendOptions, congestionControl: Bool) {
+        guard options.pace == nil, !options.fast, !congestionControl else { return }
+        paceStreamMultiple = 1.5
+    }
 }

@@ -92,7 +92,8 @@ struct SendOptions {
                                  --duration or --cc on
       --record PATH              also write the access units sent into PATH as Annex B (.hevc), e.g.
                                  what x265 made of a synthetic or y4m source; not with --rtsp
-      --pace RATE                pacing rate (default 1.5 x bitrate)
+      --pace RATE                pacing rate (default 1.5 x bitrate; a .hevc file: also at least
+                                 1.5 x the file's own rate over the last second)
       --class background|default|video|realtime   DSCP CS1, CS0, AF41, EF (default video)
       --ecn off|ect0|ect1        default ect0
       --mtu auto|N               default auto

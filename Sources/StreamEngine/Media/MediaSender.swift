@@ -25,6 +25,15 @@ public struct MediaSenderConfig: Sendable {
     public var mtu: MTUSetting = .auto
     /// Pacing rate in bits per second (nil: unpaced).
     public var paceBitsPerSecond: Double?
+    /// With `paceBitsPerSecond`: the pace also follows the stream's own rate, at least this
+    /// multiple of it (the bytes of the access units handed over in the last second of their
+    /// due times, over that time) and fast enough that a backlog (a keyframe) drains within a
+    /// quarter of `maxFrameWait`; `paceBitsPerSecond` is then the least pace. For sources whose
+    /// rate is their own, not an encoder's target (a recorded file: `streamer send --source
+    /// F.hevc`), so that every frame goes at its time whatever the file's rate. While a congestion
+    /// controller is obeyed, its pace rules. With the default unconfirmed bound, the bound
+    /// follows too (a second at the pace). nil: `paceBitsPerSecond` alone.
+    public var paceStreamMultiple: Double?
     /// Largest burst in bytes (nil: 2 ms of the pace).
     public var burstQuantum: Int?
     /// RTP payload type.

@@ -142,6 +142,11 @@ final class SenderFlow {
     private var lastTargetAnnounced: Int64 = 0
     /// What `storeFramesFinished()` stored last.
     private var storedFramesFinished = 0
+    /// With `config.paceStreamMultiple`: the stream's rate, from the access units taken in.
+    private var streamRate = StreamRateMeter()
+    /// With `config.paceStreamMultiple`: the pace the stream asks for (`followStream()`), nil
+    /// while it asks for no more than `config.paceBitsPerSecond`.
+    private var streamPace: Double?
 
     /// Opens the flow's sockets on `ring`, its routes in `paced`; its packetizer shares `plans`
     /// with the engine's other flows.
@@ -270,7 +275,23 @@ final class SenderFlow {
             let drain = Double(flow.pendingBytes) * 8 * 4e9 / Double(max(config.maxFrameWait.nanoseconds, 1))
             return min(max(rate, drain), 2 * rate)
         }
-        return config.paceBitsPerSecond
+        return streamPace ?? config.paceBitsPerSecond
+    }
+
+    /// With `config.paceStreamMultiple`: sets `streamPace` from the stream's rate and the
+    /// backlog (see `MediaSenderConfig.paceStreamMultiple`). It moves in steps, not with every
+    /// frame's size: up to 10 % above what is asked when that rises above it, and down only
+    /// when what is asked falls under 80 % of it (so the shared pacer is not reset per frame).
+    private func followStream() {
+        guard let multiple = config.paceStreamMultiple, let least = config.paceBitsPerSecond else { return }
+        let measured = (streamRate.bitsPerSecond ?? 0) * multiple
+        let drain = Double(flow.pendingBytes) * 8 * 4e9 / Double(max(config.maxFrameWait.nanoseconds, 1))
+        let wanted = max(measured, drain)
+        if wanted <= least {
+            streamPace = nil
+        } else if wanted > (streamPace ?? least) || wanted < 0.8 * (streamPace ?? least) {
+            streamPace = max(least, 1.1 * wanted)
+        }
     }
 
     private static func rtcpPeer(of destination: SocketAddress) -> SocketAddress {
@@ -330,6 +351,9 @@ final class SenderFlow {
         }
         let now = incoming.isEmpty ? 0 : monotonicNanoseconds()
         for (accessUnit, due) in incoming { flow.enqueue(accessUnit, at: now, due: due) }
+        if config.paceStreamMultiple != nil {
+            for (accessUnit, due) in incoming { streamRate.add(byteCount: accessUnit.byteCount, at: due ?? now) }
+        }
         inputFinished = isFinished
         local.framesDroppedQueueFull = dropped
         if let newDestination, newDestination != destination { redirect(to: newDestination) }
@@ -444,6 +468,7 @@ final class SenderFlow {
     /// Periodic work: loss by age, liveness, keyframe requests, the path MTU.
     func tick(now: Int64) {
         flow.now = now
+        followStream()
         feedbackSinceTick = false
         if flow.log.sent > 0 && firstSend == nil { firstSend = now }
         // Never any feedback: a receiver that sends none. No bound until feedback appears.
@@ -471,12 +496,16 @@ final class SenderFlow {
         }
         local.feedbackAbsent = silentSinceStart
         var effectiveBound = bound
-        if config.maxUnconfirmedBytes == nil, let bound, rtcp.receiverReportsOnly,
+        if config.maxUnconfirmedBytes == nil, let bound, let streamPace {
+            // The default bound is about a second at the pace: at the pace the stream asks for.
+            effectiveBound = max(bound, Int(streamPace / 8))
+        }
+        if config.maxUnconfirmedBytes == nil, let bound = effectiveBound, rtcp.receiverReportsOnly,
            let interval = rtcp.expectedReportInterval {
             // The default bound (about a second) against a receiver that confirms only once per
             // report interval (RFC 3550: 5 s) would stall the flow between its reports: room for
             // two intervals at the pace instead (at most 16 MB). A configured bound stays as set.
-            let perInterval = (config.paceBitsPerSecond ?? 8_000_000) / 8 * Double(interval) / 1e9
+            let perInterval = (streamPace ?? config.paceBitsPerSecond ?? 8_000_000) / 8 * Double(interval) / 1e9
             effectiveBound = max(bound, min(Int(2 * perInterval), 16 << 20))
         }
         flow.maxUnconfirmedBytes = silentSinceStart ? nil : effectiveBound

@@ -1,0 +1,90 @@
+import Foundation
+import MediaFormats
+import Synchronization
+import Testing
+import UringIO
+@testable import StreamEngine
+
+/// `StreamRateMeter`: the rate of access units on their own timeline.
+@Suite struct StreamRateMeterTests {
+    @Test func evenFramesGiveTheirRateExactly() {
+        var meter = StreamRateMeter()
+        #expect(meter.bitsPerSecond == nil)
+        meter.add(byteCount: 21_000, at: 0)
+        #expect(meter.bitsPerSecond == nil)  // one unit spans no time
+        // 240 frames per second of 21,000 B: 40.32 Mbit/s, whatever the first unit's size.
+        for index in 1..<100 { meter.add(byteCount: 21_000, at: Int64(index) * 1_000_000_000 / 240) }
+        let rate = try! #require(meter.bitsPerSecond)
+        #expect(abs(rate - 40_320_000) < 1)
+    }
+
+    @Test func theWindowForgetsWhatIsOlderThanASecond() {
+        var meter = StreamRateMeter()
+        // A second of 100 kB frames at 10 per second, then 10 kB ones: once a second of the small
+        // ones has come, the large ones are forgotten.
+        for index in 0..<10 { meter.add(byteCount: 100_000, at: Int64(index) * 100_000_000) }
+        #expect(abs(meter.bitsPerSecond! - 8_000_000) < 1)
+        for index in 10..<21 { meter.add(byteCount: 10_000, at: Int64(index) * 100_000_000) }
+        #expect(abs(meter.bitsPerSecond! - 800_000) < 1)
+    }
+
+    @Test func atCapacityTheNewestUnitsCount() {
+        var meter = StreamRateMeter(window: 1_000_000_000, capacity: 4)
+        // 1,000 per second of 1 kB: 4 remembered, 3 intervals of 1 ms: 8 Mbit/s all the same.
+        for index in 0..<50 { meter.add(byteCount: index < 46 ? 5_000 : 1_000, at: Int64(index) * 1_000_000) }
+        #expect(abs(meter.bitsPerSecond! - 8_000_000) < 1)
+    }
+
+    @Test func aTimeBeforeTheNewestCountsAsTheNewest() {
+        var meter = StreamRateMeter()
+        meter.add(byteCount: 1_000, at: 1_000_000_000)
+        meter.add(byteCount: 1_000, at: 0)  // no negative span, no crash
+        #expect(meter.bitsPerSecond == nil)
+        meter.add(byteCount: 1_000, at: 1_010_000_000)
+        #expect(abs(meter.bitsPerSecond! - 2 * 1_000 * 8 / 0.01) < 1)
+    }
+}
+
+/// `MediaSenderConfig.paceStreamMultiple` through the engine and loopback: a stream far above
+/// its configured pace (a recorded file's) is paced from its own rate, so every frame goes at
+/// its time instead of piling up behind a pace it could never keep.
+@Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
+struct PaceFollowsStreamTests {
+    @Test func aStreamAboveItsLeastPaceIsPacedFromItsOwnRate() throws {
+        let frames = 200, frameBytes = 12_000, interval: Int64 = 5_000_000  // 19.2 Mbit/s of NAL bytes
+        let sink = ThreadedReceiver(gro: false, expected: 0, size: { _ in 0 })  // counts datagrams and bytes
+        #expect(sink.failure == nil)
+
+        var config = MediaSenderConfig(destination: SocketAddress(ip: "127.0.0.1", port: sink.port)!)
+        config.feedback = false
+        config.mtu = .fixed(1228)
+        config.paceBitsPerSecond = 1_000_000  // the whole stream would take 19 s at this pace
+        config.paceStreamMultiple = 1.5
+        config.maxQueuedFrames = frames       // every frame handed over ahead, none dropped for room
+        let sender = try MediaSender(config: config)
+        let start = monotonicNanoseconds() + 20_000_000
+        let last = start + Int64(frames - 1) * interval
+        for index in 0..<frames {
+            let unit = AccessUnit(nalUnits: [[index == 0 ? 0x26 : 0x02, 0x01] + [UInt8](repeating: 0x5A, count: frameBytes - 2)],
+                                  timestamp: UInt32(index * 450), isKeyframe: index == 0)
+            #expect(sender.send(unit, at: start + Int64(index) * interval))
+        }
+        sender.finish()
+        try sender.run()
+        let returned = monotonicNanoseconds()
+        let stats = sender.stats
+        let collected = sink.finish(expected: stats.packetsSent, seconds: 10)
+
+        #expect(stats.framesSent == frames && stats.framesDroppedQueueFull == 0)
+        // 12,000 B in FU-A fragments of at most 1,200 B: 11 packets a frame.
+        #expect(stats.packetsSent == frames * 11)
+        #expect(collected.received == stats.packetsSent)
+        #expect(collected.bytes == stats.bytesSent)
+        // The pace from the stream: 1.5 x 19.2 Mbit/s, and at most 10 % above what was asked.
+        #expect(stats.pacingRate >= 1.5 * 19_200_000 && stats.pacingRate <= 1.1 * 1.5 * 19_200_000 + 1,
+                "pacing rate \(stats.pacingRate)")
+        // At the least pace (1 Mbit/s) the last frame would leave ~19 s after the first: the run
+        // ends within a few seconds of the last due time even on a slow, loaded machine.
+        #expect(returned - last < 3_000_000_000, "ended \(Double(returned - last) / 1e9) s after the last frame was due")
+    }
+}
