@@ -45,6 +45,29 @@ import UringIO
     }
 }
 
+/// Retransmissions spend a quarter of the pace in force, also when it follows the stream
+/// (`Retransmitter.followPace`). Socket-free, as `RetransmissionBudgetTests`.
+@Suite struct RetransmissionRateFollowsPaceTests {
+    /// RFC 4588 packets answered at once to a NACK of 200 packets of 1,014 B (as RTX) from a
+    /// history made for a 3.2 Mbit/s pace, after the pace moved to `pace` (nil: it did not).
+    private func answered(afterPaceMovedTo pace: Double?) throws -> Int {
+        let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
+        let history = RetransmissionHistoryTests.history(count: 200, rate: Retransmitter.rate(ofPace: 3_200_000))
+        let retransmitter = Retransmitter(inner: RetransmissionBudgetTests.Idle(), flow: flow, route: 1,
+                                          history: history, clock: { 250 * RetransmissionHistoryTests.millisecond })
+        if let pace { retransmitter.followPace(pace) }
+        retransmitter.handle(RetransmissionHistoryTests.nack((0..<200).map { 65_530 &+ UInt16($0) }))
+        return try RetransmissionBudgetTests.sendAll(retransmitter).count
+    }
+
+    @Test func aFasterPaceLetsMoreRetransmissionsGo() throws {
+        // 3.2 Mbit/s: 100 KB/s for retransmissions, a burst of 64 KB (64 packets); 32 Mbit/s:
+        // 1 MB/s, a burst of a tenth of a second, 100 KB (98 packets).
+        #expect(try answered(afterPaceMovedTo: nil) == 64 * 1024 / 1014)
+        #expect(try answered(afterPaceMovedTo: 32_000_000) == 100_000 / 1014)
+    }
+}
+
 /// `MediaSenderConfig.paceStreamMultiple` through the engine and loopback: a stream far above
 /// its configured pace (a recorded file's) is paced from its own rate, so every frame goes at
 /// its time instead of piling up behind a pace it could never keep.

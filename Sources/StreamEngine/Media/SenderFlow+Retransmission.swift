@@ -10,7 +10,7 @@ extension SenderFlow {
         if !config.rtxSameSSRC { flow.payloadReserve = 2 }
         let history = RetransmissionHistory(ssrc: rtxSSRC, payloadType: config.rtxPayloadType,
                                             rtxTime: config.rtxTime.nanoseconds, sameSSRC: config.rtxSameSSRC,
-                                            rateBytesPerSecond: config.paceBitsPerSecond.map { $0 / 8 / 4 })
+                                            rateBytesPerSecond: Retransmitter.rate(ofPace: config.paceBitsPerSecond))
         return Retransmitter(inner: producer, flow: flow, route: route, history: history)
     }
 

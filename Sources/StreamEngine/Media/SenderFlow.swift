@@ -287,11 +287,13 @@ final class SenderFlow {
         let measured = (streamRate.bitsPerSecond ?? 0) * multiple
         let drain = Double(flow.pendingBytes) * 8 * 4e9 / Double(max(config.maxFrameWait.nanoseconds, 1))
         let wanted = max(measured, drain)
+        let before = streamPace
         if wanted <= least {
             streamPace = nil
         } else if wanted > (streamPace ?? least) || wanted < 0.8 * (streamPace ?? least) {
             streamPace = max(least, 1.1 * wanted)
         }
+        if streamPace != before { retransmitter?.followPace(streamPace ?? least) }  // a quarter of the pace
     }
 
     private static func rtcpPeer(of destination: SocketAddress) -> SocketAddress {
