@@ -45,6 +45,35 @@ import UringIO
     }
 }
 
+/// `SenderFlow.steppedPace`: the followed pace moves in steps, not with every frame.
+@Suite struct SteppedPaceTests {
+    @Test func thePaceMovesInStepsAndHoldsWhileTheStreamHovers() {
+        let least = 6_000_000.0
+        // Below the least pace: the least (nil).
+        #expect(SenderFlow.steppedPace(asked: 5_000_000, now: nil, least: least) == nil)
+        // Above it: 10 % over what is asked.
+        let raised = SenderFlow.steppedPace(asked: 10_000_000, now: nil, least: least)
+        #expect(raised == 1.1 * 10_000_000)
+        // Within 80 - 100 % of the pace: held, whichever way the stream moves.
+        for asked in [10_500_000.0, 9_000_000, 11_000_000, 8_900_000] {
+            #expect(SenderFlow.steppedPace(asked: asked, now: raised, least: least) == raised)
+        }
+        // Above it: up again; under 80 % of it: down, to the least when 1.1 x falls under it.
+        #expect(SenderFlow.steppedPace(asked: 12_000_000, now: raised, least: least) == 1.1 * 12_000_000)
+        #expect(SenderFlow.steppedPace(asked: 8_000_000, now: raised, least: least) == 1.1 * 8_000_000)
+        #expect(SenderFlow.steppedPace(asked: 5_400_000, now: raised, least: least) == nil)
+        // A stream hovering at the least pace (±1 %) moves the pace once, not at every frame.
+        var pace: Double? = nil
+        var changes = 0
+        for index in 0..<100 {
+            let next = SenderFlow.steppedPace(asked: least * (index % 2 == 0 ? 1.01 : 0.99), now: pace, least: least)
+            if next != pace { changes += 1 }
+            pace = next
+        }
+        #expect(changes == 1 && pace == 1.1 * (least * 1.01))
+    }
+}
+
 /// Retransmissions spend a quarter of the pace in force, also when it follows the stream
 /// (`Retransmitter.followPace`). Socket-free, as `RetransmissionBudgetTests`.
 @Suite struct RetransmissionRateFollowsPaceTests {

@@ -280,20 +280,25 @@ final class SenderFlow {
 
     /// With `config.paceStreamMultiple`: sets `streamPace` from the stream's rate and the
     /// backlog (see `MediaSenderConfig.paceStreamMultiple`). It moves in steps, not with every
-    /// frame's size: up to 10 % above what is asked when that rises above it, and down only
-    /// when what is asked falls under 80 % of it (so the shared pacer is not reset per frame).
+    /// frame's size (`steppedPace`), so the shared pacer is not reset per frame, also when the
+    /// stream's rate hovers at the least pace.
     private func followStream() {
         guard let multiple = config.paceStreamMultiple, let least = config.paceBitsPerSecond else { return }
         let measured = (streamRate.bitsPerSecond ?? 0) * multiple
         let drain = Double(flow.pendingBytes) * 8 * 4e9 / Double(max(config.maxFrameWait.nanoseconds, 1))
         let wanted = max(measured, drain)
         let before = streamPace
-        if wanted <= least {
-            streamPace = nil
-        } else if wanted > (streamPace ?? least) || wanted < 0.8 * (streamPace ?? least) {
-            streamPace = max(least, 1.1 * wanted)
-        }
+        streamPace = Self.steppedPace(asked: wanted, now: streamPace, least: least)
         if streamPace != before { retransmitter?.followPace(streamPace ?? least) }  // a quarter of the pace
+    }
+
+    /// The pace a stream follows (nil: `least`) after `asked` was asked of it at `now` (nil:
+    /// `least`): unchanged while `asked` is within 80 – 100 % of it, else 1.1 x `asked`.
+    static func steppedPace(asked: Double, now: Double?, least: Double) -> Double? {
+        let current = now ?? least
+        guard asked > current || asked < 0.8 * current else { return now }
+        let next = 1.1 * asked
+        return next > least ? next : nil
     }
 
     private static func rtcpPeer(of destination: SocketAddress) -> SocketAddress {
