@@ -21,13 +21,6 @@ final class Retransmitter: DatagramProducer {
     private let route: Int
     private let clock: () -> Int64
     private(set) var history: RetransmissionHistory
-
-    /// What retransmissions may spend of a flow's pace (bits per second): a quarter of it, in
-    /// bytes per second (nil: unpaced, unlimited).
-    static func rate(ofPace pace: Double?) -> Double? { pace.map { $0 / 8 / 4 } }
-
-    /// The flow's pace changed (one that follows its stream): retransmissions spend a quarter of the new one.
-    func followPace(_ pace: Double?) { history.rateBytesPerSecond = Self.rate(ofPace: pace) }
     private var queue: [(original: UInt16, datagram: [UInt8])] = []
     /// The original sequence numbers of the retransmissions waiting in `queue`.
     private var waiting = Set<UInt16>()
@@ -160,6 +153,13 @@ final class Retransmitter: DatagramProducer {
 
     /// Counts a NACK that is not the flow's to answer.
     func rejectForeign() { history.rejectForeign() }
+
+    /// What retransmissions may spend of a flow's pace (bits per second): a quarter of it, in
+    /// bytes per second (nil: unpaced, unlimited).
+    static func rate(ofPace pace: Double?) -> Double? { pace.map { $0 / 8 / 4 } }
+
+    /// The flow's pace changed (one that follows its stream): retransmissions spend a quarter of the new one.
+    func followPace(_ pace: Double?) { history.rateBytesPerSecond = Self.rate(ofPace: pace) }
 
     /// A send completion: true when it was a retransmission's (counted here).
     func handleSendReport(_ report: SendReport) -> Bool {
