@@ -100,6 +100,83 @@ import MediaFormats
         }
     }
 
+    /// Chunks fed with `append(sharing:)` (slices at an offset of a larger array, so their
+    /// indices do not start at 0) split as the same bytes fed as copies do: the same access
+    /// units, NAL units and counters, for random streams cut at random places, also where a
+    /// NAL unit or a start code crosses a cut.
+    @Test func sharedChunksSplitAsCopiedChunks() {
+        var rng = SplitMix64(seed: 7)
+        for round in 0..<40 {
+            var stream: [UInt8] = Array(repeating: 0, count: Int.random(in: 0...3, using: &rng))
+            for _ in 0..<Int.random(in: 1...30, using: &rng) {
+                stream += Bool.random(using: &rng) ? [0, 0, 1] : [0, 0, 0, 1]
+                let types: [UInt8] = [1, 1, 1, 19, 32, 33, 34, 35, 39, 40, 0]
+                var nal = randomNAL(type: types.randomElement(using: &rng)!, size: Int.random(in: 2...400, using: &rng),
+                                    using: &rng)
+                if nal.count > 2 && Bool.random(using: &rng) { nal[2] &= 0x7f; if nal[2] == 0 { nal[2] = 1 } }
+                stream += nal
+                if Int.random(in: 0..<5, using: &rng) == 0 { stream += [0] }  // trailing zero
+            }
+            let limit = round % 4 == 0 ? 700 : 16 << 20
+            var copied = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
+            var shared = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
+            var copiedOut: [AccessUnit] = []
+            var sharedOut: [AccessUnit] = []
+            var offset = 0
+            while offset < stream.count {
+                let end = min(stream.count, offset + Int.random(in: 1...700, using: &rng))
+                copiedOut += copied.append(Array(stream[offset..<end]))
+                let padding = Int.random(in: 1...9, using: &rng)
+                let padded = [UInt8](repeating: 0x55, count: padding) + stream[offset..<end] + [0x66]
+                sharedOut += shared.append(sharing: padded[padding..<(padding + end - offset)])
+                offset = end
+            }
+            copiedOut += copied.finish()
+            sharedOut += shared.finish()
+            #expect(sharedOut == copiedOut, "round \(round)")
+            #expect(sharedOut.map(\.nalUnits) == copiedOut.map(\.nalUnits), "round \(round)")
+            #expect(shared.counters == copied.counters, "round \(round)")
+        }
+    }
+
+    /// A NAL unit that lies wholly in a chunk fed with `append(sharing:)` is a slice of the
+    /// chunk's storage, not a copy; one that crosses into the next chunk is a copy. Both hold
+    /// the stream's bytes.
+    @Test func nalUnitsWhollyInASharedChunkAreSlicesOfIt() {
+        let (stream, expected) = Self.sampleStream()
+        let cut = stream.count / 2
+        let first = [0x55] + stream[..<cut]
+        let second = [0x55, 0x55] + stream[cut...]
+        var splitter = AnnexBAccessUnitSplitter()
+        let units = splitter.append(sharing: first[1...]) + splitter.append(sharing: second[2...]) + splitter.finish()
+        #expect(units == expected)
+        #expect(units.flatMap(\.nalUnits) == expected.flatMap(\.nalUnits))
+        func lies(_ nal: ArraySlice<UInt8>, in chunk: [UInt8]) -> Bool {
+            nal.withUnsafeBufferPointer { nalBytes in
+                chunk.withUnsafeBufferPointer { nalBytes.baseAddress! >= $0.baseAddress! && nalBytes.baseAddress! < $0.baseAddress! + $0.count }
+            }
+        }
+        // The stream's offset of each NAL unit: it ends in the first chunk, or begins in the second.
+        var searchFrom = 0
+        var inFirst = 0
+        var inSecond = 0
+        for nal in units.flatMap(\.nalUnitSlices) {
+            let start = (searchFrom...).first { stream[$0..<($0 + nal.count)].elementsEqual(nal) }!
+            searchFrom = start + nal.count
+            if start + nal.count <= cut {
+                #expect(lies(nal, in: first))
+                inFirst += 1
+            } else if start >= cut {
+                // Copied only at the end of the stream (the last NAL unit waits for `finish()`).
+                #expect(lies(nal, in: second) || start + nal.count == stream.count)
+                inSecond += 1
+            } else {
+                #expect(!lies(nal, in: first) && !lies(nal, in: second))
+            }
+        }
+        #expect(inFirst > 0 && inSecond > 0)
+    }
+
     /// Short streams with what a cut between reads can fall into: three- and four-byte start
     /// codes, zero bytes at both ends, trailing zeros before a start code, a start code as the
     /// last bytes, runs of zeros, no start code at all, an access unit over the size limit.
