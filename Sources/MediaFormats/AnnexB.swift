@@ -134,7 +134,9 @@ public struct AnnexBSplitterCounters: Sendable, Equatable {
 /// Memory is bounded: the splitter keeps at most about `maxAccessUnitSize` bytes between
 /// calls. An access unit that grows beyond it (counted in stream bytes: NAL units plus any
 /// zero bytes before the next start code) is dropped and counted, and NAL units are then
-/// skipped until one that can begin an access unit.
+/// skipped until one that can begin an access unit. With ``append(sharing:)``, the NAL units
+/// gathered for the next access unit are slices that keep the chunks they lie in alive (the
+/// chunks that access unit's bytes span, not more).
 public struct AnnexBAccessUnitSplitter: Sendable {
     /// The largest access unit kept, in bytes.
     public let maxAccessUnitSize: Int

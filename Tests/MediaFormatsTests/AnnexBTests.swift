@@ -69,72 +69,72 @@ import MediaFormats
         #expect(out == expected)
     }
 
+    /// Up to 30 NAL units of random types and sizes behind three- and four-byte start codes,
+    /// some with first_slice_segment_in_pic_flag clear, some with a trailing zero byte.
+    static func randomStream(using rng: inout SplitMix64) -> [UInt8] {
+        var stream: [UInt8] = Array(repeating: 0, count: Int.random(in: 0...3, using: &rng))
+        for _ in 0..<Int.random(in: 1...30, using: &rng) {
+            stream += Bool.random(using: &rng) ? [0, 0, 1] : [0, 0, 0, 1]
+            let types: [UInt8] = [1, 1, 1, 19, 32, 33, 34, 35, 39, 40, 0]
+            let type = types.randomElement(using: &rng)!
+            var nal = randomNAL(type: type, size: Int.random(in: 2...400, using: &rng), using: &rng)
+            if nal.count > 2 && Bool.random(using: &rng) { nal[2] &= 0x7f; if nal[2] == 0 { nal[2] = 1 } }
+            stream += nal
+            if Int.random(in: 0..<5, using: &rng) == 0 { stream += [0] }  // trailing zero
+        }
+        return stream
+    }
+
+    /// `stream` split by a splitter fed pieces of 1 – `longestPiece` bytes (cut at random), as
+    /// arrays of their own or, `sharing`, as slices at an offset of larger arrays (so their
+    /// indices do not start at 0).
+    static func split(_ stream: [UInt8], limit: Int, longestPiece: Int, sharing: Bool,
+                      using rng: inout SplitMix64) -> (units: [AccessUnit], counters: AnnexBSplitterCounters) {
+        var splitter = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
+        var units: [AccessUnit] = []
+        var offset = 0
+        while offset < stream.count {
+            let end = min(stream.count, offset + Int.random(in: 1...longestPiece, using: &rng))
+            if sharing {
+                let padded = [0x55, 0x55, 0x55] + stream[offset..<end] + [0x66]
+                units += splitter.append(sharing: padded[3..<(3 + end - offset)])
+            } else {
+                units += splitter.append(Array(stream[offset..<end]))
+            }
+            offset = end
+        }
+        units += splitter.finish()
+        return (units, splitter.counters)
+    }
+
     @Test func randomChunkingAndRandomStreamsMatchWholeBuffer() {
         var rng = SplitMix64(seed: 42)
         for round in 0..<40 {
-            var stream: [UInt8] = Array(repeating: 0, count: Int.random(in: 0...3, using: &rng))
-            for _ in 0..<Int.random(in: 1...30, using: &rng) {
-                stream += Bool.random(using: &rng) ? [0, 0, 1] : [0, 0, 0, 1]
-                let types: [UInt8] = [1, 1, 1, 19, 32, 33, 34, 35, 39, 40, 0]
-                let type = types.randomElement(using: &rng)!
-                var nal = randomNAL(type: type, size: Int.random(in: 2...400, using: &rng), using: &rng)
-                if nal.count > 2 && Bool.random(using: &rng) { nal[2] &= 0x7f; if nal[2] == 0 { nal[2] = 1 } }
-                stream += nal
-                if Int.random(in: 0..<5, using: &rng) == 0 { stream += [0] }  // trailing zero
-            }
+            let stream = Self.randomStream(using: &rng)
             let limit = round % 4 == 0 ? 700 : 16 << 20
             var whole = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
             let wholeOut = whole.append(stream) + whole.finish()
-            var chunked = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
-            var chunkedOut: [AccessUnit] = []
-            var offset = 0
-            while offset < stream.count {
-                let end = min(stream.count, offset + Int.random(in: 1...50, using: &rng))
-                chunkedOut += chunked.append(Array(stream[offset..<end]))
-                offset = end
-            }
-            chunkedOut += chunked.finish()
-            #expect(chunkedOut == wholeOut, "round \(round)")
+            let chunked = Self.split(stream, limit: limit, longestPiece: 50, sharing: false, using: &rng)
+            #expect(chunked.units == wholeOut, "round \(round)")
             #expect(chunked.counters == whole.counters, "round \(round)")
             #expect(wholeOut.allSatisfy { $0.byteCount <= limit })
         }
     }
 
-    /// Chunks fed with `append(sharing:)` (slices at an offset of a larger array, so their
-    /// indices do not start at 0) split as the same bytes fed as copies do: the same access
-    /// units, NAL units and counters, for random streams cut at random places, also where a
-    /// NAL unit or a start code crosses a cut.
+    /// Chunks fed with `append(sharing:)` split as the same bytes fed as copies do: the same
+    /// access units, NAL units and counters, for random streams cut at the same random places
+    /// (pieces up to 700 bytes: most NAL units lie wholly in one, some cross a cut, as do
+    /// some start codes).
     @Test func sharedChunksSplitAsCopiedChunks() {
         var rng = SplitMix64(seed: 7)
         for round in 0..<40 {
-            var stream: [UInt8] = Array(repeating: 0, count: Int.random(in: 0...3, using: &rng))
-            for _ in 0..<Int.random(in: 1...30, using: &rng) {
-                stream += Bool.random(using: &rng) ? [0, 0, 1] : [0, 0, 0, 1]
-                let types: [UInt8] = [1, 1, 1, 19, 32, 33, 34, 35, 39, 40, 0]
-                var nal = randomNAL(type: types.randomElement(using: &rng)!, size: Int.random(in: 2...400, using: &rng),
-                                    using: &rng)
-                if nal.count > 2 && Bool.random(using: &rng) { nal[2] &= 0x7f; if nal[2] == 0 { nal[2] = 1 } }
-                stream += nal
-                if Int.random(in: 0..<5, using: &rng) == 0 { stream += [0] }  // trailing zero
-            }
+            let stream = Self.randomStream(using: &rng)
             let limit = round % 4 == 0 ? 700 : 16 << 20
-            var copied = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
-            var shared = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
-            var copiedOut: [AccessUnit] = []
-            var sharedOut: [AccessUnit] = []
-            var offset = 0
-            while offset < stream.count {
-                let end = min(stream.count, offset + Int.random(in: 1...700, using: &rng))
-                copiedOut += copied.append(Array(stream[offset..<end]))
-                let padding = Int.random(in: 1...9, using: &rng)
-                let padded = [UInt8](repeating: 0x55, count: padding) + stream[offset..<end] + [0x66]
-                sharedOut += shared.append(sharing: padded[padding..<(padding + end - offset)])
-                offset = end
-            }
-            copiedOut += copied.finish()
-            sharedOut += shared.finish()
-            #expect(sharedOut == copiedOut, "round \(round)")
-            #expect(sharedOut.map(\.nalUnits) == copiedOut.map(\.nalUnits), "round \(round)")
+            var sameCuts = rng
+            let copied = Self.split(stream, limit: limit, longestPiece: 700, sharing: false, using: &rng)
+            let shared = Self.split(stream, limit: limit, longestPiece: 700, sharing: true, using: &sameCuts)
+            #expect(shared.units == copied.units, "round \(round)")
+            #expect(shared.units.map(\.nalUnits) == copied.units.map(\.nalUnits), "round \(round)")
             #expect(shared.counters == copied.counters, "round \(round)")
         }
     }
