@@ -134,7 +134,9 @@ public struct AnnexBSplitterCounters: Sendable, Equatable {
 /// Memory is bounded: the splitter keeps at most about `maxAccessUnitSize` bytes between
 /// calls. An access unit that grows beyond it (counted in stream bytes: NAL units plus any
 /// zero bytes before the next start code) is dropped and counted, and NAL units are then
-/// skipped until one that can begin an access unit.
+/// skipped until one that can begin an access unit. With ``append(sharing:)``, the NAL units
+/// gathered for the next access unit are slices that keep the chunks they lie in alive (the
+/// chunks that access unit's bytes span, not more).
 public struct AnnexBAccessUnitSplitter: Sendable {
     /// The largest access unit kept, in bytes.
     public let maxAccessUnitSize: Int
@@ -158,7 +160,12 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     /// After an oversized access unit: skip NAL units until one that can begin an access unit.
     private var resynchronizing = false
 
-    private var currentNALUnits: [[UInt8]] = []
+    /// The bytes being scanned in place by ``append(sharing:)``, whose NAL units are slices of
+    /// them: `bytes[i]` of the scan is `shared[sharedBase + i]`. Nil otherwise (NAL units copied).
+    private var shared: ArraySlice<UInt8>?
+    private var sharedBase = 0
+
+    private var currentNALUnits: [ArraySlice<UInt8>] = []
     private var currentStreamBytes = 0
     private var currentHasVCL = false
     private var currentHasIRAP = false
@@ -176,6 +183,25 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     /// Only a NAL unit begun in an earlier call goes through the kept tail (up to the first
     /// start code that ends in `bytes`), and what follows the last start code is kept.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) -> [AccessUnit] {
+        append(bytes, sharing: nil)
+    }
+
+    /// Feeds the next bytes of the stream; returns the access units completed by them, whose
+    /// NAL units are slices of `chunk` where they lie wholly in it (nothing is copied), so the
+    /// chunk's storage lives as long as one of those access units. A NAL unit begun in an
+    /// earlier call, or left over at `finish()`, is copied into an array of its own.
+    ///
+    /// The caller must not write into `chunk`'s storage afterwards: read the next bytes into a
+    /// new array (writing into a shared array copies it, and the slices would keep it anyway).
+    public mutating func append(sharing chunk: ArraySlice<UInt8>) -> [AccessUnit] {
+        defer { shared = nil }
+        shared = chunk
+        return chunk.withUnsafeBytes { append($0, sharing: chunk.startIndex) }
+    }
+
+    /// `append(_:)`; with `chunkStart` (the index in `shared` of `bytes[0]`), NAL units that
+    /// lie wholly in `bytes` are slices of `shared`.
+    private mutating func append(_ bytes: UnsafeRawBufferPointer, sharing chunkStart: Int?) -> [AccessUnit] {
         var output: [AccessUnit] = []
         var rest = bytes
         if !buffer.isEmpty {
@@ -186,7 +212,8 @@ public struct AnnexBAccessUnitSplitter: Sendable {
             // The kept tail ended in that start code: nothing is left of it.
             rest = UnsafeRawBufferPointer(rebasing: bytes[end...])
         }
-        scan(rest, into: &output)
+        if let chunkStart { sharedBase = chunkStart + (bytes.count - rest.count) }
+        scan(rest, sharing: chunkStart != nil, into: &output)
         buffer = Array(UnsafeRawBufferPointer(rebasing: rest[nalStart...]))
         scanPosition -= nalStart
         nalStart = 0
@@ -214,7 +241,7 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     private mutating func scanKept(into output: inout [AccessUnit]) {
         var kept = buffer
         buffer = []
-        kept.withUnsafeBytes { scan($0, into: &output) }
+        kept.withUnsafeBytes { scan($0, sharing: false, into: &output) }
         if nalStart > 0 && nalStart >= kept.count / 2 {
             kept.removeFirst(nalStart)
             scanPosition -= nalStart
@@ -232,7 +259,7 @@ public struct AnnexBAccessUnitSplitter: Sendable {
         kept.withUnsafeBytes { bytes in
             if seenStartCode {
                 let end = AnnexB.trimmedEnd(of: bytes, from: nalStart, to: bytes.count)
-                completeNAL(bytes, end: end, streamEnd: bytes.count, into: &output)
+                completeNAL(bytes, end: end, streamEnd: bytes.count, sharing: false, into: &output)
             } else {
                 countGarbage(bytes, nalStart..<bytes.count)
             }
@@ -249,12 +276,13 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     }
 
     /// Splits `bytes` (the kept bytes, or input where it lies) from `scanPosition` on;
-    /// `nalStart` and `scanPosition` index into `bytes`.
-    private mutating func scan(_ bytes: UnsafeRawBufferPointer, into output: inout [AccessUnit]) {
+    /// `nalStart` and `scanPosition` index into `bytes`. With `sharing`, `bytes` lie in
+    /// `shared` from `sharedBase` on, and NAL units ending here are slices of it.
+    private mutating func scan(_ bytes: UnsafeRawBufferPointer, sharing: Bool, into output: inout [AccessUnit]) {
         while let startCode = AnnexB.nextStartCode(in: bytes, from: scanPosition) {
             if seenStartCode {
                 let end = AnnexB.trimmedEnd(of: bytes, from: nalStart, to: startCode)
-                completeNAL(bytes, end: end, streamEnd: startCode, into: &output)
+                completeNAL(bytes, end: end, streamEnd: startCode, sharing: sharing, into: &output)
             } else {
                 countGarbage(bytes, nalStart..<startCode)
                 seenStartCode = true
@@ -369,8 +397,9 @@ public struct AnnexBAccessUnitSplitter: Sendable {
         }
     }
 
-    /// Handles the NAL unit `bytes[nalStart..<end]`, which spans the stream up to `streamEnd`.
-    private mutating func completeNAL(_ bytes: UnsafeRawBufferPointer, end: Int, streamEnd: Int,
+    /// Handles the NAL unit `bytes[nalStart..<end]`, which spans the stream up to `streamEnd`;
+    /// kept as a slice of `shared` when `sharing`, else copied.
+    private mutating func completeNAL(_ bytes: UnsafeRawBufferPointer, end: Int, streamEnd: Int, sharing: Bool,
                                       into output: inout [AccessUnit]) {
         if discardingNAL {
             noteDiscardedBytes(bytes[nalStart..<end])
@@ -399,7 +428,11 @@ public struct AnnexBAccessUnitSplitter: Sendable {
             dropOversized()
             return
         }
-        currentNALUnits.append(Array(UnsafeRawBufferPointer(rebasing: bytes[nalStart..<end])))
+        if sharing, let shared {
+            currentNALUnits.append(shared[(sharedBase + nalStart)..<(sharedBase + end)])
+        } else {
+            currentNALUnits.append(Array(UnsafeRawBufferPointer(rebasing: bytes[nalStart..<end]))[...])
+        }
         currentStreamBytes += streamBytes
         counters.nalUnits += 1
         let type = HEVCNALUnitType(rawValue: byte0 >> 1)
@@ -439,6 +472,6 @@ public struct AnnexBAccessUnitSplitter: Sendable {
             return
         }
         counters.accessUnits += 1
-        output.append(AccessUnit(nalUnits: currentNALUnits, timestamp: 0, isKeyframe: currentHasIRAP))
+        output.append(AccessUnit(nalUnitSlices: currentNALUnits, timestamp: 0, isKeyframe: currentHasIRAP))
     }
 }

@@ -70,7 +70,7 @@ public struct HEVCPacketizer: Sendable {
     /// storage: a sender that plans every access unit into the same array allocates none per frame.
     public func plan(_ au: AccessUnit, into payloads: inout [HEVCPayload]) {
         payloads.removeAll(keepingCapacity: true)
-        let nals = au.nalUnits
+        let nals = au.nalUnitSlices
         var index = 0
         while index < nals.count {
             let size = nals[index].count
@@ -107,7 +107,7 @@ public struct HEVCPacketizer: Sendable {
     }
 
     /// The end of the longest run of NAL units from `start` that fits one AP, and that AP's size.
-    private func aggregationRun(_ nals: [[UInt8]], from start: Int) -> (end: Int, size: Int) {
+    private func aggregationRun(_ nals: [ArraySlice<UInt8>], from start: Int) -> (end: Int, size: Int) {
         var total = Self.aggregationHeaderSize
         var end = start
         while end < nals.count {
@@ -127,25 +127,25 @@ public struct HEVCPacketizer: Sendable {
         precondition(buffer.count >= payload.size, "payload of \(payload.size) bytes does not fit a \(buffer.count)-byte buffer")
         switch payload.kind {
         case .single(let index):
-            let nal = au.nalUnits[index]
+            let nal = au.nalUnitSlices[index]
             precondition(nal.count == payload.size, "payload does not match NAL unit \(index) of this access unit")
-            Self.copy(nal[...], into: buffer, at: 0)
+            Self.copy(nal, into: buffer, at: 0)
         case .aggregation(let range):
             var forbidden: UInt8 = 0
             var layerId = UInt8.max
             var temporalIdPlusOne = UInt8.max
             var offset = Self.aggregationHeaderSize
             for index in range {
-                let nal = au.nalUnits[index]
+                let nal = au.nalUnitSlices[index]
                 precondition(nal.count >= 2 && offset + 2 + nal.count <= payload.size,
                              "payload does not match NAL units \(range) of this access unit")
-                let header = HEVCNALHeader(nal[0], nal[1])
+                let header = HEVCNALHeader(nal[nal.startIndex], nal[nal.startIndex + 1])
                 if header.forbiddenBit { forbidden = 1 }
                 layerId = min(layerId, header.layerId)
                 temporalIdPlusOne = min(temporalIdPlusOne, header.temporalIdPlusOne)
                 buffer[offset] = UInt8(truncatingIfNeeded: nal.count >> 8)
                 buffer[offset + 1] = UInt8(truncatingIfNeeded: nal.count)
-                Self.copy(nal[...], into: buffer, at: offset + 2)
+                Self.copy(nal, into: buffer, at: offset + 2)
                 offset += 2 + nal.count
             }
             let header = HEVCNALHeader(forbiddenBit: forbidden != 0, type: .aggregationPacket,
@@ -153,14 +153,16 @@ public struct HEVCPacketizer: Sendable {
             buffer[0] = header.byte0
             buffer[1] = header.byte1
         case .fragment(let index, let offset, let length, let isStart, let isEnd):
-            let nal = au.nalUnits[index]
+            let nal = au.nalUnitSlices[index]
             precondition(nal.count >= 2 + offset + length && payload.size == Self.fragmentOverhead + length,
                          "payload does not match NAL unit \(index) of this access unit")
+            // A slice keeps its buffer's indices: the NAL unit begins at `start`, not 0.
+            let start = nal.startIndex
             // PayloadHdr: the NAL unit's F, LayerId and TID with type 49.
-            buffer[0] = (nal[0] & 0x81) | HEVCNALUnitType.fragmentationUnit.rawValue << 1
-            buffer[1] = nal[1]
-            buffer[2] = (isStart ? 0x80 : 0) | (isEnd ? 0x40 : 0) | (nal[0] >> 1) & 0x3f
-            Self.copy(nal[(2 + offset)..<(2 + offset + length)], into: buffer, at: Self.fragmentOverhead)
+            buffer[0] = (nal[start] & 0x81) | HEVCNALUnitType.fragmentationUnit.rawValue << 1
+            buffer[1] = nal[start + 1]
+            buffer[2] = (isStart ? 0x80 : 0) | (isEnd ? 0x40 : 0) | (nal[start] >> 1) & 0x3f
+            Self.copy(nal[(start + 2 + offset)..<(start + 2 + offset + length)], into: buffer, at: Self.fragmentOverhead)
         }
         return payload.size
     }

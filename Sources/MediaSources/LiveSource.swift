@@ -354,16 +354,26 @@ private struct SourceRun {
                 waitForSlot()
             }
         }
-        // read(2) into one buffer kept for the whole file, handed to the splitter in place:
-        // FileHandle.readData made a new Data per megabyte, and [UInt8](chunk) copied it again.
-        // (Mapping the file instead saved read(2)'s copy but turns a file truncated while it is
-        // sent into SIGBUS: results/profile.md, section 22.)
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        // read(2) into a new chunk each time, split in place: the access units' NAL units are
+        // slices of it (not copies), and it is freed with the last of them. The sender queues
+        // at most a bounded number of frames and the source reads ahead a bounded time, so the
+        // chunks alive cover that span of the file and two more (the one being split, and one
+        // an access unit begun in it may still slice): results/profile.md, section 27.
+        // FileHandle.readData made a new Data per megabyte, and [UInt8](chunk) copied it again;
+        // mapping the file saved read(2)'s copy but turns a file truncated while it is sent
+        // into SIGBUS (section 22).
         while !done {
-            let count = Self.readChunk(handle, into: &chunk)
+            var count = 0
+            let chunk = [UInt8](unsafeUninitializedCapacity: 1 << 20) { storage, initialized in
+                count = read(handle.fileDescriptor, storage.baseAddress, storage.count)
+                initialized = max(count, 0)
+            }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
-            deliver(chunk.withUnsafeBytes { splitter.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) })
+            // A short read (a FIFO gives at most its pipe's size) is copied into an array of
+            // its size: a megabyte held for a few kilobytes would multiply what the slices keep.
+            let kept = count >= chunk.capacity / 2 ? chunk : chunk.withUnsafeBufferPointer { Array($0) }
+            deliver(splitter.append(sharing: kept[...]))
         }
         deliver(splitter.finish())
         // Thrown before the waiters are released: the thread's `catch` sets `failure` first and
@@ -404,11 +414,6 @@ private struct SourceRun {
         // The thread's `catch` sets `failure`, then releases the waiters (see `readAnnexB`).
         guard let encoder else { throw .y4mEndedBeforeFirstFrame }
         for unit in encoder.flush() { sink.send(unit) }
-    }
-
-    /// read(2) from `handle` into `buffer`: the byte count, 0 at the end, -1 with `errno` set.
-    private static func readChunk(_ handle: FileHandle, into buffer: inout [UInt8]) -> Int {
-        buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
     }
 
     /// Opens x265 at the latest bitrate requested (or the start's), with its peak.

@@ -69,35 +69,112 @@ import MediaFormats
         #expect(out == expected)
     }
 
+    /// Up to 30 NAL units of random types and sizes behind three- and four-byte start codes,
+    /// some with first_slice_segment_in_pic_flag clear, some with a trailing zero byte.
+    static func randomStream(using rng: inout SplitMix64) -> [UInt8] {
+        var stream: [UInt8] = Array(repeating: 0, count: Int.random(in: 0...3, using: &rng))
+        for _ in 0..<Int.random(in: 1...30, using: &rng) {
+            stream += Bool.random(using: &rng) ? [0, 0, 1] : [0, 0, 0, 1]
+            let types: [UInt8] = [1, 1, 1, 19, 32, 33, 34, 35, 39, 40, 0]
+            let type = types.randomElement(using: &rng)!
+            var nal = randomNAL(type: type, size: Int.random(in: 2...400, using: &rng), using: &rng)
+            if nal.count > 2 && Bool.random(using: &rng) { nal[2] &= 0x7f; if nal[2] == 0 { nal[2] = 1 } }
+            stream += nal
+            if Int.random(in: 0..<5, using: &rng) == 0 { stream += [0] }  // trailing zero
+        }
+        return stream
+    }
+
+    /// `stream` split by a splitter fed pieces of 1 – `longestPiece` bytes (cut at random), as
+    /// arrays of their own or, `sharing`, as slices at an offset of larger arrays (so their
+    /// indices do not start at 0).
+    static func split(_ stream: [UInt8], limit: Int, longestPiece: Int, sharing: Bool,
+                      using rng: inout SplitMix64) -> (units: [AccessUnit], counters: AnnexBSplitterCounters) {
+        var splitter = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
+        var units: [AccessUnit] = []
+        var offset = 0
+        while offset < stream.count {
+            let end = min(stream.count, offset + Int.random(in: 1...longestPiece, using: &rng))
+            if sharing {
+                let padded = [0x55, 0x55, 0x55] + stream[offset..<end] + [0x66]
+                units += splitter.append(sharing: padded[3..<(3 + end - offset)])
+            } else {
+                units += splitter.append(Array(stream[offset..<end]))
+            }
+            offset = end
+        }
+        units += splitter.finish()
+        return (units, splitter.counters)
+    }
+
     @Test func randomChunkingAndRandomStreamsMatchWholeBuffer() {
         var rng = SplitMix64(seed: 42)
         for round in 0..<40 {
-            var stream: [UInt8] = Array(repeating: 0, count: Int.random(in: 0...3, using: &rng))
-            for _ in 0..<Int.random(in: 1...30, using: &rng) {
-                stream += Bool.random(using: &rng) ? [0, 0, 1] : [0, 0, 0, 1]
-                let types: [UInt8] = [1, 1, 1, 19, 32, 33, 34, 35, 39, 40, 0]
-                let type = types.randomElement(using: &rng)!
-                var nal = randomNAL(type: type, size: Int.random(in: 2...400, using: &rng), using: &rng)
-                if nal.count > 2 && Bool.random(using: &rng) { nal[2] &= 0x7f; if nal[2] == 0 { nal[2] = 1 } }
-                stream += nal
-                if Int.random(in: 0..<5, using: &rng) == 0 { stream += [0] }  // trailing zero
-            }
+            let stream = Self.randomStream(using: &rng)
             let limit = round % 4 == 0 ? 700 : 16 << 20
             var whole = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
             let wholeOut = whole.append(stream) + whole.finish()
-            var chunked = AnnexBAccessUnitSplitter(maxAccessUnitSize: limit)
-            var chunkedOut: [AccessUnit] = []
-            var offset = 0
-            while offset < stream.count {
-                let end = min(stream.count, offset + Int.random(in: 1...50, using: &rng))
-                chunkedOut += chunked.append(Array(stream[offset..<end]))
-                offset = end
-            }
-            chunkedOut += chunked.finish()
-            #expect(chunkedOut == wholeOut, "round \(round)")
+            let chunked = Self.split(stream, limit: limit, longestPiece: 50, sharing: false, using: &rng)
+            #expect(chunked.units == wholeOut, "round \(round)")
             #expect(chunked.counters == whole.counters, "round \(round)")
             #expect(wholeOut.allSatisfy { $0.byteCount <= limit })
         }
+    }
+
+    /// Chunks fed with `append(sharing:)` split as the same bytes fed as copies do: the same
+    /// access units, NAL units and counters, for random streams cut at the same random places
+    /// (pieces up to 700 bytes: most NAL units lie wholly in one, some cross a cut, as do
+    /// some start codes).
+    @Test func sharedChunksSplitAsCopiedChunks() {
+        var rng = SplitMix64(seed: 7)
+        for round in 0..<40 {
+            let stream = Self.randomStream(using: &rng)
+            let limit = round % 4 == 0 ? 700 : 16 << 20
+            var sameCuts = rng
+            let copied = Self.split(stream, limit: limit, longestPiece: 700, sharing: false, using: &rng)
+            let shared = Self.split(stream, limit: limit, longestPiece: 700, sharing: true, using: &sameCuts)
+            #expect(shared.units == copied.units, "round \(round)")
+            #expect(shared.units.map(\.nalUnits) == copied.units.map(\.nalUnits), "round \(round)")
+            #expect(shared.counters == copied.counters, "round \(round)")
+        }
+    }
+
+    /// A NAL unit that lies wholly in a chunk fed with `append(sharing:)` is a slice of the
+    /// chunk's storage, not a copy; one that crosses into the next chunk is a copy. Both hold
+    /// the stream's bytes.
+    @Test func nalUnitsWhollyInASharedChunkAreSlicesOfIt() {
+        let (stream, expected) = Self.sampleStream()
+        let cut = stream.count / 2
+        let first = [0x55] + stream[..<cut]
+        let second = [0x55, 0x55] + stream[cut...]
+        var splitter = AnnexBAccessUnitSplitter()
+        let units = splitter.append(sharing: first[1...]) + splitter.append(sharing: second[2...]) + splitter.finish()
+        #expect(units == expected)
+        #expect(units.flatMap(\.nalUnits) == expected.flatMap(\.nalUnits))
+        func lies(_ nal: ArraySlice<UInt8>, in chunk: [UInt8]) -> Bool {
+            nal.withUnsafeBufferPointer { nalBytes in
+                chunk.withUnsafeBufferPointer { nalBytes.baseAddress! >= $0.baseAddress! && nalBytes.baseAddress! < $0.baseAddress! + $0.count }
+            }
+        }
+        // The stream's offset of each NAL unit: it ends in the first chunk, or begins in the second.
+        var searchFrom = 0
+        var inFirst = 0
+        var inSecond = 0
+        for nal in units.flatMap(\.nalUnitSlices) {
+            let start = (searchFrom...).first { stream[$0..<($0 + nal.count)].elementsEqual(nal) }!
+            searchFrom = start + nal.count
+            if start + nal.count <= cut {
+                #expect(lies(nal, in: first))
+                inFirst += 1
+            } else if start >= cut {
+                // Copied only at the end of the stream (the last NAL unit waits for `finish()`).
+                #expect(lies(nal, in: second) || start + nal.count == stream.count)
+                inSecond += 1
+            } else {
+                #expect(!lies(nal, in: first) && !lies(nal, in: second))
+            }
+        }
+        #expect(inFirst > 0 && inSecond > 0)
     }
 
     /// Short streams with what a cut between reads can fall into: three- and four-byte start

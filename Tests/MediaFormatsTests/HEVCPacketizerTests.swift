@@ -144,6 +144,38 @@ import MediaFormats
         #expect(reused.capacity == capacity)
     }
 
+    /// An access unit whose NAL units are slices of one buffer (at offsets, so not zero-based,
+    /// with other bytes between them) plans and writes the same payloads, byte for byte, as the
+    /// same NAL units as arrays: single NAL units, aggregation packets and fragments.
+    @Test func slicesOfOneBufferPacketizeAsArrays() throws {
+        var rng = SplitMix64(seed: 15)
+        for round in 0..<60 {
+            let budget = Int.random(in: 100...1400, using: &rng)
+            let packetizer = try HEVCPacketizer(maxPayloadSize: budget)
+            var nals: [[UInt8]] = []
+            for _ in 0..<Int.random(in: 1...8, using: &rng) {
+                let size = [Int.random(in: 2...40, using: &rng), Int.random(in: 2...3 * budget, using: &rng),
+                            Int.random(in: budget - 2...budget + 2, using: &rng), Int.random(in: 2...20_000, using: &rng)]
+                    .randomElement(using: &rng)!
+                nals.append(randomNAL(type: [1, 19, 32, 39].randomElement(using: &rng)!, size: size, using: &rng))
+            }
+            var buffer: [UInt8] = []
+            var ranges: [Range<Int>] = []
+            for nal in nals {
+                buffer += [UInt8](repeating: 0xEE, count: Int.random(in: 1...5, using: &rng))
+                ranges.append(buffer.count..<(buffer.count + nal.count))
+                buffer += nal
+            }
+            let fromArrays = au(nals)
+            let fromSlices = AccessUnit(nalUnitSlices: ranges.map { buffer[$0] }, timestamp: 90_000, isKeyframe: false)
+            let plan = packetizer.plan(fromSlices)
+            #expect(plan == packetizer.plan(fromArrays), "round \(round)")
+            #expect(plan.map { packetizer.bytes(of: $0, of: fromSlices) } == plan.map { packetizer.bytes(of: $0, of: fromArrays) },
+                    "round \(round) budget \(budget)")
+            #expect(plan.map(\.size).reduce(0, +) >= fromArrays.byteCount)
+        }
+    }
+
     @Test func roundTripThroughDepacketizerIsByteIdentical() throws {
         var rng = SplitMix64(seed: 2024)
         for round in 0..<60 {

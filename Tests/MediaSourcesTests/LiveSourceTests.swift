@@ -223,7 +223,8 @@ struct LiveSourceTests {
     /// A stream of 3.3 MB, several of the source's 1 MiB reads, with NAL units of 150 – 450 kB
     /// that cross read edges and both start code lengths: read from a regular file and from a
     /// FIFO (whose reads return what the writer has written so far), every access unit comes
-    /// out as the splitter cuts the whole stream in one buffer.
+    /// out as the splitter cuts the whole stream in one buffer, its NAL units (slices of the
+    /// reads, or copies where they cross one's end) the bytes written.
     @Test func aLargeFileAndAFIFOGiveTheWholeStreamsAccessUnits() throws {
         var generator = SystemRandomNumberGenerator()
         let seed = Int.random(in: 0..<1 << 30, using: &generator)
@@ -232,25 +233,33 @@ struct LiveSourceTests {
             header + (header.count..<size).map { UInt8(truncatingIfNeeded: (($0 + seed) &* 0x9E37_79B1) >> 13) | 1 }
         }
         var stream: [UInt8] = []
+        var writtenNALs: [[UInt8]] = []
+        func write(_ startCode: [UInt8], _ nal: [UInt8]) {
+            stream += startCode + nal
+            writtenNALs.append(nal)
+        }
         for frame in 0..<12 {
             if frame % 4 == 0 {
                 for header: [UInt8] in [[0x40, 0x01, 0x0C], [0x42, 0x01, 0x01], [0x44, 0x01, 0xC0]] {
-                    stream += [0, 0, 0, 1] + nal(header, size: 24)
+                    write([0, 0, 0, 1], nal(header, size: 24))
                 }
             }
             let type: UInt8 = frame % 4 == 0 ? 19 : 1
-            stream += [0, 0, 0, 1] + nal([type << 1, 0x01, 0x80], size: Int.random(in: 150_000...300_000, using: &generator))
-            stream += [0, 0, 1] + nal([type << 1, 0x01, 0x00], size: Int.random(in: 1_000...150_000, using: &generator))
+            write([0, 0, 0, 1], nal([type << 1, 0x01, 0x80], size: Int.random(in: 150_000...300_000, using: &generator)))
+            write([0, 0, 1], nal([type << 1, 0x01, 0x00], size: Int.random(in: 1_000...150_000, using: &generator)))
         }
         var whole = AnnexBAccessUnitSplitter()
         let expected = (whole.append(stream) + whole.finish()).map(\.nalUnits)
         #expect(expected.count == 12 && stream.count > 3 << 20)
+        // The file is read in 1 MiB chunks (its NAL units are slices of them): some cross from one into the next.
+        #expect(expected.joined().elementsEqual(writtenNALs))
 
         let path = try temporaryFile(stream, suffix: ".hevc")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let (fromFile, fileSink) = runToEnd(.hevcFile(path: path))
         #expect(fromFile.failure == nil)
         #expect(fileSink.units.map(\.nalUnits) == expected)
+        #expect(fileSink.units.flatMap(\.nalUnitSlices).elementsEqual(writtenNALs) { $0.elementsEqual($1) })
 
         let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("source-\(UUID().uuidString).hevc").path
         #expect(mkfifo(fifo, 0o600) == 0)
@@ -265,6 +274,7 @@ struct LiveSourceTests {
         let (fromFIFO, fifoSink) = runToEnd(.hevcFile(path: fifo))
         #expect(fromFIFO.failure == nil)
         #expect(fifoSink.units.map(\.nalUnits) == expected)
+        #expect(fifoSink.units.flatMap(\.nalUnitSlices).elementsEqual(writtenNALs) { $0.elementsEqual($1) })
     }
 
     /// A source that fails before it knows its parameter sets says why by the time
