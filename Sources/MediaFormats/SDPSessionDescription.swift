@@ -380,12 +380,21 @@ public struct SDPSessionDescription: Sendable, Hashable {
     }
 
     /// "30" for 30/1, "29.97" for 30000/1001 (two decimals, rounded); nil for a bad rate.
+    ///
+    /// The bounds are on the value as written (above 0, whole part at most 1,000,000: what
+    /// `parseRate` reads back), not on the ratio's terms: `parseRate("29149.7")` is 291497/10,
+    /// written "29149.70", read back as 2914970/100, which must be written again the same way
+    /// (a bound of 1,000,000 on the numerator dropped it: the SDP fuzz target's
+    /// Tests/FuzzCorpus/sdp/regress-unstable-framerate-render).
     static func format(_ rate: (numerator: Int, denominator: Int)) -> String? {
-        guard rate.numerator > 0, rate.denominator > 0, rate.numerator <= 1_000_000, rate.denominator <= 1_000_000 else {
-            return nil
+        guard rate.numerator > 0, rate.denominator > 0, rate.numerator <= 1_000_000_000_000_000,
+              rate.denominator <= 1_000_000_000_000_000 else { return nil }  // no overflow below
+        if rate.numerator % rate.denominator == 0 {
+            let whole = rate.numerator / rate.denominator
+            return whole <= 1_000_000 ? "\(whole)" : nil
         }
-        if rate.numerator % rate.denominator == 0 { return "\(rate.numerator / rate.denominator)" }
         let hundredths = (rate.numerator * 100 + rate.denominator / 2) / rate.denominator
+        guard hundredths > 0, hundredths / 100 <= 1_000_000 else { return nil }
         let fraction = hundredths % 100
         // Rounded to a whole number (2.997 -> 3): written as one, so rendering is stable.
         if fraction == 0 { return "\(hundredths / 100)" }
