@@ -161,7 +161,8 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     private var resynchronizing = false
 
     /// The bytes being scanned in place by ``append(sharing:)``, whose NAL units are slices of
-    /// them: `bytes[i]` of the scan is `shared[sharedBase + i]`. Nil otherwise (NAL units copied).
+    /// them: `bytes[i]` of the scan is `shared[sharedBase + i]`. Set only for that scan; nil
+    /// otherwise (the kept tail, `finish()`: NAL units copied).
     private var shared: ArraySlice<UInt8>?
     private var sharedBase = 0
 
@@ -194,14 +195,12 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     /// The caller must not write into `chunk`'s storage afterwards: read the next bytes into a
     /// new array (writing into a shared array copies it, and the slices would keep it anyway).
     public mutating func append(sharing chunk: ArraySlice<UInt8>) -> [AccessUnit] {
-        defer { shared = nil }
-        shared = chunk
-        return chunk.withUnsafeBytes { append($0, sharing: chunk.startIndex) }
+        chunk.withUnsafeBytes { append($0, sharing: chunk) }
     }
 
-    /// `append(_:)`; with `chunkStart` (the index in `shared` of `bytes[0]`), NAL units that
-    /// lie wholly in `bytes` are slices of `shared`.
-    private mutating func append(_ bytes: UnsafeRawBufferPointer, sharing chunkStart: Int?) -> [AccessUnit] {
+    /// `append(_:)`; with `chunk` (whose bytes `bytes` are), NAL units that lie wholly in
+    /// `bytes` are slices of it.
+    private mutating func append(_ bytes: UnsafeRawBufferPointer, sharing chunk: ArraySlice<UInt8>?) -> [AccessUnit] {
         var output: [AccessUnit] = []
         var rest = bytes
         if !buffer.isEmpty {
@@ -212,8 +211,12 @@ public struct AnnexBAccessUnitSplitter: Sendable {
             // The kept tail ended in that start code: nothing is left of it.
             rest = UnsafeRawBufferPointer(rebasing: bytes[end...])
         }
-        if let chunkStart { sharedBase = chunkStart + (bytes.count - rest.count) }
-        scan(rest, sharing: chunkStart != nil, into: &output)
+        if let chunk {
+            shared = chunk
+            sharedBase = chunk.startIndex + (bytes.count - rest.count)
+        }
+        scan(rest, into: &output)
+        shared = nil
         buffer = Array(UnsafeRawBufferPointer(rebasing: rest[nalStart...]))
         scanPosition -= nalStart
         nalStart = 0
@@ -241,7 +244,7 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     private mutating func scanKept(into output: inout [AccessUnit]) {
         var kept = buffer
         buffer = []
-        kept.withUnsafeBytes { scan($0, sharing: false, into: &output) }
+        kept.withUnsafeBytes { scan($0, into: &output) }
         if nalStart > 0 && nalStart >= kept.count / 2 {
             kept.removeFirst(nalStart)
             scanPosition -= nalStart
@@ -259,7 +262,7 @@ public struct AnnexBAccessUnitSplitter: Sendable {
         kept.withUnsafeBytes { bytes in
             if seenStartCode {
                 let end = AnnexB.trimmedEnd(of: bytes, from: nalStart, to: bytes.count)
-                completeNAL(bytes, end: end, streamEnd: bytes.count, sharing: false, into: &output)
+                completeNAL(bytes, end: end, streamEnd: bytes.count, into: &output)
             } else {
                 countGarbage(bytes, nalStart..<bytes.count)
             }
@@ -276,13 +279,13 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     }
 
     /// Splits `bytes` (the kept bytes, or input where it lies) from `scanPosition` on;
-    /// `nalStart` and `scanPosition` index into `bytes`. With `sharing`, `bytes` lie in
-    /// `shared` from `sharedBase` on, and NAL units ending here are slices of it.
-    private mutating func scan(_ bytes: UnsafeRawBufferPointer, sharing: Bool, into output: inout [AccessUnit]) {
+    /// `nalStart` and `scanPosition` index into `bytes`. While `shared` is set, `bytes` lie in
+    /// it from `sharedBase` on, and NAL units ending here are slices of it.
+    private mutating func scan(_ bytes: UnsafeRawBufferPointer, into output: inout [AccessUnit]) {
         while let startCode = AnnexB.nextStartCode(in: bytes, from: scanPosition) {
             if seenStartCode {
                 let end = AnnexB.trimmedEnd(of: bytes, from: nalStart, to: startCode)
-                completeNAL(bytes, end: end, streamEnd: startCode, sharing: sharing, into: &output)
+                completeNAL(bytes, end: end, streamEnd: startCode, into: &output)
             } else {
                 countGarbage(bytes, nalStart..<startCode)
                 seenStartCode = true
@@ -398,8 +401,8 @@ public struct AnnexBAccessUnitSplitter: Sendable {
     }
 
     /// Handles the NAL unit `bytes[nalStart..<end]`, which spans the stream up to `streamEnd`;
-    /// kept as a slice of `shared` when `sharing`, else copied.
-    private mutating func completeNAL(_ bytes: UnsafeRawBufferPointer, end: Int, streamEnd: Int, sharing: Bool,
+    /// kept as a slice of `shared` while it is set (`bytes` lie in it), else copied.
+    private mutating func completeNAL(_ bytes: UnsafeRawBufferPointer, end: Int, streamEnd: Int,
                                       into output: inout [AccessUnit]) {
         if discardingNAL {
             noteDiscardedBytes(bytes[nalStart..<end])
@@ -428,7 +431,7 @@ public struct AnnexBAccessUnitSplitter: Sendable {
             dropOversized()
             return
         }
-        if sharing, let shared {
+        if let shared {
             currentNALUnits.append(shared[(sharedBase + nalStart)..<(sharedBase + end)])
         } else {
             currentNALUnits.append(Array(UnsafeRawBufferPointer(rebasing: bytes[nalStart..<end]))[...])

@@ -250,15 +250,6 @@ final class SenderFlow {
         eventDetector = SenderEventDetector(initial: local)
     }
 
-    /// The flow's pace now (bits per second; nil: unpaced): its controller's pacing rate while it
-    /// obeys one, the configured pace otherwise.
-    ///
-    /// A backlog in the flow's queue (a keyframe, several times a frame's size) is paced faster,
-    /// up to twice the controller's rate, so that it drains within a quarter of `maxFrameWait`:
-    /// paced at the target's rate with little headroom, a keyframe's excess would drain at only
-    /// that headroom (5 % by default, seconds for one keyframe) and the frames behind it would
-    /// age out. The window still bounds what is in flight, so the path's queue grows by at most
-    /// the window's headroom.
     /// The flow's pacing burst (bytes; nil: the pacer's default, 2 ms of the pace). Under an L4S
     /// controller (ECT(1)) half a millisecond of the pace, at least a datagram: an L4S bottleneck
     /// marks what waits over about 1 ms, and a 2 ms burst arriving at once would mark its own
@@ -269,13 +260,27 @@ final class SenderFlow {
         return max(Int(pace / 8 * 0.0005), flow.maxDatagramSize)
     }
 
+    /// The flow's pace now (bits per second; nil: unpaced): its controller's pacing rate while it
+    /// obeys one, the configured pace otherwise.
+    ///
+    /// A backlog in the flow's queue (a keyframe, several times a frame's size) is paced faster,
+    /// up to twice the controller's rate, so that it drains within a quarter of `maxFrameWait`:
+    /// paced at the target's rate with little headroom, a keyframe's excess would drain at only
+    /// that headroom (5 % by default, seconds for one keyframe) and the frames behind it would
+    /// age out. The window still bounds what is in flight, so the path's queue grows by at most
+    /// the window's headroom.
     var pace: Double? {
         if flow.congestionActive, let congestion = flow.congestion {
             let rate = Double(congestion.pacingRate)
-            let drain = Double(flow.pendingBytes) * 8 * 4e9 / Double(max(config.maxFrameWait.nanoseconds, 1))
-            return min(max(rate, drain), 2 * rate)
+            return min(max(rate, backlogDrainRate), 2 * rate)
         }
         return streamPace ?? config.paceBitsPerSecond
+    }
+
+    /// The rate (bits per second) that sends the flow's queued bytes within a quarter of
+    /// `maxFrameWait`.
+    private var backlogDrainRate: Double {
+        Double(flow.pendingBytes) * 8 * 4e9 / Double(max(config.maxFrameWait.nanoseconds, 1))
     }
 
     /// With `config.paceStreamMultiple`: sets `streamPace` from the stream's rate and the
@@ -285,8 +290,7 @@ final class SenderFlow {
     private func followStream() {
         guard let multiple = config.paceStreamMultiple, let least = config.paceBitsPerSecond else { return }
         let measured = (streamRate.bitsPerSecond ?? 0) * multiple
-        let drain = Double(flow.pendingBytes) * 8 * 4e9 / Double(max(config.maxFrameWait.nanoseconds, 1))
-        let wanted = max(measured, drain)
+        let wanted = max(measured, backlogDrainRate)
         let before = streamPace
         streamPace = Self.steppedPace(asked: wanted, now: streamPace, least: least)
         if streamPace != before { retransmitter?.followPace(streamPace ?? least) }  // a quarter of the pace
