@@ -28,6 +28,10 @@ public struct SendQueueCounters: Sendable, Equatable {
     public var sendCalls = 0
     /// Of those, plain sends (IORING_OP_SEND: one datagram, connected peer, the socket's own mark).
     public var plainSends = 0
+    /// sendmsg SQEs that carried a TOS / traffic class cmsg: a mark other than the socket's own.
+    /// The others take the socket's mark, and to its connected peer the kernel then sends on the
+    /// socket's cached route (a cmsg other than `UDP_SEGMENT` makes it look the route up per send).
+    public var markCmsgs = 0
     /// sendmsg SQEs that carried several segments (UDP GSO).
     public var gsoSends = 0
     /// Submissions (calls of `submitReady` that queued anything).
@@ -49,10 +53,13 @@ public struct SendQueueCounters: Sendable, Equatable {
 ///
 /// A slot holds up to 64 datagrams laid out back to back. When a run of equal-size
 /// datagrams (the last may be shorter) fits one GSO send, it goes out as one `sendmsg`
-/// with a `UDP_SEGMENT` cmsg; otherwise each datagram is its own send. Every `sendmsg`
-/// carries one `IP_TOS` / `IPV6_TCLASS` cmsg with the whole TOS byte; a single datagram to
-/// the connected peer whose mark is the socket's own (`setTrafficMark`) goes as a plain
-/// send (IORING_OP_SEND), which the kernel handles like `send(2)`.
+/// with a `UDP_SEGMENT` cmsg; otherwise each datagram is its own send. A `sendmsg` whose
+/// mark is not the socket's own (`setTrafficMark`) carries one `IP_TOS` / `IPV6_TCLASS` cmsg
+/// with the whole TOS byte; one with the socket's own mark carries none, so to the connected
+/// peer the kernel sends on the socket's cached route instead of looking it up per send
+/// (Linux's `udp_sendmsg` treats any cmsg but `UDP_SEGMENT` as unconnected). A single
+/// datagram to the connected peer with the socket's own mark goes as a plain send
+/// (IORING_OP_SEND), which the kernel handles like `send(2)`.
 ///
 /// With `zeroCopy`, every send is a zero-copy `sendmsg` (IORING_OP_SENDMSG_ZC): the kernel
 /// sends from the slot's own pages, and the slot is released only by the notification
@@ -310,7 +317,8 @@ public final class UDPSendQueue {
         let fd = fixedFile >= 0 ? fixedFile : socket.fd
         let sqeFlags = UInt8(fixedFile >= 0 ? cu_iosqe_fixed_file : 0) | UInt8(ordered ? cu_iosqe_io_link : 0)
         let gso = socket.gsoEnabled
-        let socketTOS = socket.defaultTOS
+        // The socket's own mark needs no cmsg (nil); another one does.
+        let cmsgTOS: UInt8? = socket.defaultTOS == state.tos ? nil : state.tos
         let base = slot * Self.maxDatagramsPerSlot
         let skip = state.sentMask | state.failedMask
         var index = 0
@@ -340,16 +348,16 @@ public final class UDPSendQueue {
             let sqe = try ring.nextEntry()
             if zeroCopy {
                 let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
-                                         segmentSize: run > 1 ? length : 0, socket: socket, tos: state.tos)
+                                         segmentSize: run > 1 ? length : 0, socket: socket, tos: cmsgTOS)
                 io_uring_prep_sendmsg_zc(sqe, fd, msg, 0)
-            } else if run == 1 && !state.hasDestination && socketTOS == state.tos {
+            } else if run == 1 && !state.hasDestination && cmsgTOS == nil {
                 // One datagram to the connected peer with the socket's own mark: a plain send
                 // (IORING_OP_SEND), no msghdr for the kernel to copy and no cmsg to parse.
                 io_uring_prep_send(sqe, fd, payloads + slot * slotCapacity + offset, runBytes, 0)
                 counters.plainSends += 1
             } else {
                 let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
-                                         segmentSize: run > 1 ? length : 0, socket: socket, tos: state.tos)
+                                         segmentSize: run > 1 ? length : 0, socket: socket, tos: cmsgTOS)
                 io_uring_prep_sendmsg(sqe, fd, msg, 0)
             }
             io_uring_sqe_set_data64(sqe, CompletionTag(kind: CompletionTag.sendKind,
@@ -368,7 +376,7 @@ public final class UDPSendQueue {
 
     @inline(__always)
     private func prepareMessage(slot: Int, datagram: Int, offset: Int, bytes: Int, segmentSize: Int,
-                                socket: UDPSocket, tos: UInt8) -> UnsafeMutablePointer<msghdr> {
+                                socket: UDPSocket, tos: UInt8?) -> UnsafeMutablePointer<msghdr> {
         let block = headers + slot * Self.headerBytesPerSlot + datagram * Self.headerBytesPerDatagram
         let msg = block.assumingMemoryBound(to: msghdr.self)
         let iov = (block + Self.msghdrSize).assumingMemoryBound(to: iovec.self)
@@ -385,18 +393,21 @@ public final class UDPSendQueue {
             msg.pointee.msg_namelen = 0
         }
         msg.pointee.msg_flags = 0
-        msg.pointee.msg_control = control
         let header = control.assumingMemoryBound(to: cmsghdr.self)
-        var used: Int
-        if socket.family == .ipv6 {
-            used = cu_cmsg_put_int(header, Int32(IPPROTO_IPV6), IPV6_TCLASS, Int32(tos))
-        } else {
-            used = cu_cmsg_put_int(header, Int32(IPPROTO_IP), IP_TOS, Int32(tos))
+        var used = 0
+        if let tos {
+            if socket.family == .ipv6 {
+                used = cu_cmsg_put_int(header, Int32(IPPROTO_IPV6), IPV6_TCLASS, Int32(tos))
+            } else {
+                used = cu_cmsg_put_int(header, Int32(IPPROTO_IP), IP_TOS, Int32(tos))
+            }
+            counters.markCmsgs += 1
         }
         if segmentSize > 0 {
             let next = (control + used).assumingMemoryBound(to: cmsghdr.self)
             used += cu_cmsg_put_u16(next, Int32(IPPROTO_UDP), cu_udp_segment, UInt16(segmentSize))
         }
+        msg.pointee.msg_control = used > 0 ? control : nil
         msg.pointee.msg_controllen = used
         return msg
     }

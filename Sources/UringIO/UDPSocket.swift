@@ -89,9 +89,11 @@ public final class UDPSocket {
     }
 
     /// Sets the socket's default TOS / traffic class byte (datagrams sent without a cmsg use it).
+    /// An IPv6 socket gets `IP_TOS` too, for IPv4-mapped destinations (which take `IP_TOS`).
     public func setTrafficMark(_ mark: TrafficMark) throws(SystemError) {
         if family == .ipv6 {
             try setOption(Int32(IPPROTO_IPV6), IPV6_TCLASS, Int32(mark.tos), name: "IPV6_TCLASS")
+            try? setOption(Int32(IPPROTO_IP), IP_TOS, Int32(mark.tos), name: "IP_TOS")
         } else {
             try setOption(Int32(IPPROTO_IP), IP_TOS, Int32(mark.tos), name: "IP_TOS")
         }

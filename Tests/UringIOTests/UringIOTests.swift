@@ -54,6 +54,43 @@ struct MarkingTests {
         #expect(pair.queue.counters.sendCalls == 16)
     }
 
+    /// A GSO send with the socket's own mark carries no TOS cmsg (so the kernel keeps the
+    /// connected socket's cached route) and its datagrams still arrive with that mark; another
+    /// mark on the same socket goes with its cmsg.
+    @Test(arguments: [SocketAddress.Family.ipv4, .ipv6])
+    func gsoSendsWithTheSocketsMarkCarryNoCmsg(family: SocketAddress.Family) throws {
+        try #require(UDPSocket.kernelSupportsGSO, "kernel without UDP_SEGMENT")
+        let pair = try LoopbackPair(family: family)
+        let own = TrafficMark(.video, ecn: .ect1)
+        let other = TrafficMark(.realtime, ecn: .ect0)
+        try pair.sender.setTrafficMark(own)
+        let first = (0..<10).map { patternDatagram(index: $0, length: 900) }
+        let second = (10..<20).map { patternDatagram(index: $0, length: 900) }
+        try pair.send(first, mark: own)
+        try pair.send(second, mark: other)
+        try pair.pump(until: 20, reportsExpected: 2)
+        #expect(pair.received.map(\.payload) == first + second)
+        #expect(pair.received.map(\.tos) == Array(repeating: own.tos, count: 10) + Array(repeating: other.tos, count: 10))
+        #expect(pair.queue.counters.gsoSends == 2)
+        #expect(pair.queue.counters.markCmsgs == 1)
+    }
+
+    /// An IPv6 socket's own mark reaches an IPv4-mapped destination (which takes `IP_TOS`, not
+    /// the traffic class).
+    @Test func theSocketsMarkReachesAnIPv4MappedPeer() throws {
+        let pair = try LoopbackPair(family: .ipv4)  // its receiver, on 127.0.0.1
+        let sender = try UDPSocket(family: .ipv6)
+        try sender.bind(SocketAddress(ip: "::", port: 0)!)  // dual-stack
+        try sender.connect(SocketAddress(ip: "::ffff:127.0.0.1", port: pair.destination.port)!)
+        let mark = TrafficMark(.video, ecn: .ect1)
+        try sender.setTrafficMark(mark)
+        let datagram = patternDatagram(index: 0, length: 100)
+        #expect(Glibc.send(sender.fd, datagram, datagram.count, 0) == datagram.count)
+        try pair.pump(until: 1, reportsExpected: 0)
+        #expect(pair.received.map(\.payload) == [datagram])
+        #expect(pair.received.map(\.tos) == [mark.tos])
+    }
+
     @Test func trafficMarkPacksDSCPAndECN() {
         #expect(TrafficMark(.realtime, ecn: .ect0).tos == 0xBA)
         #expect(TrafficMark(.video, ecn: .ect1).tos == 0x89)
