@@ -80,9 +80,9 @@ public final class Ring {
     @exclusivity(unchecked) public private(set) var alarmArmed = false
     /// The kernel takes a timeout with each wait (IORING_FEAT_EXT_ARG).
     public let hasWaitTimeouts: Bool
-    /// The ring's descriptor is registered with the opening thread (`deferTaskRun` rings
-    /// only: a registration belongs to one thread): its waits take no file reference to the
-    /// ring (`fget`/`fput`) each.
+    /// The ring's descriptor is registered with the opening thread (`deferTaskRun` or
+    /// `threadBound` rings only: a registration belongs to one thread): its waits take no file
+    /// reference to the ring (`fget`/`fput`) each.
     private let ringDescriptorRegistered: Bool
 
     /// Opens a ring with `entries` submission slots. `io_uring_queue_init_params`.
@@ -96,7 +96,12 @@ public final class Ring {
     /// (its descriptor's registration is that thread's: released from another thread, the
     /// registration is not undone there and holds the ring open until the opening thread exits). Where the kernel has no
     /// DEFER_TASKRUN (before 6.1) the ring opens without it.
-    public init(entries: UInt32 = 256, deferTaskRun: Bool = false) throws(SystemError) {
+    ///
+    /// With `threadBound` (implied by `deferTaskRun`) the descriptor is registered with the
+    /// opening thread, so its enters take no reference to the ring's file; then, as above,
+    /// only that thread may submit to the ring, wait on it or register with it, and it should
+    /// release it.
+    public init(entries: UInt32 = 256, deferTaskRun: Bool = false, threadBound: Bool = false) throws(SystemError) {
         ring = .allocate(capacity: 1)
         ring.initialize(to: io_uring())
         timerSpec = .allocate(capacity: 2)
@@ -125,7 +130,8 @@ public final class Ring {
         }
         hasWaitTimeouts = params.features & IORING_FEAT_EXT_ARG != 0
         // liburing's own enters (`submit`) then use the registered index too.
-        ringDescriptorRegistered = params.flags & cu_setup_defer_taskrun != 0 && io_uring_register_ring_fd(ring) == 1
+        ringDescriptorRegistered = (threadBound || params.flags & cu_setup_defer_taskrun != 0)
+            && io_uring_register_ring_fd(ring) == 1
     }
 
     deinit {

@@ -340,7 +340,8 @@ public final class MediaSender: Sendable {
     /// system call fails, a `ConfigurationError` when a flow's MTU is too small to packetize.
     public func run() throws {
         defer { eventHub.finish() }
-        let ring = try Ring(entries: 256)
+        // Made, driven and released on this thread: its descriptor registered with it.
+        let ring = try Ring(entries: 256, threadBound: true)
         // The loop's own state (each flow's pace among it), read at every wake-up by the closures
         // below: in a class, unchecked, not in captured `var`s (each access to one is a dynamic
         // exclusivity check, and the first after a wake-up pays a thread-local lookup).
