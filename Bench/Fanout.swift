@@ -253,7 +253,11 @@ func runFanoutRound(_ benchCase: FanoutCase, options: FanoutOptions, bench: Stri
     }
     let line = (try? String(contentsOfFile: output, encoding: .utf8))?.split(separator: "\n").last.map(String.init) ?? ""
     try? FileManager.default.removeItem(atPath: output)
-    let counts = ControlMessage("result " + line).fields["counts"]?.split(separator: ",").compactMap { Int($0) } ?? []
+    let fields = ControlMessage("result " + line).fields
+    let counts = fields["counts"]?.split(separator: ",").compactMap { Int($0) } ?? []
+    if let strays = fields["strays"].flatMap({ Int($0) }), strays > 0 {
+        progress("\(benchCase.name) \(benchCase.receivers): \(strays) datagrams of another program on the counter's ports, not counted")
+    }
     return FanoutRound(expectedPerReceiver: expected, counts: counts, sentPerFlow: stats.map(\.packetsSent),
                        engine: engineCPU, process: processCPU, setup: setup, enterCalls: stats.first?.enterCalls ?? 0,
                        mixedSubmissions: stats.first?.mixedSubmissions ?? 0, residentBytes: resident,
@@ -262,8 +266,9 @@ func runFanoutRound(_ benchCase: FanoutCase, options: FanoutOptions, bench: Stri
 
 /// `bench fanout-count unicast BASEPORT N EXPECTED` (N sockets on 127.0.0.1, ports BASEPORT,
 /// BASEPORT+2, ...) or `bench fanout-count multicast GROUP:PORT N EXPECTED` (N sockets joined
-/// to the group on lo): counts the RTP datagrams each socket gets; stops when every socket has
-/// EXPECTED, or 1.5 s after the last datagram; prints `counts=C1,C2,...`.
+/// to the group on lo): counts the stream's RTP datagrams each socket gets (`isFanoutDatagram`;
+/// any other datagram is a stray); stops when every socket has EXPECTED, or 1.5 s after the last
+/// datagram; prints `counts=C1,C2,... strays=S`.
 func runFanoutCounter(_ arguments: [String]) throws {
     guard arguments.count == 4, ["unicast", "multicast"].contains(arguments[0]), let count = Int(arguments[2]),
           count > 0, let expected = Int(arguments[3]) else {
@@ -300,6 +305,7 @@ func runFanoutCounter(_ arguments: [String]) throws {
     defer { buffer.deallocate() }
     let started = monotonicNanoseconds()
     var lastSeen: Int64?
+    var strays = 0
     while counts.contains(where: { $0 < expected }) {
         let now = monotonicNanoseconds()
         if let lastSeen, now - lastSeen > 1_500_000_000 { break }
@@ -309,13 +315,30 @@ func runFanoutCounter(_ arguments: [String]) throws {
             while true {
                 let length = recv(descriptors[index].fd, buffer, 65_536, Int32(MSG_DONTWAIT))
                 guard length >= 0 else { break }
-                // An RTP packet of ours: version 2, a header and at least the payload header.
-                if length >= RTPHeader.fixedSize + 2 && buffer.load(as: UInt8.self) >> 6 == 2 { counts[index] += 1 }
+                if isFanoutDatagram(UnsafeRawBufferPointer(start: buffer, count: length)) {
+                    counts[index] += 1
+                } else {
+                    strays += 1  // another program's datagram to this port (a test run beside this one)
+                }
                 lastSeen = monotonicNanoseconds()
             }
         }
     }
-    print("counts=" + counts.map(String.init).joined(separator: ","))
+    print("counts=" + counts.map(String.init).joined(separator: ",") + " strays=\(strays)")
+}
+
+/// Whether a datagram is one of the fan-out stream's: an RTP packet (version 2, a header and at
+/// least the payload header) whose last payload bytes step by 31, as `fanoutAccessUnit` writes
+/// its NAL units' bytes. Another program's datagram that reaches a counter's port is not counted.
+func isFanoutDatagram(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    guard bytes.count >= RTPHeader.fixedSize + 2, bytes[0] >> 6 == 2 else { return false }
+    // The NAL unit's bytes after the payload header and an FU header, at most 16 of them.
+    let checked = min(16, bytes.count - RTPHeader.fixedSize - 3)
+    guard checked >= 2 else { return true }
+    for offset in (bytes.count - checked)..<(bytes.count - 1) where bytes[offset + 1] &- bytes[offset] != 31 {
+        return false
+    }
+    return true
 }
 
 func runFanout(_ arguments: [String]) throws {
