@@ -83,7 +83,7 @@ public final class Ring {
     /// The ring's descriptor is registered with the opening thread (`deferTaskRun` or
     /// `threadBound` rings only: a registration belongs to one thread): its waits take no file
     /// reference to the ring (`fget`/`fput`) each.
-    private let ringDescriptorRegistered: Bool
+    let ringDescriptorRegistered: Bool
 
     /// Opens a ring with `entries` submission slots. `io_uring_queue_init_params`.
     ///
