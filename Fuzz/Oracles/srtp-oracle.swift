@@ -12,6 +12,13 @@
 // keeps the wire's header; a genuine packet comes back as exactly what was protected (unless
 // its SSRC is one too many, its index was seen, or it is not version 2), and a second copy
 // of it is a replay; a changed genuine packet never authenticates.
+//
+// An SRTP receiver guesses each packet's rollover counter from the highest index it has
+// accepted of that SSRC (RFC 3711 section 3.3.1), the sender from the highest it has
+// protected. Once the receiver has refused a genuine RTP packet of an SSRC (not version 2, one
+// SSRC too many), their guesses may differ by a rollover after a jump of 2^15 sequence
+// numbers, and a genuine packet of that SSRC may then fail its authentication: allowed for
+// that SSRC only. SRTCP carries its index, so that never applies to RTCP.
 
 #if canImport(SecureRTP)  // in the test target (Fuzz/Tests); tools/fuzz compiles SecureRTP into the same module
 import SecureRTP
@@ -34,6 +41,7 @@ func fuzzSRTP(_ input: UnsafeRawBufferPointer) {
         return
     }
     var calls = 0
+    var diverged: Set<[UInt8]> = []  // SSRCs of RTP whose receiver missed a genuine packet
     var offset = 1
     while offset + 2 <= input.count {
         let flags = input[offset]
@@ -54,6 +62,7 @@ func fuzzSRTP(_ input: UnsafeRawBufferPointer) {
             changed = true
         }
         var firstAccepted = false
+        let ssrc = kind == .rtp && bytes.count >= 12 ? Array(bytes[8..<12]) : nil
         for copy in 0..<(flags & 8 != 0 ? 2 : 1) {
             calls += 1
             let result = inbound.unprotect(wire, kind: kind)
@@ -72,8 +81,11 @@ func fuzzSRTP(_ input: UnsafeRawBufferPointer) {
                 // Our own check refuses what is not version 2, whatever protect took; a packet of
                 // an SSRC too many is refused each time; a second copy is a replay.
                 let versionTwo = bytes.first.map { $0 >> 6 == 2 } ?? false
-                fuzzCheck(reason == .tooManySources || reason == .replayed || (!versionTwo && reason == .malformed),
+                let rolloverMayDiffer = reason == .authFailed && ssrc.map { diverged.contains($0) } == true
+                fuzzCheck(reason == .tooManySources || reason == .replayed || (!versionTwo && reason == .malformed)
+                              || rolloverMayDiffer,
                           "a genuine \(kind) packet of \(bytes.count) bytes (copy \(copy)) was refused: \(reason)")
+                if copy == 0, let ssrc { diverged.insert(ssrc) }
                 if copy == 1 && firstAccepted { fuzzCheck(reason == .replayed, "the copy of an accepted packet was \(reason)") }
             }
         }

@@ -1,5 +1,6 @@
 import Testing
 @testable import MediaFormats
+import SecureRTP
 
 /// Inputs found by tools/fuzz, with what was wrong spelled out. Each is also kept in
 /// Tests/FuzzCorpus/<target>/, which FuzzCorpusReplayTests runs through the target's oracle
@@ -62,6 +63,44 @@ import Testing
         #expect(throws: SDPError("sdp: line 4: CR inside a line")) { try SDPSessionDescription(parsing: bare) }
         // CRLF and LF endings still parse.
         #expect((try? SDPSessionDescription(parsing: "v=0\nc=IN IP4 1.2.3.4\r\nm=video 1 RTP/AVP 96\n"))?.port == 1)
+    }
+
+    /// A genuine RTP packet was refused as `authFailed`, which the srtp oracle did not allow: the
+    /// sender had protected a packet of the same SSRC (version 0, sequence 0x9000) that our
+    /// receiver refuses before libsrtp2 sees it, so the sender guessed the rollover counter of
+    /// the next packet (0x0100) from 0x9000 (a wrap: rollover 1) and the receiver from 0x0000
+    /// (rollover 0). RFC 3711 section 3.3.1 as written, not a defect of the session: the oracle
+    /// now allows `authFailed` for an SSRC whose receiver has missed a genuine packet. Fuzz
+    /// input srtp regress-rollover-guess-after-a-refused-packet (CI of eb8ed44).
+    @Test func srtpRolloverGuessDiffersAfterTheReceiverMissedAPacket() throws {
+        let input: [UInt8] = [0] + [(2, 0x0000), (0, 0x9000), (2, 0x0100)].flatMap { version, sequence in
+            [2, 4] + Self.rtp(version: version, sequence: sequence)
+        }
+        input.withUnsafeBytes { fuzzSRTP($0) }  // the srtp oracle holds
+
+        let key = try SRTPMasterKey(suite: .aesCM128HMACSHA1_80, keyAndSalt: (0..<30).map { UInt8($0) })
+        for receiverSeesTheWrap in [false, true] {
+            let outbound = try SRTPSession(key: key, direction: .outbound)
+            let inbound = try SRTPSession(key: key, direction: .inbound)
+            let first = try #require(outbound.protect(Self.rtp(version: 2, sequence: 0x0000), kind: .rtp))
+            let wrap = try #require(outbound.protect(Self.rtp(version: receiverSeesTheWrap ? 2 : 0, sequence: 0x9000), kind: .rtp))
+            let next = Self.rtp(version: 2, sequence: 0x0100)
+            let third = try #require(outbound.protect(next, kind: .rtp))
+            #expect(inbound.unprotect(first, kind: .rtp) == .success(Self.rtp(version: 2, sequence: 0x0000)))
+            if receiverSeesTheWrap {
+                #expect(inbound.unprotect(wrap, kind: .rtp) == .success(Self.rtp(version: 2, sequence: 0x9000)))
+                #expect(inbound.unprotect(third, kind: .rtp) == .success(next))
+            } else {
+                #expect(inbound.unprotect(wrap, kind: .rtp) == .failure(.malformed))
+                #expect(inbound.unprotect(third, kind: .rtp) == .failure(.authFailed))
+            }
+        }
+    }
+
+    /// A 32-byte RTP packet of SSRC 0x11223344: 12 header bytes, then 0 – 19.
+    static func rtp(version: UInt8, sequence: Int) -> [UInt8] {
+        [version << 6, 0x60, UInt8(sequence >> 8), UInt8(sequence & 0xFF), 0, 0, 0, 1, 0x11, 0x22, 0x33, 0x44]
+            + (0..<20).map { UInt8($0) }
     }
 
     /// `c=IN IP4 /2` parsed with an empty address, rendered as `c=IN IP4 `, which did not
