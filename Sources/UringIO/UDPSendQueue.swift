@@ -54,8 +54,8 @@ public struct SendQueueCounters: Sendable, Equatable {
 /// A slot holds up to 64 datagrams laid out back to back. When a run of equal-size
 /// datagrams (the last may be shorter) fits one GSO send, it goes out as one `sendmsg`
 /// with a `UDP_SEGMENT` cmsg; otherwise each datagram is its own send. A `sendmsg` whose
-/// mark is not the socket's own (`setTrafficMark`) carries one `IP_TOS` / `IPV6_TCLASS` cmsg
-/// with the whole TOS byte; one with the socket's own mark carries none, so to the connected
+/// mark is not the socket's own (`setTrafficMark`) carries the whole TOS byte in an `IP_TOS`
+/// cmsg (an IPv6 socket: an `IPV6_TCLASS` one too, each path reads its own); one with the socket's own mark carries none, so to the connected
 /// peer the kernel sends on the socket's cached route instead of looking it up per send
 /// (Linux's `udp_sendmsg` treats any cmsg but `UDP_SEGMENT` as unconnected). A single
 /// datagram to the connected peer with the socket's own mark goes as a plain send
@@ -132,7 +132,8 @@ public final class UDPSendQueue {
     private let headers: UnsafeMutableRawPointer
     private static let msghdrSize = MemoryLayout<msghdr>.stride
     private static let iovecSize = MemoryLayout<iovec>.stride
-    private static let cmsgSpace = 64
+    /// `IPV6_TCLASS`, `IP_TOS` (24 bytes each) and `UDP_SEGMENT` (24).
+    private static let cmsgSpace = 72
     private static let addressSize = 128
     private static let headerBytesPerDatagram = msghdrSize + iovecSize + cmsgSpace
     private static let headerBytesPerSlot = headerBytesPerDatagram * maxDatagramsPerSlot + addressSize
@@ -346,11 +347,7 @@ public final class UDPSendQueue {
             }
             runLengths[base + index] = UInt8(run)
             let sqe = try ring.nextEntry()
-            if zeroCopy {
-                let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
-                                         segmentSize: run > 1 ? length : 0, socket: socket, tos: cmsgTOS)
-                io_uring_prep_sendmsg_zc(sqe, fd, msg, 0)
-            } else if run == 1 && !state.hasDestination && cmsgTOS == nil {
+            if !zeroCopy && run == 1 && !state.hasDestination && cmsgTOS == nil {
                 // One datagram to the connected peer with the socket's own mark: a plain send
                 // (IORING_OP_SEND), no msghdr for the kernel to copy and no cmsg to parse.
                 io_uring_prep_send(sqe, fd, payloads + slot * slotCapacity + offset, runBytes, 0)
@@ -358,7 +355,11 @@ public final class UDPSendQueue {
             } else {
                 let msg = prepareMessage(slot: slot, datagram: index, offset: offset, bytes: runBytes,
                                          segmentSize: run > 1 ? length : 0, socket: socket, tos: cmsgTOS)
-                io_uring_prep_sendmsg(sqe, fd, msg, 0)
+                if zeroCopy {
+                    io_uring_prep_sendmsg_zc(sqe, fd, msg, 0)
+                } else {
+                    io_uring_prep_sendmsg(sqe, fd, msg, 0)
+                }
             }
             io_uring_sqe_set_data64(sqe, CompletionTag(kind: CompletionTag.sendKind,
                                                        payload: UInt64(slot) << 8 | UInt64(index)).userData)
@@ -398,9 +399,11 @@ public final class UDPSendQueue {
         if let tos {
             if socket.family == .ipv6 {
                 used = cu_cmsg_put_int(header, Int32(IPPROTO_IPV6), IPV6_TCLASS, Int32(tos))
-            } else {
-                used = cu_cmsg_put_int(header, Int32(IPPROTO_IP), IP_TOS, Int32(tos))
             }
+            // IPv4 takes IP_TOS, and so does an IPv6 socket's IPv4-mapped destination (Linux
+            // sends it by udp_sendmsg, which reads only SOL_IP cmsgs; the IPv6 path skips this one).
+            let next = (control + used).assumingMemoryBound(to: cmsghdr.self)
+            used += cu_cmsg_put_int(next, Int32(IPPROTO_IP), IP_TOS, Int32(tos))
             counters.markCmsgs += 1
         }
         if segmentSize > 0 {

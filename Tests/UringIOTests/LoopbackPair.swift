@@ -18,8 +18,10 @@ final class LoopbackPair {
     var received: [(payload: [UInt8], tos: UInt8, timestamp: Int64)] = []
     var reports: [SendReport] = []
 
+    /// `mappedSender`: the receiver on 127.0.0.1, the sender a dual-stack IPv6 socket connected
+    /// to it as `::ffff:127.0.0.1` (`family` must be `.ipv4`).
     init(family: SocketAddress.Family = .ipv4, gro: Bool = false, slots: Int = 32, slotCapacity: Int = 65_536,
-         zeroCopy: Bool = false) throws {
+         zeroCopy: Bool = false, mappedSender: Bool = false) throws {
         ring = try Ring(entries: 256)
         let loopback = family == .ipv4 ? "127.0.0.1" : "::1"
         receiverSocket = try UDPSocket(family: family)
@@ -33,8 +35,14 @@ final class LoopbackPair {
         receiver = try UDPMultishotReceiver(ring: ring, socket: receiverSocket, groupID: 7, bufferCount: 64,
                                             maxPayload: 65_536)
         try receiver.arm()
-        sender = try UDPSocket(family: family)
-        try sender.connect(destination)
+        if mappedSender {
+            sender = try UDPSocket(family: .ipv6)
+            try sender.bind(SocketAddress(ip: "::", port: 0)!)  // dual-stack
+            try sender.connect(SocketAddress(ip: "::ffff:127.0.0.1", port: destination.port)!)
+        } else {
+            sender = try UDPSocket(family: family)
+            try sender.connect(destination)
+        }
         queue = UDPSendQueue(ring: ring, slots: slots, slotCapacity: slotCapacity, zeroCopy: zeroCopy)
         senderIndex = queue.register(sender)
         queue.onReport = { [unowned self] in self.reports.append($0) }

@@ -66,17 +66,45 @@ struct MarkingTests {
     /// An IPv6 socket's own mark reaches an IPv4-mapped destination (which takes `IP_TOS`, not
     /// the traffic class).
     @Test func theSocketsMarkReachesAnIPv4MappedPeer() throws {
-        let pair = try LoopbackPair(family: .ipv4)  // its receiver, on 127.0.0.1
-        let sender = try UDPSocket(family: .ipv6)
-        try sender.bind(SocketAddress(ip: "::", port: 0)!)  // dual-stack
-        try sender.connect(SocketAddress(ip: "::ffff:127.0.0.1", port: pair.destination.port)!)
+        let pair = try LoopbackPair(mappedSender: true)
         let mark = TrafficMark(.video, ecn: .ect1)
-        try sender.setTrafficMark(mark)
+        try pair.sender.setTrafficMark(mark)
         let datagram = patternDatagram(index: 0, length: 100)
-        #expect(Glibc.send(sender.fd, datagram, datagram.count, 0) == datagram.count)
+        #expect(Glibc.send(pair.sender.fd, datagram, datagram.count, 0) == datagram.count)
         try pair.pump(until: 1, reportsExpected: 0)
         #expect(pair.received.map(\.payload) == [datagram])
         #expect(pair.received.map(\.tos) == [mark.tos])
+    }
+
+    /// Through the send queue, an IPv6 socket's sends to an IPv4-mapped peer arrive with their
+    /// own marks: the socket's (no cmsg) and others (their cmsg, which that path reads as
+    /// `IP_TOS`), to the connected peer and to a destination named per slot, GSO on and off.
+    @Test(arguments: [false, true])
+    func everyMarkReachesAnIPv4MappedPeerThroughTheQueue(gso: Bool) throws {
+        if gso { try #require(UDPSocket.kernelSupportsGSO, "kernel without UDP_SEGMENT") }
+        let pair = try LoopbackPair(mappedSender: true)
+        pair.sender.gsoEnabled = gso
+        let own = TrafficMark(.realtime, ecn: .ect1)
+        let others = [TrafficMark(.background, ecn: .ect0), TrafficMark(.video, ecn: .notECT)]
+        try pair.sender.setTrafficMark(own)
+        let mapped = SocketAddress(ip: "::ffff:127.0.0.1", port: pair.destination.port)!
+        var expected: [(payload: [UInt8], tos: UInt8)] = []
+        for (group, mark) in ([own] + others).enumerated() {
+            for named in [false, true] {
+                let datagrams = (0..<4).map { patternDatagram(index: expected.count + $0, length: 400) }
+                let slot = try #require(pair.queue.acquire())
+                for datagram in datagrams { _ = datagram.withUnsafeBytes { pair.queue.appendDatagram(slot, copying: $0) } }
+                pair.queue.commit(slot, socketIndex: pair.senderIndex, destination: named ? mapped : nil,
+                                  mark: mark, tag: UInt64(group))
+                try pair.queue.submitReady()
+                try pair.ring.submit()
+                expected += datagrams.map { ($0, mark.tos) }
+            }
+        }
+        try pair.pump(until: expected.count, reportsExpected: 6)
+        #expect(pair.received.map(\.payload) == expected.map(\.payload))
+        #expect(pair.received.map(\.tos) == expected.map(\.tos))
+        #expect(pair.queue.counters.markCmsgs == (gso ? 4 : 16))  // the other marks' sends
     }
 
     @Test func trafficMarkPacksDSCPAndECN() {
