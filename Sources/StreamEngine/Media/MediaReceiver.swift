@@ -164,7 +164,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
             try loop.run(&handler)
             handler.session.finish(now: realtimeNanoseconds())
             handler.drainOutputs()
-            handler.publish()
+            handler.publish(final: true)
         }
     }
 }
@@ -181,6 +181,8 @@ private struct ReceiveLoopHandler: DatagramHandler {
     let onAccessUnit: (DepacketizedAccessUnit) -> Void
     var frames = 0
     var lastPublish: Int64 = 0
+    /// The RTP socket's receive completions at the last publication (`publish`).
+    var completionsAtLastPublish = -1
     /// The NAL units of the frames `onAccessUnit` was given in this drain, given back to the
     /// session once the outputs no longer hold them (then, unless `onAccessUnit` kept them,
     /// their arrays are unshared and are reused for the frames to come).
@@ -274,8 +276,14 @@ private struct ReceiveLoopHandler: DatagramHandler {
         }
     }
 
-    mutating func publish() {
-        loop.receiver.refreshKernelDrops()
+    /// Publishes the stats. Each datagram carries the socket's drop count when it was queued
+    /// (`SO_RXQ_OVFL`), so while datagrams come the count is theirs, and the system call that
+    /// reads the socket's own (`SO_MEMINFO`, for drops after the last datagram) is made only
+    /// when none came since the last publication, and at the end (`final`).
+    mutating func publish(final: Bool = false) {
+        let completions = loop.receiver.counters.completions
+        if final || completions == completionsAtLastPublish { loop.receiver.refreshKernelDrops() }
+        completionsAtLastPublish = completions
         session.recordSocketCounters(kernelDrops: Int(loop.receiver.counters.kernelDrops),
                                      truncated: loop.receiver.counters.truncated)
         var snapshot = session.stats
