@@ -484,21 +484,23 @@ func runPeers(_ arguments: [String]) throws {
             if round > 0 { rounds.append(result) }
         }
     }
-    var table = "| sender | mode | sent | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor | packets/s |\n"
-        + "|---|---|---|---|---|---|---|---|---|\n"
+    var table = "| sender | mode | sent | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor | × floor by round | packets/s |\n"
+        + "|---|---|---|---|---|---|---|---|---|---|\n"
     var csv = "sender,mode,round,packets,span,exit,userNs,systemNs,nsPerPacket,wallNs,receiveNs\n"
     var json: [[String: Any]] = []
     for mode in modes {
-        let floor = median(rounds.filter { $0.sender == "floor" && $0.mode == mode }.map(\.nanosecondsPerPacket))
+        let floorRounds = rounds.filter { $0.sender == "floor" && $0.mode == mode }
+        let floor = median(floorRounds.map(\.nanosecondsPerPacket))
         for sender in senders where sender.mode == mode {
             let mine = rounds.filter { $0.sender == sender.name && $0.mode == mode }
+            let byRound = ratiosByRound(mine, floorRounds)
             let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(max($0.packets, 1)) })
             let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(max($0.packets, 1)) })
             let total = median(mine.map(\.nanosecondsPerPacket))
             let rate = median(mine.map(\.packetsPerSecond))
-            table += String(format: "| %@ | %@ | %d | %d | %.2f | %.2f | %.2f | %.2f | %.0f |\n", sender.name, mode,
+            table += String(format: "| %@ | %@ | %d | %d | %.2f | %.2f | %.2f | %.2f | %@ | %.0f |\n", sender.name, mode,
                             mine.map(\.sent).min() ?? 0, mine.map(\.packets).min() ?? 0, user / 1000, system / 1000,
-                            total / 1000, total / floor, rate)
+                            total / 1000, total / floor, describeRatios(byRound), rate)
             for (index, round) in mine.enumerated() {
                 csv += "\(sender.name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
                     + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
@@ -506,7 +508,8 @@ func runPeers(_ arguments: [String]) throws {
             }
             json.append(["sender": sender.name, "mode": mode, "delivered": mine.map(\.packets), "sent": mine.map(\.sent),
                          "exit": mine.map(\.cpu.status), "userNsPerPacket": user, "systemNsPerPacket": system,
-                         "nsPerPacket": total, "ratioToFloor": total / floor, "packetsPerSecond": rate])
+                         "nsPerPacket": total, "ratioToFloor": total / floor, "ratioToFloorByRound": byRound,
+                         "packetsPerSecond": rate])
         }
     }
     var live = LiveReport()
@@ -517,15 +520,17 @@ func runPeers(_ arguments: [String]) throws {
     let receivers = try measureReceivers(bench: bench, ffmpeg: ffmpeg, records: records, frames: frames,
                                          packets: packets, streamers: streamers, modes: modes, options: options,
                                          directory: directory, port: &port)
-    var receiverTable = "| receiver | mode | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor |\n"
-        + "|---|---|---|---|---|---|---|\n"
+    var receiverTable = "| receiver | mode | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor | × floor by round |\n"
+        + "|---|---|---|---|---|---|---|---|\n"
     var receiverJSON: [[String: Any]] = []
     let streamerNames = Set(streamers.map(\.name))
     for mode in modes {
-        let floorReceiver = median(receivers.filter { $0.sender == "floor" && $0.mode == mode }.map(\.nanosecondsPerPacket))
+        let floorReceiverRounds = receivers.filter { $0.sender == "floor" && $0.mode == mode }
+        let floorReceiver = median(floorReceiverRounds.map(\.nanosecondsPerPacket))
         for name in ["floor"] + streamers.map(\.name) + ["gstreamer", "ffmpeg"] {
             let mine = receivers.filter { $0.sender == name && $0.mode == mode }
             guard !mine.isEmpty else { continue }
+            let byRound = ratiosByRound(mine, floorReceiverRounds)
             let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(packets) })
             let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(packets) })
             let total = median(mine.map(\.nanosecondsPerPacket))
@@ -533,8 +538,8 @@ func runPeers(_ arguments: [String]) throws {
                 : streamerNames.contains(name)
                     ? "\(mine.map(\.span).min() ?? 0) frames" + (mode == "fast" ? ", \(mine.map(\.receiverPackets).min() ?? 0) packets" : "")
                     : "-"
-            receiverTable += String(format: "| %@ | %@ | %@ | %.2f | %.2f | %.2f | %.2f |\n", name, mode, delivered, user / 1000,
-                                    system / 1000, total / 1000, total / floorReceiver)
+            receiverTable += String(format: "| %@ | %@ | %@ | %.2f | %.2f | %.2f | %.2f | %@ |\n", name, mode, delivered, user / 1000,
+                                    system / 1000, total / 1000, total / floorReceiver, describeRatios(byRound))
             for (index, round) in mine.enumerated() {
                 csv += "recv-\(name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
                     + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
@@ -542,6 +547,7 @@ func runPeers(_ arguments: [String]) throws {
             }
             var row: [String: Any] = ["receiver": name, "mode": mode, "userNsPerPacket": user, "systemNsPerPacket": system,
                                       "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
+                                      "ratioToFloorByRound": byRound,
                                       "exit": mine.map(\.cpu.status)]
             if name == "floor" { row["delivered"] = mine.map(\.packets) }
             if streamerNames.contains(name) {
@@ -555,6 +561,7 @@ func runPeers(_ arguments: [String]) throws {
     let senderTitle = "Senders: \(frames) frames, \(packets) packets (floor packetization) at \(options.frameRate) fps in real time"
         + (options.fast ? " and as fast as each goes" : "")
         + "; whole-process CPU per delivered packet, medians of \(options.repeatCount) interleaved rounds"
+        + " (× floor by round: the median of each round's ratio to that round's floor, and their range)"
     let receiverTitle = "Receivers fed by the floor sender at \(options.frameRate) fps"
         + (options.fast ? " and as fast as it goes (the receiver may miss packets: see delivered)" : "")
         + ": whole-process CPU per sent packet (the floor: per counted packet), medians"
@@ -588,6 +595,18 @@ func runPeers(_ arguments: [String]) throws {
 func loadAverage() -> String {
     guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "?" }
     return text.split(separator: " ").prefix(3).joined(separator: " ")
+}
+
+/// Each round's ratio of a row's CPU per packet to the floor's in the same round (rounds run
+/// their rows one after another, so a round's pair shares the machine's state of that moment).
+func ratiosByRound(_ rows: [PeerRound], _ floor: [PeerRound]) -> [Double] {
+    zip(rows, floor).map { $0.nanosecondsPerPacket / max($1.nanosecondsPerPacket, 1) }
+}
+
+/// The median of the per-round ratios, then their range: "1.12 (0.93 – 1.46)".
+func describeRatios(_ ratios: [Double]) -> String {
+    guard let low = ratios.min(), let high = ratios.max() else { return "-" }
+    return String(format: "%.2f (%.2f – %.2f)", median(ratios), low, high)
 }
 
 /// Receiver rounds: each receiver fed by the floor sender in each mode (real time, or without

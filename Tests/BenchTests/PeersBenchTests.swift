@@ -42,9 +42,13 @@ import Testing
             }
             #expect(sent.allSatisfy { $0 > 0 }, "\(name): nothing sent")
             #expect((sender["exit"] as? [Int] ?? [1]).allSatisfy { $0 == 0 }, "\(name): exit \(sender["exit"] ?? "?")")
+            // One ratio to the floor per round, each the round's own pair (the floor's are 1).
+            let byRound = sender["ratioToFloorByRound"] as? [Double] ?? []
+            #expect(byRound.count == delivered.count && byRound.allSatisfy { $0 > 0 }, "\(name): by round \(byRound)")
             if sender["sender"] as? String == "floor" {
                 // The floor sends the file's packetization as it is.
                 #expect(sent.allSatisfy { $0 == packets }, "\(name): \(sent) of \(packets)")
+                #expect(byRound.allSatisfy { $0 == 1 }, "\(name): by round \(byRound)")
             }
         }
         // x265 live (streamer encoding at 30 fps, from y4m and synthetic), beside the floor sending
