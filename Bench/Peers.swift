@@ -501,11 +501,7 @@ func runPeers(_ arguments: [String]) throws {
             table += String(format: "| %@ | %@ | %d | %d | %.2f | %.2f | %.2f | %.2f | %@ | %.0f |\n", sender.name, mode,
                             mine.map(\.sent).min() ?? 0, mine.map(\.packets).min() ?? 0, user / 1000, system / 1000,
                             total / 1000, total / floor, describeRatios(byRound), rate)
-            for (index, round) in mine.enumerated() {
-                csv += "\(sender.name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
-                    + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
-                    + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
-            }
+            csv += csvRows(sender.name, mode, mine)
             json.append(["sender": sender.name, "mode": mode, "delivered": mine.map(\.packets), "sent": mine.map(\.sent),
                          "exit": mine.map(\.cpu.status), "userNsPerPacket": user, "systemNsPerPacket": system,
                          "nsPerPacket": total, "ratioToFloor": total / floor, "ratioToFloorByRound": byRound,
@@ -540,11 +536,7 @@ func runPeers(_ arguments: [String]) throws {
                     : "-"
             receiverTable += String(format: "| %@ | %@ | %@ | %.2f | %.2f | %.2f | %.2f | %@ |\n", name, mode, delivered, user / 1000,
                                     system / 1000, total / 1000, total / floorReceiver, describeRatios(byRound))
-            for (index, round) in mine.enumerated() {
-                csv += "recv-\(name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
-                    + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
-                    + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
-            }
+            csv += csvRows("recv-\(name)", mode, mine)
             var row: [String: Any] = ["receiver": name, "mode": mode, "userNsPerPacket": user, "systemNsPerPacket": system,
                                       "nsPerPacket": total, "ratioToFloor": total / floorReceiver,
                                       "ratioToFloorByRound": byRound,
@@ -595,6 +587,15 @@ func runPeers(_ arguments: [String]) throws {
 func loadAverage() -> String {
     guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "?" }
     return text.split(separator: " ").prefix(3).joined(separator: " ")
+}
+
+/// `peers.csv`'s lines of one row: one per round, numbered from 1.
+func csvRows(_ name: String, _ mode: String, _ rounds: [PeerRound]) -> String {
+    rounds.enumerated().map { index, round in
+        "\(name),\(mode),\(index + 1),\(round.packets),\(round.span),\(round.cpu.status),"
+            + "\(round.cpu.userNanoseconds),\(round.cpu.systemNanoseconds),\(Int(round.nanosecondsPerPacket)),"
+            + "\(round.wallNanoseconds),\(round.receiveNanoseconds)\n"
+    }.joined()
 }
 
 /// Each round's ratio of a row's CPU per packet to the floor's in the same round (rounds run

@@ -55,7 +55,8 @@ public struct SendQueueCounters: Sendable, Equatable {
 /// datagrams (the last may be shorter) fits one GSO send, it goes out as one `sendmsg`
 /// with a `UDP_SEGMENT` cmsg; otherwise each datagram is its own send. A `sendmsg` whose
 /// mark is not the socket's own (`setTrafficMark`) carries the whole TOS byte in an `IP_TOS`
-/// cmsg (an IPv6 socket: an `IPV6_TCLASS` one too, each path reads its own); one with the socket's own mark carries none, so to the connected
+/// cmsg (an IPv6 socket: an `IPV6_TCLASS` one too, each path reads its own); one with the
+/// socket's own mark carries none, so to the connected
 /// peer the kernel sends on the socket's cached route instead of looking it up per send
 /// (Linux's `udp_sendmsg` treats any cmsg but `UDP_SEGMENT` as unconnected). A single
 /// datagram to the connected peer with the socket's own mark goes as a plain send
