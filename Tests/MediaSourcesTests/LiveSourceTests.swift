@@ -245,7 +245,8 @@ struct LiveSourceTests {
                 }
             }
             let type: UInt8 = frame % 4 == 0 ? 19 : 1
-            write([0, 0, 0, 1], nal([type << 1, 0x01, 0x80], size: Int.random(in: 150_000...300_000, using: &generator)))
+            // At least 270,000 bytes each: 12 make more than 3 MiB whatever the draw (the check below).
+            write([0, 0, 0, 1], nal([type << 1, 0x01, 0x80], size: Int.random(in: 270_000...300_000, using: &generator)))
             write([0, 0, 1], nal([type << 1, 0x01, 0x00], size: Int.random(in: 1_000...150_000, using: &generator)))
         }
         var whole = AnnexBAccessUnitSplitter()
