@@ -191,12 +191,15 @@ private struct ReceiveLoopHandler: DatagramHandler {
     /// interval for the deadlines' slack (`MediaReceiver.deadlineSlack`).
     var clock = ReceiveWakeClock()
     var config: MediaReceiverConfig { receiver.config }
-    var checkInterval: Int64 { min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000)) }
+    /// The longest wait, from the report interval (worked out once: a `Duration`'s nanoseconds
+    /// are a 128-bit multiplication, and the code for it cold at each wake-up).
+    let checkInterval: Int64
 
     init(receiver: MediaReceiver, loop: DatagramReceiveLoop, session: ReceiveSession, srtp: SRTPEndpoint?,
          feedbackSocket: UDPSocket, frameLimit: Int?, onAccessUnit: @escaping (DepacketizedAccessUnit) -> Void) {
         (self.receiver, self.loop, self.session, self.srtp) = (receiver, loop, session, srtp)
         (self.feedbackSocket, self.frameLimit, self.onAccessUnit) = (feedbackSocket, frameLimit, onAccessUnit)
+        checkInterval = min(10_000_000, max(receiver.config.reportInterval.nanoseconds, 1_000_000))
     }
 
     // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or

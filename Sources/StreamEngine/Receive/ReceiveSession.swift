@@ -84,8 +84,12 @@ public struct ReceiveSession: Sendable {
         didSet {
             completionFromLockedSource = nil
             lockedSourceDescription = lockedSource?.description
+            sourceIsLocked = lockedSource != nil
         }
     }
+    /// `lockedSource != nil`, kept beside it: testing the optional copied the 133-byte address
+    /// (three times per packet with loss recovery; results/profile.md section 31).
+    private var sourceIsLocked: Bool
     /// `lockedSource?.description`, made when the source is set, not each time `stats` is read:
     /// `MediaReceiver` publishes the stats every 50 ms, and formatting the address was over half
     /// of what reading them cost (results/profile.md section 23).
@@ -122,10 +126,13 @@ public struct ReceiveSession: Sendable {
     private var keyframeSeen = false
     private var outputs: [Output] = []
     private var nextOutput = 0
-    /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout buffer).
-    private var recovery: LossRecovery?
-    /// `recovery != nil`, fixed at init: testing the optional copied the whole `LossRecovery`
-    /// (an outlined copy, ~45 instructions), three times per packet (results/profile.md section 15.2).
+    /// With `config.retransmission` (and feedback): the loss-recovery state (NACK, RTX, playout
+    /// buffer), used only when `recovers`. Not an optional: each force-unwrap tested the
+    /// optional's tag in an outlined call, eight times per packet, and a non-mutating method
+    /// called on the unwrapped value copied the whole `LossRecovery` (results/profile.md
+    /// sections 15.2 and 31).
+    private var recovery: LossRecovery
+    /// Whether the session recovers losses (`recovery` is used), fixed at init.
     private let recovers: Bool
     /// The TOS byte of the last accepted packets and how many of them in a row are not yet in
     /// `counts.ecn` and `counts.dscp`: a completion's GRO segments share their TOS byte, so the
@@ -165,9 +172,10 @@ public struct ReceiveSession: Sendable {
                                         reorderWindow: recovers ? 0 : config.reorderWindow)
         lockedSource = config.from
         lockedSourceDescription = config.from?.description
+        sourceIsLocked = config.from != nil
         self.recovers = recovers
         reportsToGroup = config.listen.isMulticast && config.feedback
-        if recovers { recovery = LossRecovery(latency: config.latency?.nanoseconds) }
+        recovery = LossRecovery(latency: config.latency?.nanoseconds)
         if reportsToGroup { multicastTiming = MulticastReportTiming(ipv6: config.listen.family == .ipv6) }
         // No per-packet feedback to a group's sender, and none at all without feedback (the
         // arrivals would only fill the report's memory, 8,192 of them, never sent).
@@ -226,7 +234,7 @@ public struct ReceiveSession: Sendable {
             for packet in held {
                 handleDatagram(packet.bytes, from: source, tos: packet.tos, arrival: packet.arrival, port: port, now: now)
             }
-        } else if lockedSource != nil {
+        } else if sourceIsLocked {
             // The stream's own source is alive: no move. (The candidates are cleared only when
             // set: storing nil into an optional tuple costs a runtime call, per packet.)
             if moveCandidate != nil { moveCandidate = nil }
@@ -353,15 +361,19 @@ public struct ReceiveSession: Sendable {
 
     /// When `handleTimeout` has something to do next, if anything: nil before a stream is
     /// locked or without feedback. May be in the past.
+    // Inlined: called out of line on a session held in another value, the whole session
+    // (~2.7 KB) was copied to the stack for each call, once per wake-up of a receive loop
+    // (results/profile.md section 31).
+    @inline(__always)
     public var nextDeadline: Int64? {
-        guard config.feedback, lockedSSRC != nil, lockedSource != nil else { return nil }
+        guard config.feedback, lockedSSRC != nil, sourceIsLocked else { return nil }
         if feedback.isFull { return Int64.min }
         if let multicastTiming {
             return feedback.pictureLossPending ? Int64.min : multicastTiming.nextDeadline
         }
         let wait = feedback.hasNews ? min(config.reportInterval.nanoseconds, Self.maxReportInterval) : Self.maxReportInterval
         var deadline = lastReport + wait
-        if let recovery {
+        if recovers {
             if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
             if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
             if let release = recovery.frames.nextRelease(latency: recovery.latency) { deadline = min(deadline, release) }
@@ -384,8 +396,8 @@ public struct ReceiveSession: Sendable {
     private mutating func releaseEverything(now: Int64) {
         if recovers {
             var released: [PlayoutBuffer.Packet] = []
-            recovery!.playout.flush(into: &released)
-            recovery!.forgetTail()
+            recovery.playout.flush(into: &released)
+            recovery.forgetTail()
             pushReleased(released, now: now)
         }
         emit(depacketizer.flush(), now: now)
@@ -437,7 +449,7 @@ public struct ReceiveSession: Sendable {
         stats.duplicate = tracker.duplicate
         stats.reordered = tracker.reordered
         stats.late = tracker.late + depacketizer.counters.late
-        if let recovery {
+        if recovers {
             recovery.addStats(to: &stats)
             // A missing tail (the sender's reports say it was sent) is lost as a gap is.
             if let highest = tracker.extendedHighestSequence { stats.lost += max(0, recovery.highestExpected - Int64(highest)) }
@@ -471,11 +483,11 @@ public struct ReceiveSession: Sendable {
         counts.bytesReceived += datagram.count
         if reportsToGroup { multicastTiming!.noteMedia(bytes: datagram.count, now: now) }
         if recovers {
-            recovery!.nack.noteMediaBytes(datagram.count)
-            if let sequence = recovery!.extend(header.sequenceNumber), recovery!.isSameSSRCRetransmission(sequence) {
+            recovery.nack.noteMediaBytes(datagram.count)
+            if let sequence = recovery.extend(header.sequenceNumber), recovery.isSameSSRCRetransmission(sequence) {
                 // The original resent unchanged on the media SSRC (RFC 4588's alternative for
                 // receivers of one payload type): a retransmission, not an original's arrival.
-                recovery!.counts.rtxReceived += 1
+                recovery.counts.rtxReceived += 1
                 takeRetransmission(header, payload: payload, sequence: sequence, arrival: arrival, now: now)
                 return
             }
@@ -510,7 +522,7 @@ public struct ReceiveSession: Sendable {
         }
         if sequenceJumpCandidate != nil { sequenceJumpCandidate = nil }
         lastAcceptedTimestamp = header.timestamp
-        if recovers { recovery!.jitter = tracker.jitter }
+        if recovers { recovery.jitter = tracker.jitter }
         feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
         if recovers { askForRetransmissions(now: now) }
@@ -538,32 +550,34 @@ public struct ReceiveSession: Sendable {
             }
             return
         }
-        recovery!.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
+        recovery.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
         var released: [PlayoutBuffer.Packet] = []
         if tracked.outcome == .restarted {
             // A new sequence: what waited for the old one goes out first, and nothing of it is asked for again.
-            recovery!.playout.flush(into: &released)
-            recovery!.nack.forget(through: Int64.max)
-            recovery!.forgetTail()
-            recovery!.forgetGivenUpTail()
+            recovery.playout.flush(into: &released)
+            recovery.nack.forget(through: Int64.max)
+            recovery.forgetTail()
+            recovery.forgetGivenUpTail()
             pushReleased(released, now: now)
             released.removeAll()
             emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
             // The buffer starts the new sequence at this packet (released at once; pushed above).
-            _ = recovery!.insert(.init(header: header, payload: [], sequence: tracked.extendedSequence),
+            _ = recovery.insert(.init(header: header, payload: [], sequence: tracked.extendedSequence),
                                  arrival: arrival, now: now, into: &released)
             return
         }
         // A packet the buffer releases at once (the usual case: in order, nothing missing) goes
         // into the depacketizer from the datagram's bytes; only one that may wait is copied.
-        let atOnce = recovery!.playout.releasesAtOnce(tracked.extendedSequence)
+        let atOnce = recovery.playout.releasesAtOnce(tracked.extendedSequence)
         let packet = PlayoutBuffer.Packet(header: header, payload: atOnce ? [] : Array(payload),
                                           sequence: tracked.extendedSequence)
         // The list of released packets is reused from packet to packet: no allocation per packet.
         swap(&released, &releasedScratch)
-        if recovery!.insert(packet, arrival: arrival, now: now, into: &released) == .late { recovery!.counts.late += 1 }
+        if recovery.insert(packet, arrival: arrival, now: now, into: &released) == .late { recovery.counts.late += 1 }
         pushReleased(released, now: now, arriving: atOnce ? (tracked.extendedSequence, payload) : nil)
-        released.removeAll(keepingCapacity: true)
+        // Emptied one by one: `removeAll(keepingCapacity:)` is a generic range replacement,
+        // ~150 instructions for the one packet usually here (results/profile.md section 31).
+        while released.popLast() != nil {}
         swap(&released, &releasedScratch)
     }
 
@@ -592,7 +606,7 @@ public struct ReceiveSession: Sendable {
                                     arrival: Int64) {
         guard let ssrc = lockedSSRC, let payloadType = lockedPayloadType else { return }
         let body = UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange])
-        if let rtxSSRC = recovery!.rtxSSRC, rtxSSRC != parsed.header.ssrc {
+        if let rtxSSRC = recovery.rtxSSRC, rtxSSRC != parsed.header.ssrc {
             reject(.foreignSSRC)
             return
         }
@@ -600,16 +614,16 @@ public struct ReceiveSession: Sendable {
             reject(.badRetransmission)
             return
         }
-        recovery!.rtxSSRC = parsed.header.ssrc
-        recovery!.counts.rtxReceived += 1
-        recovery!.counts.rtxBytes += datagram.count
+        recovery.rtxSSRC = parsed.header.ssrc
+        recovery.counts.rtxReceived += 1
+        recovery.counts.rtxBytes += datagram.count
         // Reported per packet under the RTX SSRC: the sender learns which retransmissions got through.
         feedback.recordRetransmission(sequence: parsed.header.sequenceNumber, arrival: arrival > 0 ? arrival : now,
                                       ecn: TrafficMark.ecnBits(of: tos))
         let originalSequence = UInt16(body[0]) << 8 | UInt16(body[1])
         let header = RTPHeader(marker: parsed.header.marker, payloadType: payloadType, sequenceNumber: originalSequence,
                                timestamp: parsed.header.timestamp, ssrc: ssrc)
-        guard let sequence = recovery!.extend(originalSequence) else { return }
+        guard let sequence = recovery.extend(originalSequence) else { return }
         takeRetransmission(header, payload: UnsafeRawBufferPointer(rebasing: body[2...]), sequence: sequence,
                            arrival: arrival, now: now)
     }
@@ -620,13 +634,13 @@ public struct ReceiveSession: Sendable {
                                              arrival: Int64, now: Int64) {
         var released: [PlayoutBuffer.Packet] = []
         let packet = PlayoutBuffer.Packet(header: header, payload: Array(payload), sequence: sequence)
-        switch recovery!.takeRetransmission(packet, arrival: arrival > 0 ? arrival : now, now: now, into: &released) {
+        switch recovery.takeRetransmission(packet, arrival: arrival > 0 ? arrival : now, now: now, into: &released) {
         case .accepted:
-            recovery!.counts.recovered += 1
-            recovery!.noteRecovered(sequence)
-            recovery!.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
-        case .late: recovery!.counts.rtxLate += 1
-        case .duplicate: recovery!.counts.rtxDuplicate += 1
+            recovery.counts.recovered += 1
+            recovery.noteRecovered(sequence)
+            recovery.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
+        case .late: recovery.counts.rtxLate += 1
+        case .duplicate: recovery.counts.rtxDuplicate += 1
         }
         pushReleased(released, now: now)
     }
@@ -634,7 +648,7 @@ public struct ReceiveSession: Sendable {
     /// Gives up the missing tail if its deadline passed: nothing came after it, so the frame it
     /// ends is over and comes out incomplete (lost packets counted as at the stream's end).
     private mutating func releaseTail(now: Int64) {
-        guard recovery!.releaseTail(now: now) else { return }
+        guard recovery.releaseTail(now: now) else { return }
         emit(depacketizer.flush(), now: now)
     }
 
@@ -651,27 +665,27 @@ public struct ReceiveSession: Sendable {
     private mutating func noteSenderPacketCount(_ count: UInt32, arrival: Int64, now: Int64) {
         guard recovers, let highest = tracker.extendedHighestSequence else { return }
         let difference = Int64(count) - tracker.expected
-        let offset = min(recovery!.senderCountOffset ?? max(0, difference), max(0, difference))
-        recovery!.senderCountOffset = offset
-        let idle = recovery!.lastSenderCount == count
-        recovery!.lastSenderCount = count
-        let missing = min(difference - offset, Int64(recovery!.playout.maxSpan / 4))
+        let offset = min(recovery.senderCountOffset ?? max(0, difference), max(0, difference))
+        recovery.senderCountOffset = offset
+        let idle = recovery.lastSenderCount == count
+        recovery.lastSenderCount = count
+        let missing = min(difference - offset, Int64(recovery.playout.maxSpan / 4))
         guard idle, missing > 0 else { return }
-        recovery!.expectTail(through: Int64(highest) + missing, arrival: arrival, now: now)
+        recovery.expectTail(through: Int64(highest) + missing, arrival: arrival, now: now)
         askForRetransmissions(now: now)
     }
 
     /// Gives up the gaps whose deadline passed.
     private mutating func releaseDue(now: Int64) {
         var released: [PlayoutBuffer.Packet] = []
-        recovery!.release(now: now, into: &released)
+        recovery.release(now: now, into: &released)
         pushReleased(released, now: now)
     }
 
     /// Sends a NACK (in a feedback report, at once) for the missing packets due for an ask.
     private mutating func askForRetransmissions(now: Int64) {
-        guard lockedSSRC != nil, lockedSource != nil else { return }
-        let entries = recovery!.due(now: now)
+        guard lockedSSRC != nil, sourceIsLocked else { return }
+        let entries = recovery.due(now: now)
         guard !entries.isEmpty else { return }
         feedback.requestRetransmission(entries)
         sendFeedback(now: now, now: true)
@@ -685,7 +699,7 @@ public struct ReceiveSession: Sendable {
             } else {
                 counts.framesIncomplete += 1
                 // With a playout buffer a missing packet was waited for until the frame's deadline.
-                if recovers && unit.missingPackets > 0 { recovery!.counts.framesLate += 1 }
+                if recovers && unit.missingPackets > 0 { recovery.counts.framesLate += 1 }
                 requestKeyframe(now: now, after: Self.keyframeRequestInterval)
             }
             let missingBefore = counts.framesMissing
@@ -704,7 +718,7 @@ public struct ReceiveSession: Sendable {
             unit.followsIntactChain = chainIntact && unit.isComplete
             if !unit.followsIntactChain { counts.framesUndecodable += 1 }
             if recovers {
-                recovery!.frames.hold(unit, now: now)
+                recovery.frames.hold(unit, now: now)
             } else {
                 outputs.append(.accessUnit(unit))
             }
@@ -722,9 +736,9 @@ public struct ReceiveSession: Sendable {
 
     /// Outputs the frames whose playout time came (all of them with `all`).
     private mutating func releaseFrames(now: Int64, all: Bool = false) {
-        let latency = recovery!.latency
+        let latency = recovery.latency
         var released: [DepacketizedAccessUnit] = []
-        recovery!.frames.release(now: now, latency: latency, all: all) { released.append($0) }
+        recovery.frames.release(now: now, latency: latency, all: all) { released.append($0) }
         for unit in released { outputs.append(.accessUnit(unit)) }
     }
 
@@ -837,7 +851,7 @@ public struct ReceiveSession: Sendable {
         guard due else { return }
         lastReport = now
         let pliBefore = feedback.pictureLossIndications
-        for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, rtxSSRC: recovery?.rtxSSRC, tracker: &tracker) {
+        for datagram in feedback.makeReports(now: now, mediaSSRC: ssrc, rtxSSRC: recovers ? recovery.rtxSSRC : nil, tracker: &tracker) {
             multicastTiming?.noteSent(bytes: datagram.count)
             outputs.append(.transmit(Transmit(bytes: datagram, destination: destination)))
         }
