@@ -23,16 +23,23 @@ struct FramePlayout: Sendable {
     /// Most frames whose first arrival is remembered.
     static let maxFrames = 512
 
+    /// The entry of `firstArrivals` the last arrival found or made, while it is there: a
+    /// frame's packets come one after another, so most of them are not hashed.
+    private var lastNoted: (timestamp: UInt32, first: Int64)?
+
     /// A packet of the frame with RTP timestamp `timestamp` arrived at `arrival`.
     mutating func noteArrival(timestamp: UInt32, arrival: Int64) {
+        if let last = lastNoted, last.timestamp == timestamp, arrival >= last.first { return }
         if let first = firstArrivals[timestamp] {
             if arrival < first { firstArrivals[timestamp] = arrival }
+            lastNoted = (timestamp, min(first, arrival))
             return
         }
         if firstArrivals.count >= Self.maxFrames, let oldest = firstArrivals.min(by: { $0.value < $1.value }) {
             firstArrivals[oldest.key] = nil
         }
         firstArrivals[timestamp] = arrival
+        lastNoted = (timestamp, arrival)
     }
 
     /// Frames waiting for their playout time.
@@ -43,6 +50,7 @@ struct FramePlayout: Sendable {
     /// whole): forgotten.
     mutating func hold(_ unit: DepacketizedAccessUnit, now: Int64) {
         let first = firstArrivals.removeValue(forKey: unit.timestamp) ?? now
+        if lastNoted != nil { lastNoted = nil }
         for timestamp in firstArrivals.keys where Int32(bitPattern: timestamp &- unit.timestamp) < 0 {
             firstArrivals[timestamp] = nil
         }

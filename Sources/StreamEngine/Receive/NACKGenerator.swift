@@ -65,7 +65,7 @@ struct NACKGenerator: Sendable {
 
     /// A packet arrived (or was given up): no more asks for it. Returns what was asked.
     @discardableResult
-    mutating func remove(_ sequence: Int64) -> Ask? { asks.removeValue(forKey: sequence) }
+    mutating func remove(_ sequence: Int64) -> Ask? { asks.isEmpty ? nil : asks.removeValue(forKey: sequence) }
 
     /// Forgets every sequence number up to `sequence`.
     mutating func forget(through sequence: Int64) {
@@ -96,6 +96,7 @@ struct NACKGenerator: Sendable {
     /// `reaskRTT` (default `rtt`) times the asks again: an RTT with a margin for its deviation,
     /// while `rtt` alone says whether an answer can still arrive in time.
     mutating func due(now: Int64, highest: Int64, rtt: Int64, reaskRTT: Int64? = nil) -> [RTCPGenericNACK.Entry] {
+        guard !asks.isEmpty else { return [] }  // nothing missing: asked for every packet that arrives
         var ready: [Int64] = []
         var hopeless: [Int64] = []
         for (sequence, ask) in asks {

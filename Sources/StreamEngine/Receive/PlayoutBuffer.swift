@@ -75,7 +75,8 @@ struct PlayoutBuffer: Sendable {
         if sequence < next {
             return wasGivenUp(sequence) ? .late : .duplicate
         }
-        if held[sequence] != nil || (sequence <= highestSequence && deadlines[sequence] == nil) {
+        // The dictionaries are empty while nothing is missing (the usual case): not hashed then.
+        if (!held.isEmpty && held[sequence] != nil) || (sequence <= highestSequence && !isMissing(sequence)) {
             return .duplicate
         }
         if sequence > highestSequence {
@@ -87,7 +88,7 @@ struct PlayoutBuffer: Sendable {
             }
             highestSequence = sequence
         }
-        deadlines[sequence] = nil
+        if !deadlines.isEmpty { deadlines[sequence] = nil }
         if sequence == next {
             output.append(packet)
             nextSequence = next + 1
@@ -143,7 +144,7 @@ struct PlayoutBuffer: Sendable {
     func releasesAtOnce(_ sequence: Int64) -> Bool { nextSequence == nil || nextSequence == sequence }
 
     /// Whether `sequence` is missing (seen as a gap and not yet given up).
-    func isMissing(_ sequence: Int64) -> Bool { deadlines[sequence] != nil }
+    func isMissing(_ sequence: Int64) -> Bool { !deadlines.isEmpty && deadlines[sequence] != nil }
 
     private mutating func releaseUpTo(_ target: Int64, into output: inout [Packet]) {
         while let next = nextSequence, next < target, !held.isEmpty {
@@ -162,7 +163,7 @@ struct PlayoutBuffer: Sendable {
     }
 
     private mutating func releaseContiguous(into output: inout [Packet]) {
-        while let next = nextSequence, let packet = held.removeValue(forKey: next) {
+        while !held.isEmpty, let next = nextSequence, let packet = held.removeValue(forKey: next) {
             output.append(packet)
             nextSequence = next + 1
         }

@@ -1,0 +1,108 @@
+import MediaFormats
+import Testing
+@testable import StreamEngine
+
+/// The jitter buffer's two clocks on their own: `FramePlayout` (a frame's playout time from
+/// its first packet's arrival) and `PlayoutBuffer` (packets in order, held behind a gap).
+/// Both skip their dictionaries on the usual path (packets of one frame in a row, nothing
+/// missing); these check that the skipping never changes what they answer.
+@Suite struct PlayoutStateTests {
+    static let latency: Int64 = 50_000_000
+
+    static func unit(_ timestamp: UInt32) -> DepacketizedAccessUnit {
+        DepacketizedAccessUnit(timestamp: timestamp, nalUnits: [[2, 1, 0xAB]], isComplete: true, isKeyframe: false,
+                               firstSequence: 0, lastSequence: 0, packetCount: 1, missingPackets: 0)
+    }
+
+    @Test func aFramesFirstArrivalIsItsEarliestPacketsWhateverTheOrderTheyAreNoted() {
+        var playout = FramePlayout()
+        playout.noteArrival(timestamp: 3000, arrival: 1_000)
+        playout.noteArrival(timestamp: 3000, arrival: 1_500)
+        playout.noteArrival(timestamp: 3000, arrival: 900)  // an earlier kernel timestamp, noted later
+        playout.noteArrival(timestamp: 3000, arrival: 950)
+        playout.noteArrival(timestamp: 6000, arrival: 2_000)
+        playout.noteArrival(timestamp: 3000, arrival: 800)  // back to the first frame after another
+        playout.noteArrival(timestamp: 6000, arrival: 1_900)
+        playout.noteArrival(timestamp: 6000, arrival: 2_100)
+
+        playout.hold(Self.unit(3000), now: 10_000)
+        playout.hold(Self.unit(6000), now: 10_000)
+        #expect(playout.nextRelease(latency: Self.latency) == 800 + Self.latency)
+        var out: [UInt32] = []
+        playout.release(now: 800 + Self.latency, latency: Self.latency) { out.append($0.timestamp) }
+        #expect(out == [3000])
+        #expect(playout.nextRelease(latency: Self.latency) == 1_900 + Self.latency)
+    }
+
+    @Test func aTimestampSeenAgainAfterItsFrameWentOutStartsAfresh() {
+        var playout = FramePlayout()
+        playout.noteArrival(timestamp: 3000, arrival: 1_000)
+        playout.hold(Self.unit(3000), now: 2_000)
+        #expect(playout.nextRelease(latency: Self.latency) == 1_000 + Self.latency)
+        playout.release(now: Int64.max, latency: Self.latency, all: true) { _ in }
+        // A frame of the same timestamp again (a sender that restarted its clock, or a late
+        // packet of a frame already out): its own first arrival, not the one of the frame that went out.
+        playout.noteArrival(timestamp: 3000, arrival: 5_000)
+        playout.noteArrival(timestamp: 3000, arrival: 5_100)
+        playout.hold(Self.unit(3000), now: 9_000)
+        #expect(playout.nextRelease(latency: Self.latency) == 5_000 + Self.latency)
+    }
+
+    @Test func aFrameWithoutNotedArrivalsWaitsFromWhenItCameOut() {
+        var playout = FramePlayout()
+        playout.noteArrival(timestamp: 3000, arrival: 1_000)
+        playout.hold(Self.unit(3000), now: 2_000)
+        playout.hold(Self.unit(3000), now: 7_000)  // nothing noted for it since: from now
+        var firsts: [Int64] = []
+        while let release = playout.nextRelease(latency: Self.latency) {
+            firsts.append(release - Self.latency)
+            playout.release(now: release, latency: Self.latency) { _ in }
+        }
+        #expect(firsts == [1_000, 7_000])
+    }
+
+    static func packet(_ sequence: Int64) -> PlayoutBuffer.Packet {
+        PlayoutBuffer.Packet(header: RTPHeader(marker: false, payloadType: 96, sequenceNumber: UInt16(truncatingIfNeeded: sequence),
+                                               timestamp: 0, ssrc: 1),
+                             payload: [UInt8(truncatingIfNeeded: sequence)], sequence: sequence)
+    }
+
+    @Test func packetsInOrderGoStraightOutAndDuplicatesAreToldApartFromGaps() {
+        var buffer = PlayoutBuffer()
+        var out: [PlayoutBuffer.Packet] = []
+        for sequence: Int64 in 10...12 {
+            #expect(buffer.insert(Self.packet(sequence), arrival: 0, latency: 100, into: &out) == .accepted)
+        }
+        #expect(out.map(\.sequence) == [10, 11, 12])
+        #expect(buffer.insert(Self.packet(11), arrival: 0, latency: 100, into: &out) == .duplicate)
+        #expect(!buffer.isMissing(11) && !buffer.isMissing(13) && buffer.nextDeadline == nil)
+
+        // A gap: 13 and 14 missing behind 15, which waits.
+        out.removeAll()
+        #expect(buffer.insert(Self.packet(15), arrival: 1_000, latency: 100, into: &out) == .accepted)
+        #expect(out.isEmpty && buffer.heldCount == 1)
+        #expect(buffer.isMissing(13) && buffer.isMissing(14) && !buffer.isMissing(15) && !buffer.isMissing(12))
+        #expect(buffer.nextDeadline == 1_100)
+        #expect(buffer.insert(Self.packet(15), arrival: 1_010, latency: 100, into: &out) == .duplicate)
+        #expect(buffer.insert(Self.packet(12), arrival: 1_010, latency: 100, into: &out) == .duplicate)
+
+        // 14 fills part of it (held too), 13 the rest: all three go out in order.
+        #expect(buffer.insert(Self.packet(14), arrival: 1_020, latency: 100, into: &out) == .accepted)
+        #expect(out.isEmpty && buffer.heldCount == 2 && !buffer.isMissing(14) && buffer.isMissing(13))
+        #expect(buffer.insert(Self.packet(13), arrival: 1_030, latency: 100, into: &out) == .accepted)
+        #expect(out.map(\.sequence) == [13, 14, 15] && out.map(\.payload) == [[13], [14], [15]])
+        #expect(buffer.heldCount == 0 && !buffer.isMissing(13) && buffer.nextDeadline == nil)
+        #expect(buffer.insert(Self.packet(14), arrival: 1_040, latency: 100, into: &out) == .duplicate)
+
+        // A gap given up at its deadline: what waited goes out, and the missing one is late.
+        out.removeAll()
+        #expect(buffer.insert(Self.packet(17), arrival: 2_000, latency: 100, into: &out) == .accepted)
+        buffer.release(now: 2_099, into: &out)
+        #expect(out.isEmpty)
+        buffer.release(now: 2_100, into: &out)
+        #expect(out.map(\.sequence) == [17] && buffer.gaveUp == 1 && !buffer.isMissing(16))
+        #expect(buffer.insert(Self.packet(16), arrival: 2_200, latency: 100, into: &out) == .late)
+        #expect(buffer.insert(Self.packet(18), arrival: 2_300, latency: 100, into: &out) == .accepted)
+        #expect(out.map(\.sequence) == [17, 18])
+    }
+}
