@@ -5,17 +5,20 @@
 # CPU is wait4's rusage (user and system split by the kernel's tick sampling: the total is the
 # figure to trust), faults are minor page faults; medians per receiver, and after - before per round.
 # usage: recv-ab.py ROUNDS label=STREAMER|floor ...   env: BENCH (a release bench), RTP (bench peers'
-# floor-sender records of 1,440 frames, 22,782 packets), FPS (default 240)   (results/profile.md 23)
+# floor-sender records of 1,440 frames, 22,782 packets), FPS (default 240), RECV_ARGS (streamer recv's
+# options besides these, default --no-feedback as bench peers; "" for the default receiver with
+# feedback and loss recovery: results/profile.md section 31)   (results/profile.md 23)
 import os, sys, subprocess, random, time, json, statistics
 BENCH = os.environ.get("BENCH", ".build/release/bench"); RTP = os.environ.get("RTP", "test.rtp")
 FPS = os.environ.get("FPS", "240"); PACKETS = 22782
+RECV_ARGS = os.environ.get("RECV_ARGS", "--no-feedback").split()
 rounds = int(sys.argv[1]); variants = [a.split("=", 1) for a in sys.argv[2:]]
 results = {label: [] for label, _ in variants}
 
 def one(binary):
     port = 30000 + random.randrange(10000); stats = f"/tmp/recv-ab.{port}.json"
     command = ([BENCH, "peers-count", str(port), str(PACKETS)] if binary == "floor" else
-               [binary, "recv", "--listen", f"127.0.0.1:{port}", "--frames", "1440", "--no-feedback", "--quiet", "--stats", stats])
+               [binary, "recv", "--listen", f"127.0.0.1:{port}", "--frames", "1440", *RECV_ARGS, "--quiet", "--stats", stats])
     pid = os.fork()
     if pid == 0:
         os.sched_setaffinity(0, {1}); null = os.open("/dev/null", os.O_WRONLY); os.dup2(null, 1); os.dup2(null, 2)
