@@ -441,6 +441,8 @@ public struct ReceiveSession: Sendable {
     }
 
     /// The counters so far.
+    // Inlined for the reason `nextDeadline` is: `MediaReceiver` reads it every 50 ms.
+    @inline(__always)
     public var stats: ReceiverStats {
         var stats = counts
         if markRun.count > 0 { Self.countMarks(markRun, in: &stats) }
