@@ -1,5 +1,6 @@
 import MediaFormats
 import Testing
+import TestSupport
 @testable import StreamEngine
 
 /// The jitter buffer's two clocks on their own: `FramePlayout` (a frame's playout time from
@@ -104,5 +105,47 @@ import Testing
         #expect(buffer.insert(Self.packet(16), arrival: 2_200, latency: 100, into: &out) == .late)
         #expect(buffer.insert(Self.packet(18), arrival: 2_300, latency: 100, into: &out) == .accepted)
         #expect(out.map(\.sequence) == [17, 18])
+    }
+
+    /// A stream of 300 packets, some lost, some twice, each arriving up to 8 places early or
+    /// late (the first one first), into a buffer whose gaps never time out: after every
+    /// arrival what came out is 0, 1, 2, ... with each one's own bytes, what waits is every
+    /// packet that came past the first gap, and what is missing is exactly what has not come
+    /// between the next one out and the highest. At the end the lost ones are given up and
+    /// everything that came is out, once, in order.
+    @Test(arguments: 0..<24 as Range<UInt64>)
+    func aShuffledStreamComesOutInOrderEachPacketOnce(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        var arrivals: [Int64] = [0]
+        for sequence: Int64 in 1..<300 {
+            let draw = Int.random(in: 0..<20, using: &random)
+            if draw == 0 { continue }  // lost
+            arrivals.append(sequence)
+            if draw == 1 { arrivals.append(sequence) }  // twice
+        }
+        // Local reordering: each packet (but the first) swapped with one up to 8 places on.
+        for index in 1..<arrivals.count {
+            let other = min(arrivals.count - 1, index + Int.random(in: 0...8, using: &random))
+            arrivals.swapAt(index, other)
+        }
+        var buffer = PlayoutBuffer()
+        var out: [PlayoutBuffer.Packet] = []
+        var arrived = Set<Int64>()
+        var highest: Int64 = 0
+        for (index, sequence) in arrivals.enumerated() {
+            let result = buffer.insert(Self.packet(sequence), arrival: Int64(index) * 1_000, latency: 1 << 40, into: &out)
+            #expect(result == (arrived.contains(sequence) ? .duplicate : .accepted), "packet \(sequence)")
+            arrived.insert(sequence)
+            highest = max(highest, sequence)
+            #expect(out.map(\.sequence) == Array(0..<Int64(out.count)))
+            #expect(out.allSatisfy { $0.payload == [UInt8(truncatingIfNeeded: $0.sequence)] })
+            #expect(buffer.heldCount == arrived.count - out.count)
+            let waiting = Int64(out.count) <= highest ? Array(Int64(out.count)...highest) : []
+            #expect(waiting.filter { buffer.isMissing($0) } == waiting.filter { !arrived.contains($0) })
+        }
+        let lost = (0...highest).filter { !arrived.contains($0) }.count
+        buffer.release(now: 1 << 41, into: &out)
+        #expect(out.map(\.sequence) == arrived.sorted())
+        #expect(buffer.gaveUp == lost && buffer.heldCount == 0 && buffer.nextDeadline == nil)
     }
 }
