@@ -96,7 +96,7 @@ struct NACKGenerator: Sendable {
     /// `reaskRTT` (default `rtt`) times the asks again: an RTT with a margin for its deviation,
     /// while `rtt` alone says whether an answer can still arrive in time.
     mutating func due(now: Int64, highest: Int64, rtt: Int64, reaskRTT: Int64? = nil) -> [RTCPGenericNACK.Entry] {
-        guard !asks.isEmpty else { return [] }  // nothing missing: asked for every packet that arrives
+        guard !asks.isEmpty else { return [] }  // the usual case, and the session asks at every packet
         var ready: [Int64] = []
         var hopeless: [Int64] = []
         for (sequence, ask) in asks {
