@@ -84,16 +84,15 @@ public struct ReceiveSession: Sendable {
         didSet {
             completionFromLockedSource = nil
             lockedSourceDescription = lockedSource?.description
-            sourceIsLocked = lockedSource != nil
         }
     }
-    /// `lockedSource != nil`, kept beside it: testing the optional copied the 133-byte address
-    /// (three times per packet with loss recovery; results/profile.md section 31).
-    private var sourceIsLocked: Bool
     /// `lockedSource?.description`, made when the source is set, not each time `stats` is read:
     /// `MediaReceiver` publishes the stats every 50 ms, and formatting the address was over half
     /// of what reading them cost (results/profile.md section 23).
     private var lockedSourceDescription: String?
+    /// `lockedSource != nil`, read from its description: testing the optional itself copied the
+    /// 133-byte address (three times per packet with loss recovery; results/profile.md section 31).
+    private var sourceIsLocked: Bool { lockedSourceDescription != nil }
     /// The `completion` of `handleDatagram` whose source was found to be `lockedSource`: its
     /// other datagrams (GRO segments sharing the source) skip the comparison, the 132-byte
     /// address copied and compared per datagram otherwise (results/profile.md section 15).
@@ -172,7 +171,6 @@ public struct ReceiveSession: Sendable {
                                         reorderWindow: recovers ? 0 : config.reorderWindow)
         lockedSource = config.from
         lockedSourceDescription = config.from?.description
-        sourceIsLocked = config.from != nil
         self.recovers = recovers
         reportsToGroup = config.listen.isMulticast && config.feedback
         recovery = LossRecovery(latency: config.latency?.nanoseconds)
