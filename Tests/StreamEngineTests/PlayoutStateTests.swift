@@ -148,4 +148,25 @@ import TestSupport
         #expect(out.map(\.sequence) == arrived.sorted())
         #expect(buffer.gaveUp == lost && buffer.heldCount == 0 && buffer.nextDeadline == nil)
     }
+
+    /// The NACK generator's next ask: none with nothing missing; the earliest of the gaps'
+    /// reorder allowances before they are asked for, and of their asks again after.
+    @Test func theNextAskIsTheEarliestOfTheGapsDueTimes() {
+        var nack = NACKGenerator()
+        let rtt: Int64 = 20_000_000
+        #expect(nack.nextDue(rtt: rtt) == nil)
+        nack.noteMissing(10..<12, now: 1_000_000, deadline: 500_000_000)
+        nack.noteMissing(20..<21, now: 3_000_000, deadline: 500_000_000)
+        #expect(nack.nextDue(rtt: rtt) == 1_000_000 + nack.reorderTime)
+        nack.noteMediaBytes(100_000)
+        // 10 and 11 are beyond the reorder allowance (highest 15), 20 is not yet.
+        let asked = nack.due(now: 2_000_000, highest: 15, rtt: rtt).flatMap(\.sequenceNumbers)
+        #expect(asked == [10, 11])
+        #expect(nack.nextDue(rtt: rtt) == min(3_000_000 + nack.reorderTime, 2_000_000 + nack.reaskDelay(rtt: rtt)))
+        nack.remove(20)
+        #expect(nack.nextDue(rtt: rtt) == 2_000_000 + nack.reaskDelay(rtt: rtt))
+        nack.remove(10)
+        nack.remove(11)
+        #expect(nack.nextDue(rtt: rtt) == nil)
+    }
 }

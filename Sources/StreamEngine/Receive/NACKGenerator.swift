@@ -78,8 +78,14 @@ struct NACKGenerator: Sendable {
     }
 
     /// When an ask comes due next, if ever.
+    // A loop: the lazy map's closure held a copy of the generator in an object allocated at
+    // every call, and the session asks at every wake-up, mostly with nothing asked for
+    // (results/profile.md section 32).
     func nextDue(rtt: Int64) -> Int64? {
-        asks.values.lazy.map { self.dueTime($0, rtt: rtt) }.min()
+        guard !asks.isEmpty else { return nil }
+        var next = Int64.max
+        for ask in asks.values { next = min(next, dueTime(ask, rtt: rtt)) }
+        return next
     }
 
     private func dueTime(_ ask: Ask, rtt: Int64) -> Int64 {
