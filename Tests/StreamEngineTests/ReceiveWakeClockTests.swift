@@ -54,9 +54,9 @@ import Testing
             time += 4_166_667
         }
         let last = wake.lastDatagramWake
-        #expect(wake.deadlineSlack(reportInterval: .milliseconds(20), now: last + Self.millisecond) == 5 * Self.millisecond)
-        #expect(wake.deadlineSlack(reportInterval: .milliseconds(8), now: last + Self.millisecond) == 0)
-        #expect(wake.deadlineSlack(reportInterval: .milliseconds(20), now: last + 6 * Self.millisecond) == 0)
-        #expect(ReceiveWakeClock().deadlineSlack(reportInterval: .milliseconds(20), now: Self.start) == 0)
+        #expect(wake.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(20)), now: last + Self.millisecond) == 5 * Self.millisecond)
+        #expect(wake.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(8)), now: last + Self.millisecond) == 0)
+        #expect(wake.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(20)), now: last + 6 * Self.millisecond) == 0)
+        #expect(ReceiveWakeClock().deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(20)), now: Self.start) == 0)
     }
 }

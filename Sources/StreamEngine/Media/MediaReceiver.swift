@@ -134,8 +134,16 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// recovery (10-20 % more than without, results/profile.md section 6); frames still go out
     /// after their playout time, never before.
     static func deadlineSlack(reportInterval: Duration, datagramInterval: Int64) -> Int64 {
-        let slack = min(5_000_000, reportInterval.nanoseconds / 4)
-        return datagramInterval <= slack ? slack : 0
+        deadlineSlack(limit: slackLimit(reportInterval: reportInterval), datagramInterval: datagramInterval)
+    }
+
+    /// The most slack `deadlineSlack` gives with `reportInterval` (nanoseconds), worked out
+    /// once per receiver: a `Duration`'s nanoseconds are a 128-bit division and multiplication.
+    static func slackLimit(reportInterval: Duration) -> Int64 { min(5_000_000, reportInterval.nanoseconds / 4) }
+
+    /// `deadlineSlack` with its limit worked out (`slackLimit`).
+    static func deadlineSlack(limit: Int64, datagramInterval: Int64) -> Int64 {
+        datagramInterval <= limit ? limit : 0
     }
 
     /// Receives until `stop`, or until `frameLimit` frames were emitted, passing each
@@ -194,12 +202,16 @@ private struct ReceiveLoopHandler: DatagramHandler {
     /// The longest wait, from the report interval (worked out once: a `Duration`'s nanoseconds
     /// are a 128-bit multiplication, and the code for it cold at each wake-up).
     let checkInterval: Int64
+    /// The deadlines' most slack (`MediaReceiver.slackLimit`), worked out once likewise.
+    let slackLimit: Int64
 
     init(receiver: MediaReceiver, loop: DatagramReceiveLoop, session: ReceiveSession, srtp: SRTPEndpoint?,
          feedbackSocket: UDPSocket, frameLimit: Int?, onAccessUnit: @escaping (DepacketizedAccessUnit) -> Void) {
         (self.receiver, self.loop, self.session, self.srtp) = (receiver, loop, session, srtp)
         (self.feedbackSocket, self.frameLimit, self.onAccessUnit) = (feedbackSocket, frameLimit, onAccessUnit)
-        checkInterval = min(10_000_000, max(receiver.config.reportInterval.nanoseconds, 1_000_000))
+        let config = receiver.config
+        checkInterval = min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000))
+        slackLimit = MediaReceiver.slackLimit(reportInterval: config.reportInterval)
     }
 
     // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or
@@ -208,7 +220,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
         guard config.retransmission, let deadline = session.nextDeadline else { return checkInterval }
         let now = realtimeNanoseconds()
         // Past (or Int64.min: feedback to send now): at once.
-        let slack = clock.deadlineSlack(reportInterval: config.reportInterval, now: now)
+        let slack = clock.deadlineSlack(limit: slackLimit, now: now)
         return deadline <= now ? 0 : min(checkInterval, deadline - now + slack)
     }
 

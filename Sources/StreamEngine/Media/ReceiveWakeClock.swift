@@ -33,8 +33,8 @@ struct ReceiveWakeClock {
 
     /// How late a deadline may be served at `now` (`MediaReceiver.deadlineSlack`), judging the
     /// datagrams' rate by the smoothed interval or, if longer, the time since the last of them.
-    func deadlineSlack(reportInterval: Duration, now: Int64) -> Int64 {
-        MediaReceiver.deadlineSlack(reportInterval: reportInterval,
-                                    datagramInterval: max(datagramInterval, now - lastDatagramWake))
+    /// `limit`: the most slack (`MediaReceiver.slackLimit`).
+    func deadlineSlack(limit: Int64, now: Int64) -> Int64 {
+        MediaReceiver.deadlineSlack(limit: limit, datagramInterval: max(datagramInterval, now - lastDatagramWake))
     }
 }

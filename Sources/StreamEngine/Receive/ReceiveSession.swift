@@ -146,6 +146,9 @@ public struct ReceiveSession: Sendable {
     private var multicastTiming: MulticastReportTiming?
     /// `multicastTiming != nil`, fixed at init (per packet, as `recovers`).
     private let reportsToGroup: Bool
+    /// `config.reportInterval` in nanoseconds, worked out once: a `Duration`'s are a 128-bit
+    /// division and multiplication, and `nextDeadline` is read at every wake-up.
+    private let reportInterval: Int64
 
     /// Largest RTP timestamp step accepted within a stream: 10 s at 90 kHz.
     static let maxTimestampStep: Int32 = 900_000
@@ -173,6 +176,7 @@ public struct ReceiveSession: Sendable {
         lockedSourceDescription = config.from?.description
         self.recovers = recovers
         reportsToGroup = config.listen.isMulticast && config.feedback
+        reportInterval = config.reportInterval.nanoseconds
         recovery = LossRecovery(latency: config.latency?.nanoseconds)
         if reportsToGroup { multicastTiming = MulticastReportTiming(ipv6: config.listen.family == .ipv6) }
         // No per-packet feedback to a group's sender, and none at all without feedback (the
@@ -369,7 +373,7 @@ public struct ReceiveSession: Sendable {
         if let multicastTiming {
             return feedback.pictureLossPending ? Int64.min : multicastTiming.nextDeadline
         }
-        let wait = feedback.hasNews ? min(config.reportInterval.nanoseconds, Self.maxReportInterval) : Self.maxReportInterval
+        let wait = feedback.hasNews ? min(reportInterval, Self.maxReportInterval) : Self.maxReportInterval
         var deadline = lastReport + wait
         if recovers {
             if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
@@ -845,8 +849,8 @@ public struct ReceiveSession: Sendable {
                 || multicastTiming!.due(now: now, unit: Double.random(in: 0...1))
         } else {
             due = immediately || feedback.isFull || now - lastReport >= Self.maxReportInterval
-                || (feedback.hasNews && now - lastReport >= config.reportInterval.nanoseconds)
-                || (answeringSenderReport && now - lastReport >= config.reportInterval.nanoseconds / 4)
+                || (feedback.hasNews && now - lastReport >= reportInterval)
+                || (answeringSenderReport && now - lastReport >= reportInterval / 4)
         }
         guard due else { return }
         lastReport = now
