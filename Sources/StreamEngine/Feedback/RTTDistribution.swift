@@ -15,6 +15,10 @@ struct RTTDistribution: Sendable, Equatable {
     static let bucketCount = 820
 
     private var counts = [Int](repeating: 0, count: RTTDistribution.bucketCount)
+    /// The samples in each run of `groupSize` buckets: a quantile walks these and then one
+    /// group's buckets, not all 820 (twice per stats publication: results/profile.md section 32).
+    private var groupCounts = [Int](repeating: 0, count: (RTTDistribution.bucketCount + groupSize - 1) / groupSize)
+    static let groupSize = 32
     /// Samples recorded.
     private(set) var count = 0
     private var smallest = Double.infinity
@@ -26,7 +30,9 @@ struct RTTDistribution: Sendable, Equatable {
     /// Records one sample (milliseconds); negative or non-finite ones are ignored.
     mutating func record(_ milliseconds: Double) {
         guard milliseconds.isFinite, milliseconds >= 0 else { return }
-        counts[Self.bucket(of: milliseconds)] += 1
+        let bucket = Self.bucket(of: milliseconds)
+        counts[bucket] += 1
+        groupCounts[bucket / Self.groupSize] += 1
         count += 1
         smallest = min(smallest, milliseconds)
         largest = max(largest, milliseconds)
@@ -41,9 +47,13 @@ struct RTTDistribution: Sendable, Equatable {
         if rank <= 1 { return smallest }
         if rank >= count { return largest }
         var seen = 0
-        for (index, bucketCount) in counts.enumerated() where bucketCount > 0 {
-            seen += bucketCount
-            if seen >= rank { return min(max(Self.middle(of: index), smallest), largest) }
+        for (group, groupCount) in groupCounts.enumerated() {
+            guard seen + groupCount >= rank else { seen += groupCount; continue }
+            let first = group * Self.groupSize
+            for index in first..<min(first + Self.groupSize, Self.bucketCount) {
+                seen += counts[index]
+                if seen >= rank { return min(max(Self.middle(of: index), smallest), largest) }
+            }
         }
         return largest
     }
@@ -53,13 +63,13 @@ struct RTTDistribution: Sendable, Equatable {
     /// The 95th percentile, milliseconds (nil with no samples).
     var percentile95: Double? { quantile(0.95) }
 
-    private static func bucket(of milliseconds: Double) -> Int {
+    static func bucket(of milliseconds: Double) -> Int {
         guard milliseconds > floorMilliseconds else { return 0 }
         let index = Int(Glibc.log(milliseconds / floorMilliseconds) / Glibc.log(ratio))
         return min(index, bucketCount - 1)
     }
 
-    private static func middle(of bucket: Int) -> Double {
+    static func middle(of bucket: Int) -> Double {
         floorMilliseconds * Glibc.pow(ratio, Double(bucket) + 0.5)
     }
 }
