@@ -241,6 +241,9 @@ public struct RTCPCompoundBuilder: Sendable {
     /// Serializes `packets` back to back into one compound packet.
     public static func build(_ packets: [RTCPPacket]) -> [UInt8] {
         var builder = RTCPCompoundBuilder()
+        // A receiver's compound report is about 1 KB at most (`ReceiverFeedback`): grown once,
+        // not at every doubling of its bytes appended one by one.
+        builder.bytes.reserveCapacity(1280)
         for packet in packets { builder.append(packet) }
         return builder.bytes
     }

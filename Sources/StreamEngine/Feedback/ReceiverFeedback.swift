@@ -135,6 +135,11 @@ struct ReceiverFeedback: Sendable {
                               tracker: inout RTPSequenceTracker) -> [[UInt8]] {
         pending.sort { $0.sequence < $1.sequence }
         senderReportUnanswered = false
+        // The usual case, what arrived since the last report fits one datagram's CCFB: no
+        // copies of the arrivals to cut them up.
+        if let first = pending.first, pending[pending.count - 1].sequence - first.sequence < Int64(Self.metricsPerDatagram) {
+            return [makeReport(now: now, mediaSSRC: mediaSSRC, rtxSSRC: rtxSSRC, tracker: &tracker)]
+        }
         var all = pending
         var datagrams: [[UInt8]] = []
         repeat {
@@ -198,6 +203,9 @@ struct ReceiverFeedback: Sendable {
             // One stream report covers a contiguous range of sequence numbers.
             let begin = arrivals[index].sequence
             var metrics: [RTCPCongestionControlFeedback.Metric] = []
+            // Grown once: the run's sequence numbers up to the last arrival (sorted) it can cover.
+            let last = arrivals[arrivals.count - 1].sequence
+            metrics.reserveCapacity(Int(min(last - begin + 1, Int64(metricsPerDatagram))))
             var next = begin
             while index < arrivals.count && arrivals[index].sequence - begin < Int64(metricsPerDatagram) {
                 let arrival = arrivals[index]
