@@ -115,6 +115,17 @@ struct LossRecovery: Sendable {
         return result
     }
 
+    /// Takes the packet numbered `sequence` without a copy when the playout buffer releases it
+    /// at once and alone (`PlayoutBuffer.releaseInOrder`): then it is settled as `insert`
+    /// settles it, and the caller passes its bytes on. False, changing nothing, otherwise.
+    mutating func releaseInOrder(_ sequence: Int64) -> Bool {
+        guard playout.releaseInOrder(sequence) else { return false }
+        nack.remove(sequence)
+        forgetGivenUp()
+        settleTail()
+        return true
+    }
+
     /// The sender's report says it sent packets through `last`, past the highest that came:
     /// missing like a gap (deadline: the report's arrival + the latency), asked for.
     mutating func expectTail(through last: Int64, arrival: Int64, now: Int64) {

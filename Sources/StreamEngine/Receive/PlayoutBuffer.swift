@@ -103,6 +103,18 @@ struct PlayoutBuffer: Sendable {
         return .accepted
     }
 
+    /// Takes the packet numbered `sequence` if it is the next one out with nothing held and
+    /// nothing missing (the usual case): it would be released at once, alone, and `insert`
+    /// would change nothing but the two counters this moves on. Returns false, changing
+    /// nothing, otherwise (then `insert` takes it). The caller keeps the packet's bytes: no
+    /// `Packet` is made, none goes through a list of released packets.
+    mutating func releaseInOrder(_ sequence: Int64) -> Bool {
+        guard held.isEmpty, deadlines.isEmpty, nextSequence == sequence, sequence == highestSequence + 1 else { return false }
+        nextSequence = sequence + 1
+        highestSequence = sequence
+        return true
+    }
+
     /// Gives up the gaps whose deadline is at or before `now`, releasing what waited behind them.
     mutating func release(now: Int64, into output: inout [Packet]) {
         while let next = nextSequence, !held.isEmpty, let deadline = deadlines[next], deadline <= now {

@@ -545,13 +545,7 @@ public struct ReceiveSession: Sendable {
                                arrival: Int64, now: Int64) {
         guard recovers else {
             depacketizer.push(header, payload: payload, tracked: tracked, into: &depacketized)
-            if !depacketized.isEmpty {
-                var units: [DepacketizedAccessUnit] = []
-                swap(&units, &depacketized)
-                emit(units, now: now)
-                units.removeAll(keepingCapacity: true)
-                swap(&units, &depacketized)
-            }
+            emitDepacketized(now: now)
             return
         }
         recovery.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
@@ -570,8 +564,17 @@ public struct ReceiveSession: Sendable {
                                  arrival: arrival, now: now, into: &released)
             return
         }
-        // A packet the buffer releases at once (the usual case: in order, nothing missing) goes
-        // into the depacketizer from the datagram's bytes; only one that may wait is copied.
+        // The next packet with nothing held and nothing missing (the usual case): released at
+        // once and alone, straight into the depacketizer, no packet made and no list of
+        // released packets walked (results/profile.md section 32).
+        if recovery.releaseInOrder(tracked.extendedSequence) {
+            depacketizer.push(header, payload: payload, tracked: .init(outcome: .inOrder, extendedSequence: tracked.extendedSequence),
+                              into: &depacketized)
+            emitDepacketized(now: now)
+            return
+        }
+        // A packet the buffer releases at once (the first, or the next one out while others
+        // wait) goes into the depacketizer from the datagram's bytes; only one that may wait is copied.
         let atOnce = recovery.playout.releasesAtOnce(tracked.extendedSequence)
         let packet = PlayoutBuffer.Packet(header: header, payload: atOnce ? [] : Array(payload),
                                           sequence: tracked.extendedSequence)
@@ -583,6 +586,17 @@ public struct ReceiveSession: Sendable {
         // ~150 instructions for the one packet usually here (results/profile.md section 31).
         while released.popLast() != nil {}
         swap(&released, &releasedScratch)
+    }
+
+    /// Emits what the depacketizer completed into `depacketized` (usually nothing), leaving it
+    /// empty with its capacity.
+    private mutating func emitDepacketized(now: Int64) {
+        guard !depacketized.isEmpty else { return }
+        var units: [DepacketizedAccessUnit] = []
+        swap(&units, &depacketized)
+        emit(units, now: now)
+        units.removeAll(keepingCapacity: true)
+        swap(&units, &depacketized)
     }
 
     /// Packets the playout buffer released, in order, into the depacketizer; the one numbered
