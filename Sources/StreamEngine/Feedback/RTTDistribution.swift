@@ -18,6 +18,7 @@ struct RTTDistribution: Sendable, Equatable {
     /// The samples in each run of `groupSize` buckets: a quantile walks these and then one
     /// group's buckets, not all 820 (twice per stats publication: results/profile.md section 32).
     private var groupCounts = [Int](repeating: 0, count: (RTTDistribution.bucketCount + groupSize - 1) / groupSize)
+    /// Buckets per group.
     static let groupSize = 32
     /// Samples recorded.
     private(set) var count = 0
@@ -63,12 +64,14 @@ struct RTTDistribution: Sendable, Equatable {
     /// The 95th percentile, milliseconds (nil with no samples).
     var percentile95: Double? { quantile(0.95) }
 
+    /// The bucket a sample (milliseconds) is counted in.
     static func bucket(of milliseconds: Double) -> Int {
         guard milliseconds > floorMilliseconds else { return 0 }
         let index = Int(Glibc.log(milliseconds / floorMilliseconds) / Glibc.log(ratio))
         return min(index, bucketCount - 1)
     }
 
+    /// The geometric middle of `bucket` (milliseconds): what a quantile in it reads.
     static func middle(of bucket: Int) -> Double {
         floorMilliseconds * Glibc.pow(ratio, Double(bucket) + 0.5)
     }
