@@ -109,11 +109,11 @@ struct PlayoutFrameLimitTests {
     /// datagrams come that often: at 30 fps, on time.
     @Test func theReceiveLoopServesADeadlineAtMostAFrameLate() {
         let at240fps: Int64 = 4_166_667
-        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(20), datagramInterval: at240fps) == 5_000_000)
-        #expect(MediaReceiver.deadlineSlack(reportInterval: .seconds(1), datagramInterval: at240fps) == 5_000_000)
-        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(8), datagramInterval: 1_000_000) == 2_000_000)
-        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(8), datagramInterval: at240fps) == 0)
-        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(20), datagramInterval: 33_333_333) == 0)
-        #expect(MediaReceiver.deadlineSlack(reportInterval: .milliseconds(20), datagramInterval: .max) == 0)
+        #expect(MediaReceiver.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(20)), datagramInterval: at240fps) == 5_000_000)
+        #expect(MediaReceiver.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .seconds(1)), datagramInterval: at240fps) == 5_000_000)
+        #expect(MediaReceiver.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(8)), datagramInterval: 1_000_000) == 2_000_000)
+        #expect(MediaReceiver.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(8)), datagramInterval: at240fps) == 0)
+        #expect(MediaReceiver.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(20)), datagramInterval: 33_333_333) == 0)
+        #expect(MediaReceiver.deadlineSlack(limit: MediaReceiver.slackLimit(reportInterval: .milliseconds(20)), datagramInterval: .max) == 0)
     }
 }

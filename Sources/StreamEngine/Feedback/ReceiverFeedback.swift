@@ -135,23 +135,22 @@ struct ReceiverFeedback: Sendable {
                               tracker: inout RTPSequenceTracker) -> [[UInt8]] {
         pending.sort { $0.sequence < $1.sequence }
         senderReportUnanswered = false
-        // The usual case, what arrived since the last report fits one datagram's CCFB: no
-        // copies of the arrivals to cut them up.
-        if let first = pending.first, pending[pending.count - 1].sequence - first.sequence < Int64(Self.metricsPerDatagram) {
-            return [makeReport(now: now, mediaSSRC: mediaSSRC, rtxSSRC: rtxSSRC, tracker: &tracker)]
-        }
-        var all = pending
         var datagrams: [[UInt8]] = []
+        var more = false
         repeat {
-            var cut = 0
-            if let first = all.first {
-                cut = all.firstIndex { $0.sequence - first.sequence >= Int64(Self.metricsPerDatagram) } ?? all.count
+            // What one datagram's CCFB covers stays in `pending` (which `makeReport` reports and
+            // empties); only what lies past it, if anything, is copied aside for the next one.
+            var rest: [Arrival] = []
+            if let first = pending.first, pending[pending.count - 1].sequence - first.sequence >= Int64(Self.metricsPerDatagram),
+               let cut = pending.firstIndex(where: { $0.sequence - first.sequence >= Int64(Self.metricsPerDatagram) }) {
+                rest = Array(pending[cut...])
+                pending.removeSubrange(cut...)
             }
-            pending = Array(all[..<cut])
-            all.removeFirst(cut)
             datagrams.append(makeReport(now: now, mediaSSRC: mediaSSRC, rtxSSRC: datagrams.isEmpty ? rtxSSRC : nil,
                                         tracker: &tracker))
-        } while !all.isEmpty
+            more = !rest.isEmpty
+            if more { pending = rest }
+        } while more
         return datagrams
     }
 

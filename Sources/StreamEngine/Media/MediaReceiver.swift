@@ -133,18 +133,14 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     /// arrivals of later frames, so waking exactly at it cost wake-ups of their own with loss
     /// recovery (10-20 % more than without, results/profile.md section 6); frames still go out
     /// after their playout time, never before.
-    static func deadlineSlack(reportInterval: Duration, datagramInterval: Int64) -> Int64 {
-        deadlineSlack(limit: slackLimit(reportInterval: reportInterval), datagramInterval: datagramInterval)
+    /// `limit`: the most slack, from the report interval (`slackLimit`).
+    static func deadlineSlack(limit: Int64, datagramInterval: Int64) -> Int64 {
+        datagramInterval <= limit ? limit : 0
     }
 
     /// The most slack `deadlineSlack` gives with `reportInterval` (nanoseconds), worked out
     /// once per receiver: a `Duration`'s nanoseconds are a 128-bit division and multiplication.
     static func slackLimit(reportInterval: Duration) -> Int64 { min(5_000_000, reportInterval.nanoseconds / 4) }
-
-    /// `deadlineSlack` with its limit worked out (`slackLimit`).
-    static func deadlineSlack(limit: Int64, datagramInterval: Int64) -> Int64 {
-        datagramInterval <= limit ? limit : 0
-    }
 
     /// Receives until `stop`, or until `frameLimit` frames were emitted, passing each
     /// rebuilt access unit (complete or not) to `onAccessUnit`. The protocol is a

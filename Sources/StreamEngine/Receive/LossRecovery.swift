@@ -109,10 +109,16 @@ struct LossRecovery: Sendable {
         if let before = highestBefore, packet.sequence > before + 1, let deadline = playout.deadlines[packet.sequence - 1] {
             nack.noteMissing((before + 1)..<packet.sequence, now: now, deadline: deadline)
         }
-        nack.remove(packet.sequence)
+        settle(packet.sequence)
+        return result
+    }
+
+    /// A packet numbered `sequence` went into the playout buffer: it is asked for no more, and
+    /// neither is anything before the buffer's next one; a missing tail it reaches is settled.
+    private mutating func settle(_ sequence: Int64) {
+        nack.remove(sequence)
         forgetGivenUp()
         settleTail()
-        return result
     }
 
     /// Takes the packet numbered `sequence` without a copy when the playout buffer releases it
@@ -120,9 +126,7 @@ struct LossRecovery: Sendable {
     /// settles it, and the caller passes its bytes on. False, changing nothing, otherwise.
     mutating func releaseInOrder(_ sequence: Int64) -> Bool {
         guard playout.releaseInOrder(sequence) else { return false }
-        nack.remove(sequence)
-        forgetGivenUp()
-        settleTail()
+        settle(sequence)
         return true
     }
 
