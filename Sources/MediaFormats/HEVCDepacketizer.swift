@@ -186,6 +186,9 @@ public struct HEVCDepacketizer: Sendable {
         var damaged = false
         var abandoned = false
         var isKeyframe = false
+
+        /// No access unit: what `assembly` holds between two.
+        static var none: Assembly { Assembly(timestamp: 0, firstSequence: 0, lastSequence: 0) }
     }
 
     private var ssrc: UInt32? = nil
@@ -202,7 +205,12 @@ public struct HEVCDepacketizer: Sendable {
     private var joining = true
     /// False at stream start, while earlier packets may still arrive reordered.
     private var started = false
-    private var assembly: Assembly? = nil
+    /// The access unit under assembly, when `assembling`; else an empty one (its arrays the
+    /// shared empty storage). Not an optional: an `Assembly?` is assigned and destroyed through
+    /// its type's value witnesses, an indirect call into cold code at every access unit
+    /// (results/profile.md section 33).
+    private var assembly = Assembly.none
+    private var assembling = false
     /// Per NAL unit type, the largest rebuilt from fragments lately (each one after it takes a
     /// sixty-fourth off): the capacity the next one of that type starts with, a quarter more.
     /// After the last size of any type, a quarter of the NAL units outgrew their arrays, copied
@@ -465,11 +473,10 @@ public struct HEVCDepacketizer: Sendable {
         if nextSequence != nil, heldCount > 0 {
             advance(to: highestSequence + 1, into: &output)
         }
-        if var current = assembly {
+        if assembling {
             // No marker: the end of this access unit was never seen.
-            current.damaged = true
-            assembly = nil
-            emit(current, into: &output)
+            assembly.damaged = true
+            emit(takeAssembly(), into: &output)
         }
         pendingGap = 0
     }
@@ -483,28 +490,28 @@ public struct HEVCDepacketizer: Sendable {
         var startDamaged = false
         var startMissing = 0
         var continuing = false
-        // The access unit under assembly is changed where it is stored (`assembly!`), never
-        // copied or moved: `if var current = assembly` (and `assembly != nil`) copied it,
-        // retaining and releasing its arrays, every packet, and moving it out and back copied
-        // its bytes (results/profile.md section 17). Only its timestamp is read to test it.
-        if let timestamp = assembly?.timestamp {
-            if packet.timestamp != timestamp {
+        // The access unit under assembly is changed where it is stored, never copied or
+        // moved: copying it (`if var current = assembly` when it was an optional) retained and
+        // released its arrays every packet, and moving it out and back copied its bytes
+        // (results/profile.md section 17).
+        if assembling {
+            if packet.timestamp != assembly.timestamp {
                 // A new access unit without a marker on the last one.
                 if gap > 0 {
                     // The old access unit lost at least its marker packet. One lost packet is
                     // exactly that; more are ambiguous: they may also have begun the new one.
-                    assembly!.missing += gap
-                    assembly!.damaged = true
+                    assembly.missing += gap
+                    assembly.damaged = true
                     startDamaged = gap > 1
                 }
-                emit(assembly.take()!, into: &output)
+                emit(takeAssembly(), into: &output)
             } else {
                 continuing = true
                 if gap > 0 {
-                    assembly!.missing += gap
-                    assembly!.damaged = true
-                    assembly!.discarding = assembly!.openFragment == nil ? .afterGap : .countedNAL
-                    Self.breakFragment(&assembly!, byLoss: true, counters: &counters)
+                    assembly.missing += gap
+                    assembly.damaged = true
+                    assembly.discarding = assembly.openFragment == nil ? .afterGap : .countedNAL
+                    Self.breakFragment(&assembly, byLoss: true, counters: &counters)
                 }
             }
         } else if gap > 0 {
@@ -512,19 +519,28 @@ public struct HEVCDepacketizer: Sendable {
             startDamaged = true
         }
         if !continuing {
+            assembling = true
             assembly = Assembly(timestamp: packet.timestamp, nalUnits: spareLists.popLast() ?? [],
                                 firstSequence: packet.sequence, lastSequence: packet.sequence,
                                 missing: startMissing, damaged: startDamaged)
-            if startDamaged || joining { assembly!.discarding = .afterGap }
+            if startDamaged || joining { assembly.discarding = .afterGap }
         }
         joining = false
-        assembly!.lastSequence = packet.sequence
-        assembly!.packetCount += 1
-        if !assembly!.abandoned {
-            Self.apply(packet.content, payload: payload, to: &assembly!, counters: &counters, peaks: &fragmentedNALPeak,
+        assembly.lastSequence = packet.sequence
+        assembly.packetCount += 1
+        if !assembly.abandoned {
+            Self.apply(packet.content, payload: payload, to: &assembly, counters: &counters, peaks: &fragmentedNALPeak,
                        spares: &spareNALUnits, limit: maxAccessUnitSize)
         }
-        if packet.marker { emit(assembly.take()!, into: &output) }
+        if packet.marker { emit(takeAssembly(), into: &output) }
+    }
+
+    /// The access unit under assembly, leaving an empty one in its place.
+    private mutating func takeAssembly() -> Assembly {
+        assembling = false
+        var taken = Assembly.none
+        swap(&taken, &assembly)
+        return taken
     }
 
     /// Adds a packet's content to the access unit, copying its NAL unit bytes from `payload`

@@ -216,6 +216,22 @@ import UringIO
         #expect(added.frames == 20 && added.p50 >= 100 && added.p50 <= 101 && added.max <= 101)
     }
 
+    /// Many outputs of one input are each polled once, in order: the stream ends while twelve
+    /// frames wait for their playout time, so the end puts them all out at once, with a report.
+    @Test func outputsOfOneInputArePolledOnceEachInOrder() {
+        let frames = Self.stream(frames: 12)
+        var link = Link(latency: .milliseconds(500))
+        link.send(frames.flatMap(\.datagrams))
+        link.run(quiet: 5 * Self.millisecond, finish: false)
+        #expect(link.units.isEmpty)  // all still waiting
+        let transmitsBefore = link.harness.transmits.count
+        link.harness.finish()
+        #expect(link.units.count == 12 && ReceiveSessionTests.same(link.units, frames))
+        #expect(link.units.allSatisfy { $0.isComplete && $0.followsIntactChain })
+        #expect(link.harness.transmits.count > transmitsBefore)  // the end's report, among the frames
+        #expect(link.stats.framesComplete == 12)
+    }
+
     @Test func aFrameCompletedAfterItsPlayoutTimeGoesOutWhenComplete() {
         let frames = Self.stream(frames: 12)
         let datagrams = frames.flatMap(\.datagrams)

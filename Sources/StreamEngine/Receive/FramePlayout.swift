@@ -48,7 +48,7 @@ struct FramePlayout: Sendable {
     /// A frame out of the depacketizer at `now`: it waits for its playout time. Frames of
     /// earlier timestamps whose first arrival is still remembered never came out (rejected
     /// whole): forgotten.
-    mutating func hold(_ unit: DepacketizedAccessUnit, now: Int64) {
+    mutating func hold(_ unit: consuming DepacketizedAccessUnit, now: Int64) {
         let first = firstArrivals.removeValue(forKey: unit.timestamp) ?? now
         if lastNoted != nil { lastNoted = nil }
         for timestamp in firstArrivals.keys where Int32(bitPattern: timestamp &- unit.timestamp) < 0 {
@@ -64,17 +64,20 @@ struct FramePlayout: Sendable {
 
     /// Releases, in order, the frames whose playout time (first arrival + `latency`) is at or
     /// before `now`; with `all`, every frame (the stream ends).
-    mutating func release(now: Int64, latency: Int64, all: Bool = false, into output: (DepacketizedAccessUnit) -> Void) {
+    mutating func release(now: Int64, latency: Int64, all: Bool = false,
+                          into output: (consuming DepacketizedAccessUnit) -> Void) {
         while head < waiting.count, all || waiting[head].firstArrival + latency <= now {
-            let (unit, first) = waiting[head]
-            head += 1
+            // The last one waiting (usually the only one) is moved out, not copied; the
+            // others are left behind `head` until the list is cleared below.
+            let (unit, first) = head == waiting.count - 1 ? waiting.removeLast() : waiting[head]
+            if head < waiting.count { head += 1 }
             let added = max(0, now - first)
             addedLatency.record(Double(added) / 1e6)
             maxAddedLatency = max(maxAddedLatency, added)
             output(unit)
         }
         if head == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
+            if head > 0 { waiting.removeAll(keepingCapacity: true) }
             head = 0
         } else if head > 64 && head * 2 > waiting.count {
             waiting.removeFirst(head)
