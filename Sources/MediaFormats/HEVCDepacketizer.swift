@@ -210,7 +210,8 @@ public struct HEVCDepacketizer: Sendable {
     /// its type's value witnesses, an indirect call into cold code at every access unit
     /// (results/profile.md section 33).
     private var assembly = Assembly.none
-    private var assembling = false
+    /// An access unit is under assembly: it has taken a packet (`Assembly.none` has none).
+    private var assembling: Bool { assembly.packetCount > 0 }
     /// Per NAL unit type, the largest rebuilt from fragments lately (each one after it takes a
     /// sixty-fourth off): the capacity the next one of that type starts with, a quarter more.
     /// After the last size of any type, a quarter of the NAL units outgrew their arrays, copied
@@ -519,7 +520,6 @@ public struct HEVCDepacketizer: Sendable {
             startDamaged = true
         }
         if !continuing {
-            assembling = true
             assembly = Assembly(timestamp: packet.timestamp, nalUnits: spareLists.popLast() ?? [],
                                 firstSequence: packet.sequence, lastSequence: packet.sequence,
                                 missing: startMissing, damaged: startDamaged)
@@ -537,7 +537,6 @@ public struct HEVCDepacketizer: Sendable {
 
     /// The access unit under assembly, leaving an empty one in its place.
     private mutating func takeAssembly() -> Assembly {
-        assembling = false
         var taken = Assembly.none
         swap(&taken, &assembly)
         return taken
