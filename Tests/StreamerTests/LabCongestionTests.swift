@@ -21,7 +21,7 @@ struct LabCongestionTests {
         let before = try #require(try lab.counters()["tbfDropped"])
         let out = directory.appendingPathComponent("x.hevc").path
         let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", "5004", "--duration", String(Self.seconds + 8), "--quiet", "--out", out,
+            "recv", "--listen", "5004", "--duration", String(Self.seconds + 60), "--quiet", "--out", out,
             "--stats", directory.appendingPathComponent("recv.json").path,
         ])
         try lab.waitUntilBound("rcv", port: 5004)
@@ -32,7 +32,9 @@ struct LabCongestionTests {
         ] + source + sendArguments)
         #expect(waitForExit(sender, seconds: Double(Self.seconds) + 20) == 0)
         let senderSeconds = Date().timeIntervalSince(started)
-        _ = waitForExit(receiver, seconds: 0.5)  // it has all there will be; its stats are written on the way out
+        // It has all there will be; stopped here (its --duration is only a cap: a loaded machine
+        // runs the sender well past its 14 s), its stats written on the way out.
+        _ = waitForExit(receiver, seconds: 0.5)
         let dropped = try #require(try lab.counters()["tbfDropped"]) - before
         return (try readJSON(directory.appendingPathComponent("send.json")),
                 try readJSON(directory.appendingPathComponent("recv.json")), dropped, try probeDecodedFrames(out)?.frames,
@@ -58,9 +60,12 @@ struct LabCongestionTests {
             frames complete \(intField(off.recv, "frames.complete") ?? -1), packets sent \(intField(off.send, "packets.sent") ?? -1) \
             received \(intField(off.recv, "packets.received") ?? -1) late \(intField(off.recv, "packets.late") ?? -1) \
             lost \(intField(off.recv, "packets.lost") ?? -1), sender seconds \(off.senderSeconds); \
-            cc on: tbf dropped \(on.dropped), received \(receivedRate(on.recv) / 1e6) Mbit/s, \
+            cc on: tbf dropped \(on.dropped), lost (sender, receiver) \(intField(on.send, "packets.lost") ?? -1), \
+            \(intField(on.recv, "packets.lost") ?? -1), kernel drops \(intField(on.recv, "kernelDrops") ?? -1), \
+            received \(receivedRate(on.recv) / 1e6) Mbit/s, \
             frames complete \(intField(on.recv, "frames.complete") ?? -1), dropped whole at the sender \
-            \(intField(on.send, "cc.framesDropped") ?? -1), rate changes \(intField(on.send, "cc.rateChanges") ?? -1)
+            \(intField(on.send, "cc.framesDropped") ?? -1), rate changes \(intField(on.send, "cc.rateChanges") ?? -1), \
+            sender seconds \(on.senderSeconds)
             """)
         // The source offers three times the capacity: without control the queue overflows.
         #expect(off.dropped > 500, "cc off: \(off.dropped) dropped")

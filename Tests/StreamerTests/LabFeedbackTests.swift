@@ -17,7 +17,7 @@ struct LabFeedbackTests {
         let seconds = Double(frames) / 30
         // Originals only: retransmissions would cross the router's loss too (LabRetransmissionTests counts them).
         let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", "5004", "--duration", String(seconds + 5), "--quiet", "--no-rtx",
+            "recv", "--listen", "5004", "--duration", String(seconds + 60), "--quiet", "--no-rtx",
             "--stats", directory.appendingPathComponent("recv.json").path,
         ])
         try lab.waitUntilBound("rcv", port: 5004)
@@ -26,8 +26,8 @@ struct LabFeedbackTests {
             "--quiet", "--no-rtx", "--stats", directory.appendingPathComponent("send.json").path,
         ] + sendArguments)
         try during()
-        #expect(waitForExit(sender, seconds: seconds + 20) == 0)
-        #expect(waitForExit(receiver, seconds: 20) == 0)
+        let exits = stopAfterSender(sender, seconds: seconds + 20, receiver: receiver, grace: 1)
+        #expect(exits.sender == 0 && exits.receiver == 0)
         return (try readJSON(directory.appendingPathComponent("send.json")),
                 try readJSON(directory.appendingPathComponent("recv.json")), try lab.counters())
     }

@@ -26,8 +26,8 @@ struct LabPathMTUTests {
 
         /// Waits for both to exit and returns their final stats.
         func finish(seconds: Double) throws -> (send: [String: Any], recv: [String: Any]) {
-            #expect(waitForExit(sender, seconds: seconds) == 0)
-            #expect(waitForExit(receiver, seconds: 20) == 0)
+            let exits = stopAfterSender(sender, seconds: seconds, receiver: receiver, grace: 1)
+            #expect(exits.sender == 0 && exits.receiver == 0)
             return (try readJSON(sendStats), try readJSON(recvStats))
         }
     }
@@ -36,7 +36,7 @@ struct LabPathMTUTests {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("pmtu")
         let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", ipv6 ? "[::]:5004" : "5004", "--duration", String(seconds + 4), "--quiet",
+            "recv", "--listen", ipv6 ? "[::]:5004" : "5004", "--duration", String(seconds + 60), "--quiet",
             "--stats", directory.appendingPathComponent("recv.json").path, "--stats-every", "0.1",
         ])
         try lab.waitUntilBound("rcv", port: 5004, ipv6: ipv6)

@@ -21,7 +21,7 @@ struct LabPathMonitorTests {
         let recvStats = directory.appendingPathComponent("recv.json")
         let output = directory.appendingPathComponent("x.hevc")
         let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", ipv6 ? "[::]:5004" : "5004", "--duration", "14", "--quiet", "--out", output.path,
+            "recv", "--listen", ipv6 ? "[::]:5004" : "5004", "--duration", "70", "--quiet", "--out", output.path,
             "--stats", recvStats.path, "--stats-every", "0.1",
         ])
         try lab.waitUntilBound("rcv", port: 5004, ipv6: ipv6)
@@ -60,8 +60,8 @@ struct LabPathMonitorTests {
         let added = try lab.exec("snd", "/usr/sbin/ip", [family, "route", "add", "default", "via", ipv6 ? "fd77:1::1" : "10.77.1.1"])
         let addedAfter = Date().timeIntervalSince1970
         try #require(added.status == 0, "ip route add: \(added.stderr)")
-        #expect(waitForExit(sender, seconds: 30) == 0)
-        #expect(waitForExit(receiver, seconds: 20) == 0)
+        let exits = stopAfterSender(sender, seconds: 30, receiver: receiver, grace: 1)
+        #expect(exits.sender == 0 && exits.receiver == 0)
         let send = try readJSON(sendStats)
         let recv = try readJSON(recvStats)
         let lines = (try? String(contentsOf: stderrPath, encoding: .utf8)) ?? ""
@@ -146,7 +146,7 @@ struct LabPathMonitorTests {
     private func startStream(_ lab: Lab, seconds: Int, directory: URL) throws -> (sender: Process, receiver: Process) {
         let binary = try #require(streamerBinary(), "streamer not built")
         let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", "5004", "--duration", String(seconds + 4), "--quiet",
+            "recv", "--listen", "5004", "--duration", String(seconds + 60), "--quiet",
             "--stats", directory.appendingPathComponent("recv.json").path, "--stats-every", "0.1",
         ])
         try lab.waitUntilBound("rcv", port: 5004)
@@ -169,8 +169,8 @@ struct LabPathMonitorTests {
     /// Waits for both ends to exit (status 0) and returns their final stats.
     private func finish(_ stream: (sender: Process, receiver: Process), _ directory: URL) throws
         -> (send: [String: Any], recv: [String: Any]) {
-        #expect(waitForExit(stream.sender, seconds: 30) == 0)
-        #expect(waitForExit(stream.receiver, seconds: 20) == 0)
+        let exits = stopAfterSender(stream.sender, seconds: 30, receiver: stream.receiver, grace: 1)
+        #expect(exits.sender == 0 && exits.receiver == 0)
         return (try readJSON(directory.appendingPathComponent("send.json")),
                 try readJSON(directory.appendingPathComponent("recv.json")))
     }

@@ -41,7 +41,7 @@ struct LabRTTTests {
         let source = clip.map { ["--source", $0.path, "--fps", "30"] } ?? ["--size", size, "--bitrate", bitrate]
         let stats = directory.appendingPathComponent("send.json")
         let receiverStats = directory.appendingPathComponent("recv.json")
-        let receiver = try lab.spawn("rcv", binary, ["recv", "--listen", "5004", "--duration", "17", "--quiet",
+        let receiver = try lab.spawn("rcv", binary, ["recv", "--listen", "5004", "--duration", "73", "--quiet",
                                                      "--feedback-interval", "0.005", "--stats", receiverStats.path])
         try lab.waitUntilBound("rcv", port: 5004)
         let sender = try lab.spawn("snd", binary, [
@@ -74,8 +74,8 @@ struct LabRTTTests {
             else { return nil }
             return (rtt, at - rtt / 1000)
         }.sorted { $0.sentAt < $1.sentAt }
-        #expect(waitForExit(sender, seconds: 20) == 0)
-        #expect(waitForExit(receiver, seconds: 20) == 0)
+        let exits = stopAfterSender(sender, seconds: 20, receiver: receiver, grace: 1)
+        #expect(exits.sender == 0 && exits.receiver == 0)
         try #require(engineSamples.count >= 200, "too few RTT samples: \(engineSamples)")
         try #require(pingSamples.count >= 400, "ping: \(text)")
         // Each sender report beside the ping that left nearest it.

@@ -92,6 +92,20 @@ func waitForExit(_ process: Process, seconds: Double) -> Int32 {
     return process.terminationStatus
 }
 
+/// Waits for `sender` to exit (within `seconds`, then stops it), gives `receiver` `grace` more
+/// seconds for what is still in flight and its playout delay, then stops it with SIGTERM (a clean
+/// stop: its final stats written, exit 0). Returns both exit statuses. A receiver that stops
+/// itself after a fixed `--duration` instead cuts off the stream's tail whenever a loaded machine
+/// starts the sender late or runs it slower than real time (seen in a run beside two busy loops:
+/// the last 20 packets of 780 missing), so a lab test's receiver gets a `--duration` only as a
+/// cap far beyond the stream and is stopped by this.
+@discardableResult
+func stopAfterSender(_ sender: Process, seconds: Double, receiver: Process, grace: Double) -> (sender: Int32, receiver: Int32) {
+    let senderStatus = waitForExit(sender, seconds: seconds)
+    Thread.sleep(forTimeInterval: grace)
+    return (senderStatus, waitForExit(receiver, seconds: 0))
+}
+
 /// Reads a JSON object from a file.
 func readJSON(_ url: URL) throws -> [String: Any] {
     try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])

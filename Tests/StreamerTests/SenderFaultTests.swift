@@ -98,7 +98,7 @@ struct SenderFaultTests {
         let directory = try temporaryDirectory("route")
         defer { try? FileManager.default.removeItem(at: directory) }
         let recvStats = directory.appendingPathComponent("recv.json")
-        let receiver = try lab.spawn("rcv", binary, ["recv", "--listen", "5004", "--duration", "20", "--quiet",
+        let receiver = try lab.spawn("rcv", binary, ["recv", "--listen", "5004", "--duration", "74", "--quiet",
                                                      "--out", directory.appendingPathComponent("x.hevc").path,
                                                      "--stats", recvStats.path, "--stats-every", "0.1"])
         try lab.waitUntilBound("rcv", port: 5004)
@@ -122,8 +122,8 @@ struct SenderFaultTests {
                 _ = try run("/usr/sbin/ip", ["-n", "sl-froute-snd", "route", "add", "default", "via", "10.77.1.1"])
             }
         }
-        #expect(waitForExit(sender, seconds: 15) == 0)
-        #expect(waitForExit(receiver, seconds: 20) == 0)
+        let exits = stopAfterSender(sender, seconds: 15, receiver: receiver, grace: 1)
+        #expect(exits.sender == 0 && exits.receiver == 0)
         let messages = String(decoding: senderErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let send = try readJSON(sendStats)
         let errors = field(send, "errors") as? [String: Int] ?? [:]
