@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import MediaFormats
+import StreamEngine
 import UringIO
 
 // bench peers: the same HEVC file at the same real-time frame rate, and as fast as each tool
@@ -277,36 +278,92 @@ func runFloorSender(_ arguments: [String]) throws {
     }
 }
 
-/// `bench peers-count PORT EXPECTED`: a recvmmsg + GRO counter of datagrams and bytes; stops at
-/// EXPECTED datagrams (0: unknown) or 1.5 s after the last one; prints
-/// `packets=N bytes=N span=N duration=NS` (span: RTP sequence numbers from the first to the last
-/// seen; duration: from the first receive to the last, in nanoseconds).
+/// `bench peers-count PORT EXPECTED [--engine-loop BUFFERS]`: a recvmmsg + GRO counter of
+/// datagrams and bytes; stops at EXPECTED datagrams (0: unknown) or 1.5 s after the last one;
+/// prints `packets=N bytes=N span=N duration=NS` (span: RTP sequence numbers from the first to
+/// the last seen; duration: from the first receive to the last, in nanoseconds). With
+/// `--engine-loop`, the same count on the engine's receive loop (`DatagramReceiveLoop`: a
+/// multishot `recvmsg` on a ring of BUFFERS buffers of 64 KB, its work deferred to the loop's
+/// waits, as `streamer recv` receives), so the loop's own cost can be set beside `recvmmsg`'s
+/// with nothing else of a receiver (results/profile.md section 34).
 func runCounter(_ arguments: [String]) throws {
-    guard arguments.count == 2, let port = UInt16(arguments[0]), let expected = Int(arguments[1]) else {
-        throw BenchError.usage("usage: bench peers-count PORT EXPECTED")
-    }
+    let usage = BenchError.usage("usage: bench peers-count PORT EXPECTED [--engine-loop BUFFERS]")
+    guard arguments.count == 2 || (arguments.count == 4 && arguments[2] == "--engine-loop"),
+          let port = UInt16(arguments[0]), let expected = Int(arguments[1]), expected >= 0 else { throw usage }
+    let buffers = arguments.count == 4 ? Int(arguments[3]) : nil
+    if arguments.count == 4 { guard let buffers, (1...4096).contains(buffers) else { throw usage } }
     let socket = try UDPSocket(family: .ipv4)
     socket.setReceiveBufferSize(64 << 20)
     try socket.enableGRO()
     try socket.bind(try SocketAddress.parse("127.0.0.1:\(port)"))
-    try PlainUDP.setReceiveTimeout(socket, nanoseconds: 100_000_000)
-    print("ready")
-    fflush(nil)
+    var stream = CountedStream(expected: expected)
+    if let buffers {
+        let loop = try DatagramReceiveLoop(sockets: [(socket, buffers, 65_536)], deferTaskRun: true)
+        print("ready")
+        fflush(nil)
+        // The time is read once per wake-up, after its datagrams, as the recvmmsg loop reads it.
+        try loop.run(checkInterval: 100_000_000, shouldStop: { stream.done(now: monotonicNanoseconds()) }) {
+            stream.count($0.payload)
+        }
+    } else {
+        try PlainUDP.setReceiveTimeout(socket, nanoseconds: 100_000_000)
+        print("ready")
+        fflush(nil)
+        try countWithRecvmmsg(socket, into: &stream)
+    }
+    print("packets=\(stream.packets) bytes=\(stream.bytes) span=\(stream.span) duration=\(stream.duration)")
+}
+
+/// What a counter saw: datagrams, bytes, the RTP sequence span, the time from its first receive
+/// to its last.
+private struct CountedStream {
+    let expected: Int
+    private(set) var packets = 0, bytes = 0
+    private var sequences: (highest: Int, last: UInt16)?
+    private var firstSeen: Int64?, lastSeen: Int64 = 0, countedAtLastSeen = 0
+    private let started = monotonicNanoseconds()
+
+    init(expected: Int) { self.expected = expected }
+
+    var span: Int { sequences.map { $0.highest + 1 } ?? 0 }
+    var duration: Int64 { lastSeen - (firstSeen ?? lastSeen) }
+
+    /// Counts one datagram (one GRO segment).
+    mutating func count(_ datagram: UnsafeRawBufferPointer) {
+        if datagram.count >= 12 {
+            let sequence = UInt16(datagram[2]) << 8 | UInt16(datagram[3])
+            if let seen = sequences {
+                sequences = (seen.highest + Int(Int16(bitPattern: sequence &- seen.last)), sequence)
+            } else {
+                sequences = (0, sequence)
+            }
+        }
+        packets += 1
+        bytes += datagram.count
+    }
+
+    /// Notes a wake-up at `now` (after its datagrams were counted) and says whether to stop:
+    /// EXPECTED datagrams counted, 1.5 s without one, or 60 s without any.
+    mutating func done(now: Int64) -> Bool {
+        if packets > countedAtLastSeen {
+            countedAtLastSeen = packets
+            lastSeen = now
+            if firstSeen == nil { firstSeen = now }
+        }
+        if expected > 0 && packets >= expected { return true }
+        return packets > 0 ? now - lastSeen > 1_500_000_000 : now - started > 60_000_000_000
+    }
+}
+
+/// Counts with `recvmmsg` of 64 (the floor receiver), each GRO burst split by its segment size.
+private func countWithRecvmmsg(_ socket: UDPSocket, into stream: inout CountedStream) throws {
     let batch = 64, slot = 65_536, controlSize = 64
     let buffers = UnsafeMutableRawPointer.allocate(byteCount: batch * slot, alignment: 16)
     let controls = UnsafeMutableRawPointer.allocate(byteCount: batch * controlSize, alignment: 16)
     let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
     let messages = UnsafeMutablePointer<MultiMessageHeader>.allocate(capacity: batch)
     defer { buffers.deallocate(); controls.deallocate(); vectors.deallocate(); messages.deallocate() }
-    var packets = 0, bytes = 0
-    var first: Int?, highest = 0, last: UInt16 = 0
-    var lastSeen = monotonicNanoseconds()
-    let started = lastSeen
-    var firstSeen: Int64?
-    while expected == 0 || packets < expected {
-        let now = monotonicNanoseconds()
-        if packets > 0 && now - lastSeen > 1_500_000_000 { break }
-        if packets == 0 && now - started > 60_000_000_000 { break }
+    while !stream.done(now: monotonicNanoseconds()) {
         for index in 0..<batch {
             vectors[index] = iovec(iov_base: buffers + index * slot, iov_len: slot)
             messages[index] = MultiMessageHeader()
@@ -316,8 +373,6 @@ func runCounter(_ arguments: [String]) throws {
             messages[index].header.msg_controllen = controlSize
         }
         guard let received = try PlainUDP.receiveMessages(socket, messages, count: batch) else { continue }
-        lastSeen = monotonicNanoseconds()
-        if firstSeen == nil { firstSeen = lastSeen }
         for index in 0..<received {
             let length = Int(messages[index].length)
             var segment = length
@@ -330,22 +385,12 @@ func runCounter(_ arguments: [String]) throws {
             }
             var offset = 0
             while offset < length {
-                let base = buffers + index * slot + offset
-                if min(segment, length - offset) >= 12 {
-                    let sequence = UInt16(base.load(fromByteOffset: 2, as: UInt8.self)) << 8
-                        | UInt16(base.load(fromByteOffset: 3, as: UInt8.self))
-                    if first == nil { first = 0; last = sequence } else {
-                        highest += Int(Int16(bitPattern: sequence &- last))
-                        last = sequence
-                    }
-                }
-                packets += 1
-                offset += segment
+                let size = min(max(segment, 1), length - offset)
+                stream.count(UnsafeRawBufferPointer(start: buffers + index * slot + offset, count: size))
+                offset += size
             }
-            bytes += length
         }
     }
-    print("packets=\(packets) bytes=\(bytes) span=\(first == nil ? 0 : highest + 1) duration=\(lastSeen - (firstSeen ?? lastSeen))")
 }
 
 /// One measured run of a sender or a receiver.

@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+
+/// `bench peers-count`, the floor receiver, and its `--engine-loop` form (the engine's receive
+/// loop counting and nothing else), each fed by `bench peers-floor-send` over loopback: both
+/// count every datagram, byte and RTP sequence number sent, GSO runs split back into datagrams.
+@Suite struct PeersCountTests {
+    /// 30 frames of RTP datagrams in the floor sender's record format (per frame a UInt32 byte
+    /// count, a UInt32 datagram count, the UInt16 sizes, the datagrams): each frame 3 – 7
+    /// datagrams of 1,200 bytes (one GSO run) and a short last one; sequence numbers from
+    /// 65,500, so the count crosses their wrap. Returns the datagrams and bytes written.
+    static func writeRecords(to path: String) throws -> (packets: Int, bytes: Int) {
+        var out = [UInt8](), sequence: UInt16 = 65_500, packets = 0, bytes = 0
+        func little<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.littleEndian) { Array($0) } }
+        func big<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+        for frame in 0..<30 {
+            let sizes = Array(repeating: 1200, count: 3 + frame % 5) + [300 + frame]
+            var body = [UInt8]()
+            for (index, size) in sizes.enumerated() {
+                let marker: UInt8 = index == sizes.count - 1 ? 0x80 : 0
+                var datagram = [0x80, marker | 96] + big(sequence) + big(UInt32(frame * 3000)) + [0x50, 0x45, 0x45, 0x52]
+                datagram += (datagram.count..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ frame) }
+                body += datagram
+                sequence &+= 1
+            }
+            out += little(UInt32(body.count)) + little(UInt32(sizes.count)) + sizes.flatMap { little(UInt16($0)) } + body
+            packets += sizes.count
+            bytes += body.count
+        }
+        try Data(out).write(to: URL(fileURLWithPath: path))
+        return (packets, bytes)
+    }
+
+    @Test(arguments: [[String](), ["--engine-loop", "8"]])
+    func countsEveryDatagramTheFloorSenderSent(_ mode: [String]) throws {
+        let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("peers-count-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let records = directory.appendingPathComponent("t.rtp").path
+        let (packets, bytes) = try Self.writeRecords(to: records)
+        let port = 20_000 + Int.random(in: 0..<20_000)
+
+        let counterOutput = directory.appendingPathComponent("count")
+        _ = FileManager.default.createFile(atPath: counterOutput.path, contents: nil)
+        let counter = Process()
+        counter.executableURL = binary
+        counter.arguments = ["peers-count", "\(port)", "\(packets)"] + mode
+        counter.standardOutput = try FileHandle(forWritingTo: counterOutput)
+        try counter.run()
+        defer { if counter.isRunning { counter.terminate() } }
+        // It says "ready" once its socket is bound (and, with the engine loop, the ring made).
+        let deadline = Date().addingTimeInterval(20)
+        var ready = false
+        while !ready && counter.isRunning && Date() < deadline {
+            ready = ((try? String(contentsOf: counterOutput, encoding: .utf8)) ?? "").hasPrefix("ready")
+            if !ready { Thread.sleep(forTimeInterval: 0.02) }
+        }
+        try #require(ready, "the counter never said ready")
+        let sender = try BenchRun.output(binary, ["peers-floor-send", records, "\(port)", "240"])
+        #expect(sender.status == 0, "floor sender: \(sender.stderr)")
+        counter.waitUntilExit()
+        #expect(counter.terminationStatus == 0)
+        let lines = try String(contentsOf: counterOutput, encoding: .utf8).split(separator: "\n")
+        let fields = Dictionary(uniqueKeysWithValues: (lines.last ?? "").split(separator: " ").compactMap { field in
+            field.split(separator: "=", maxSplits: 1).count == 2
+                ? (String(field.split(separator: "=")[0]), String(field.split(separator: "=")[1])) : nil
+        })
+        #expect(fields["packets"] == "\(packets)", "\(lines)")
+        #expect(fields["bytes"] == "\(bytes)", "\(lines)")
+        #expect(fields["span"] == "\(packets)", "\(lines)")
+        // 30 frames at 240 per second: the first datagram to the last about 121 ms apart.
+        let duration = try #require(fields["duration"].flatMap(Int64.init), "\(lines)")
+        #expect(duration > 100_000_000 && duration < 10_000_000_000, "\(lines)")
+    }
+
+    @Test(arguments: [["1"], ["1", "2", "--engine-loop"], ["1", "2", "--engine-loop", "0"], ["1", "2", "--loop", "8"],
+                      ["70000", "2"], ["1", "-2"]])
+    func badArgumentsAreAUsageError(_ arguments: [String]) throws {
+        let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
+        let run = try BenchRun.output(binary, ["peers-count"] + arguments)
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("usage: bench peers-count PORT EXPECTED [--engine-loop BUFFERS]"), "\(run.stderr)")
+        #expect(run.stdout.isEmpty, "\(run.stdout)")
+    }
+}
