@@ -64,7 +64,7 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
                  "monitor": ["overruns": stats.pathMonitorOverruns, "failures": stats.pathMonitorFailures]],
         "rttMs": ["last": number(stats.rttLast), "min": number(stats.rttMin), "smoothed": number(stats.rttSmoothed),
                   "median": number(stats.rttMedian), "p95": number(stats.rtt95thPercentile),
-                  "samples": stats.rttSamplesWhileSending, "lastAtUnix": stats.rttLastAt ?? NSNull()],
+                  "samples": stats.rttSamplesWhileSending, "lastAtUnix": orNull(stats.rttLastAt)],
         "ecn": ["codepoint": stats.ecn, "ceReported": stats.ceReported],
         "dscp": Int(stats.dscp),
         "pacing": ["rateBps": stats.pacingRate, "batches": stats.batches,

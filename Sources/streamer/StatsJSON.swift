@@ -26,6 +26,15 @@ enum StatsJSON {
         return Data(writer.bytes)
     }
 
+    /// The keys of `object` (at any level) whose values the writer recognized only by a dynamic
+    /// cast (``StatsJSONWriter``'s `writeCast`), whose first failing cast in a process searches
+    /// every protocol conformance in it: none, for the stats objects the streamer writes.
+    static func keysWrittenThroughCasts(_ object: [String: Any]) throws -> [String] {
+        var writer = StatsJSONWriter(pretty: false)
+        try writer.write(object)
+        return writer.castKeys
+    }
+
     /// Whether key `a` comes before key `b` in Foundation's `.sortedKeys` order (a comparison
     /// with `.numeric`, `.caseInsensitive` and `.forcedOrdering`, which ICU's root collation
     /// decides), for keys of ASCII characters, as all the stats keys are: case is ignored, a run
@@ -89,6 +98,8 @@ enum StatsJSON {
 /// The bytes of one stats object as they are written.
 private struct StatsJSONWriter {
     private(set) var bytes: [UInt8] = []
+    /// The keys whose values went through `writeCast`.
+    private(set) var castKeys: [String] = []
     let pretty: Bool
     private var indent = 0
 
@@ -158,6 +169,8 @@ private struct StatsJSONWriter {
             writeString(value as! String)
         } else if type == Int.self {
             append(String(value as! Int))
+        } else if type == Int64.self {
+            append(String(value as! Int64))
         } else if type == Double.self {
             try writeDouble(value as! Double, key: key)
         } else if type == Bool.self {
@@ -178,6 +191,7 @@ private struct StatsJSONWriter {
     // The order of the casts is JSONSerialization's, so a value that would pass more than one
     // is written the same way.
     private mutating func writeCast(_ value: Any, key: String) throws {
+        castKeys.append(key)
         switch value {
         case let string as String: writeString(string)
         case let bool as Bool: append(bool ? "true" : "false")

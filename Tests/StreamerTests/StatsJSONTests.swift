@@ -156,6 +156,17 @@ import UringIO
         }
     }
 
+    /// The streamer's stats objects hold only the types the writer recognizes by identity: a
+    /// value it must cast (an `Int64`, a dictionary of optionals) cost `streamer recv` ~1 ms of
+    /// conformance search per process (results/profile.md section 34).
+    @Test func theStatsObjectsNeedNoCast() throws {
+        for (name, object) in Self.objects where name != "edges" {
+            #expect(try StatsJSON.keysWrittenThroughCasts(object) == [], "\(name)")
+        }
+        // The edges' fixed-width integers and untyped arrays do take the casts.
+        #expect(try StatsJSON.keysWrittenThroughCasts(Self.objects.first { $0.name == "edges" }!.object).contains("u64"))
+    }
+
     @Test func otherTypesAreRefused() {
         #expect(throws: StatsJSON.InvalidValue.self) { try StatsJSON.data(["date": Date()], pretty: false) }
     }
