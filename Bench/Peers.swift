@@ -291,7 +291,7 @@ func runCounter(_ arguments: [String]) throws {
     guard arguments.count == 2 || (arguments.count == 4 && arguments[2] == "--engine-loop"),
           let port = UInt16(arguments[0]), let expected = Int(arguments[1]), expected >= 0 else { throw usage }
     let buffers = arguments.count == 4 ? Int(arguments[3]) : nil
-    if arguments.count == 4 { guard let buffers, (1...4096).contains(buffers) else { throw usage } }
+    guard arguments.count == 2 || buffers.map({ (1...4096).contains($0) }) == true else { throw usage }
     let socket = try UDPSocket(family: .ipv4)
     socket.setReceiveBufferSize(64 << 20)
     try socket.enableGRO()

@@ -82,15 +82,23 @@ func parseAddress(_ text: String, option: String, defaultHost: String? = nil) th
 /// conformance in it (~1 ms of `streamer recv`'s summary line; results/profile.md section 34).
 func printError(_ text: String) {
     var line = text + "\n"
-    line.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            offset += written
+    _ = line.withUTF8 { writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
+}
+
+/// Writes all of `bytes` to `descriptor` with write(2), again after EINTR and for what a short
+/// write left; the errno of a failure, or nil.
+private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+    var offset = 0
+    while offset < bytes.count {
+        let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+        if written < 0 {
+            if errno == EINTR { continue }
+            return errno
         }
+        if written == 0 { return EIO }
+        offset += written
     }
+    return nil
 }
 
 /// Writes `object` as JSON, pretty-printed with sorted keys (``StatsJSON``), to a path or `-`
@@ -141,18 +149,7 @@ private func writeFile(_ path: String, _ data: Data, flags: Int32, naming name: 
     let descriptor = open(path, flags, 0o666)
     guard descriptor >= 0 else { throw FileWriteError(description: "cannot write '\(name)': \(String(cString: strerror(errno)))") }
     defer { close(descriptor) }
-    let failure: Int32? = data.withUnsafeBytes { buffer in
-        var offset = 0
-        while offset < buffer.count {
-            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            offset += written
-        }
-        return nil
-    }
+    let failure = data.withUnsafeBytes { writeAll(descriptor, $0) }
     if let failure {
         if flags & O_CREAT != 0 { unlink(path) }
         throw FileWriteError(description: "cannot write '\(name)': \(String(cString: strerror(failure)))")
