@@ -40,8 +40,9 @@ let package = Package(
         .target(name: "MediaFormats"),
         // Linux I/O: the ring, UDP sockets and their options. Knows nothing of RTP or HEVC.
         .target(name: "UringIO", dependencies: ["CLibURing"]),
-        // What produces access units: the x265 encoder, .hevc / y4m / stdin sources, the stall watch. No sockets.
-        .target(name: "MediaSources", dependencies: ["MediaFormats", "CX265"]),
+        // What produces access units: the x265 encoder, .hevc / y4m / stdin sources, the stall watch. No sockets
+        // (UringIO for its clock and threads only).
+        .target(name: "MediaSources", dependencies: ["MediaFormats", "UringIO", "CX265"]),
         // SRTP and SRTCP (RFC 3711) over libsrtp2: keys, suites, protect and unprotect. No I/O.
         .target(name: "SecureRTP", dependencies: ["MediaFormats", "CSRTP"]),
         // The engine: flows, pacer, sender, receiver, stats. Links no codec.
@@ -62,7 +63,7 @@ let package = Package(
         .testTarget(name: "MediaFormatsTests", dependencies: ["MediaFormats", "TestSupport"]),
         .testTarget(name: "UringIOTests", dependencies: ["UringIO"]),
         .testTarget(name: "SecureRTPTests", dependencies: ["SecureRTP", "MediaFormats"]),
-        .testTarget(name: "MediaSourcesTests", dependencies: ["MediaSources", "MediaFormats"]),
+        .testTarget(name: "MediaSourcesTests", dependencies: ["MediaSources", "MediaFormats", "UringIO"]),
         .testTarget(name: "StreamerTests", dependencies: ["streamer", "TestSupport"]),
         .testTarget(name: "StreamEngineTests",
                     dependencies: ["StreamEngine", "MediaFormats", "MediaSources", "UringIO", "SecureRTP",

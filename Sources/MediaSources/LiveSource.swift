@@ -1,6 +1,8 @@
-import Foundation
+import Dispatch
+import Glibc
 import MediaFormats
 import Synchronization
+import UringIO
 
 /// Runs a ``MediaSource`` on a thread of its own: encodes or reads access units and hands
 /// them to an ``AccessUnitSink`` (a `MediaSender`, an `RTSPMediaGate`) in real time (frame i
@@ -90,7 +92,7 @@ public final class LiveSource: Sendable {
                       sink: any AccessUnitSink, shouldStop: @escaping @Sendable () -> Bool = { false }) {
         stalls.start(frameRate: frameRate)
         if case .hevcFile = source { bitrate.withLock { $0 = BitrateState(followsRequests: false) } }
-        Thread { [self] in
+        startDetachedThread { [self] in
             defer { stalls.sourceEnded(); sink.finish() }
             do throws(MediaSourceError) {
                 var run = SourceRun(source: self, frameRate: frameRate, frameLimit: frameLimit, sink: sink,
@@ -101,14 +103,14 @@ public final class LiveSource: Sendable {
                     try run.encodeSynthetic(width: width, height: height)
                 case let .hevcFile(path):
                     try run.readAnnexB(path: path)
-                case let .y4m(handle, frameRateOverride):
-                    try run.encodeY4M(handle, frameRate: frameRateOverride)
+                case let .y4m(file, frameRateOverride):
+                    try run.encodeY4M(file, frameRate: frameRateOverride)
                 }
             } catch {
                 outcome.withLock { $0.failure = error }
                 ready.signal()
             }
-        }.start()
+        }
     }
 
     /// The parameter sets are known: ``waitUntilReady()`` returns.
@@ -215,7 +217,7 @@ private struct SourceRun {
     /// When frame 0 was (or would have been) due; moves on after a stall.
     var start = ContinuousClock.now
     /// The same for a file read ahead, in `CLOCK_MONOTONIC` nanoseconds (the sink's clock).
-    var startNanoseconds = LiveSource.monotonicNanoseconds()
+    var startNanoseconds = monotonicNanoseconds()
     /// Frames handed over so far.
     var index = 0
     var frameRate: Int
@@ -241,11 +243,11 @@ private struct SourceRun {
     mutating func handAhead(_ unit: AccessUnit) {
         source.stalls.frameDelivered(at: .now)
         let interval = 1_000_000_000 / Int64(frameRate)
-        let now = LiveSource.monotonicNanoseconds()
+        let now = monotonicNanoseconds()
         let due = startNanoseconds + Int64(index) * interval
-        if now - due > SourceStallWatch.threshold(frameRate: frameRate).wholeNanoseconds { startNanoseconds += now - due }
+        if now - due > SourceStallWatch.threshold(frameRate: frameRate).nanoseconds { startNanoseconds += now - due }
         let dueNow = startNanoseconds + Int64(index) * interval
-        let horizon = LiveSource.readAheadHorizon(frameRate: frameRate).wholeNanoseconds
+        let horizon = LiveSource.readAheadHorizon(frameRate: frameRate).nanoseconds
         if dueNow - now > horizon {
             usleep(useconds_t((dueNow - now - horizon / 2) / 1000))
         }
@@ -267,7 +269,7 @@ private struct SourceRun {
                 if now != done { (done, progressed) = (now, .now) }
             }
         }
-        sink.send(unit, at: LiveSource.monotonicNanoseconds())
+        sink.send(unit, at: monotonicNanoseconds())
     }
 
     /// Hands `unit` over now: at once with ``HandOver/fast(maxAhead:finished:wait:)`` (when the
@@ -297,7 +299,7 @@ private struct SourceRun {
         let due = start + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(frameRate))
         let late = now - due + .nanoseconds(1_000_000_000 / Int64(frameRate))
         if late > SourceStallWatch.threshold(frameRate: frameRate) { start += late }
-        if due > now { usleep(useconds_t((due - now).wholeNanoseconds / 1000)) }
+        if due > now { usleep(useconds_t((due - now).nanoseconds / 1000)) }
     }
 
     /// Hands over an access unit x265 made from `frame` (none while x265 holds frames back),
@@ -334,7 +336,7 @@ private struct SourceRun {
 
     /// An Annex B file, access unit by access unit, with timestamps from the frame index.
     mutating func readAnnexB(path: String) throws(MediaSourceError) {
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw .cannotOpen(path: path) }
+        guard let file = InputFile(readingAtPath: path) else { throw .cannotOpen(path: path) }
         var splitter = AnnexBAccessUnitSplitter()
         var headersSent = false
         let readsAhead = sink.holdsUntilDue && !isFast
@@ -365,7 +367,7 @@ private struct SourceRun {
         while !done {
             var count = 0
             let chunk = [UInt8](unsafeUninitializedCapacity: 1 << 20) { storage, initialized in
-                count = read(handle.fileDescriptor, storage.baseAddress, storage.count)
+                count = file.read(into: UnsafeMutableRawBufferPointer(storage))
                 initialized = max(count, 0)
             }
             if count < 0 && errno == EINTR { continue }
@@ -385,9 +387,9 @@ private struct SourceRun {
     /// y4m frames, encoded; x265 opens at the first frame, at the header's size and rate
     /// (or `frameRateOverride`). Each frame's pixels are read straight into the frame x265
     /// reads its planes from, whose storage then holds the next frame (``Y4MFileReader``).
-    mutating func encodeY4M(_ handle: FileHandle, frameRate frameRateOverride: Int?,
+    mutating func encodeY4M(_ file: InputFile, frameRate frameRateOverride: Int?,
 ) throws(MediaSourceError) {
-        var frames = Y4MFileReader(handle)
+        var frames = Y4MFileReader(file)
         var encoder: X265Encoder?
         while !done {
             let next: Y4MFrame?
@@ -423,22 +425,5 @@ private struct SourceRun {
         let config = EncoderConfig(width: width, height: height, fpsNumerator: frameRate, bitrateKbps: kbps,
                                    peakBitrateKbps: peak.map { min($0, EncoderConfig.maxBitrateKbps) })
         do { return try X265Encoder(config) } catch { throw .encoder(error) }
-    }
-}
-
-extension LiveSource {
-    /// `CLOCK_MONOTONIC` in nanoseconds: the clock of a sink's due times (``AccessUnitSink/send(_:at:)``).
-    static func monotonicNanoseconds() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
-    }
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds, truncated toward zero.
-    var wholeNanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

@@ -1,4 +1,3 @@
-import Foundation
 import MediaFormats
 
 /// Where a ``LiveSource``'s access units come from: the sources of `streamer send --source`.
@@ -8,9 +7,9 @@ public enum MediaSource: Sendable {
     case synthetic(width: Int, height: Int)
     /// An Annex B H.265 file (`.hevc`), sent as it is, one access unit per frame interval.
     case hevcFile(path: String)
-    /// y4m frames read from `handle` (a file, or stdin), encoded live by x265; `frameRate`
+    /// y4m frames read from `file` (a file, or ``InputFile/standardInput``), encoded live by x265; `frameRate`
     /// overrides the header's frame rate.
-    case y4m(FileHandle, frameRate: Int?)
+    case y4m(InputFile, frameRate: Int?)
 }
 
 /// Why a ``LiveSource`` stopped before its end: each case reads as the one line

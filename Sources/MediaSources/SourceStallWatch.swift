@@ -1,5 +1,6 @@
-import Foundation
+import Glibc
 import Synchronization
+import UringIO
 
 /// What a ``SourceStallWatch`` tells its observer: once when a stall starts, once when it
 /// ends. Never one per frame.
@@ -84,7 +85,7 @@ public final class SourceStallWatch: Sendable {
     /// Starts the watch thread, which runs until ``sourceEnded()``.
     func start(frameRate: Int) {
         setFrameRate(frameRate)
-        Thread { [self] in
+        startDetachedThread { [self] in
             while true {
                 usleep(Self.pollMicroseconds)
                 let now = ContinuousClock.now
@@ -98,7 +99,7 @@ public final class SourceStallWatch: Sendable {
                 if ended { return }
                 if let silence { onEvent(.stalled(silence: silence)) }
             }
-        }.start()
+        }
     }
 
     /// The source's frame rate (a y4m header may set it after the start).

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import MediaFormats
 
 /// y4m frames from a file or pipe, each frame's pixels read straight into the frame: one
@@ -7,7 +7,7 @@ import MediaFormats
 /// So the pixels are copied once, by the kernel (from the page cache for a file), and a frame
 /// given back with ``reuseStorage(of:)`` holds the next one: no allocation per frame.
 struct Y4MFileReader {
-    private let handle: FileHandle
+    private let file: InputFile
     private var reader = Y4MReader()
     /// Header and FRAME lines, and whatever a read brought past a frame's pixels.
     private var lines = [UInt8](repeating: 0, count: 4096)
@@ -15,9 +15,9 @@ struct Y4MFileReader {
     private var pending: [Y4MFrame] = []
     private var ended = false
 
-    /// Reads from `handle`'s descriptor, from where it stands.
-    init(_ handle: FileHandle) {
-        self.handle = handle
+    /// Reads from `file`, from where it stands.
+    init(_ file: InputFile) {
+        self.file = file
     }
 
     /// The stream header, once its line has been read.
@@ -36,7 +36,7 @@ struct Y4MFileReader {
                 var reachedEnd = false
                 let frame = buffer.withUnsafeMutableBytes { rest in
                     reader.readPixels { pixels in
-                        let count = Self.read(handle, into: pixels, then: rest)
+                        let count = Self.read(file, into: pixels, then: rest)
                         reachedEnd = count <= 0
                         extra = max(count - pixels.count, 0)
                         return count
@@ -45,7 +45,7 @@ struct Y4MFileReader {
                 ended = reachedEnd
                 if let frame { pending.append(frame) }
             } else {
-                extra = buffer.withUnsafeMutableBytes { Self.read(handle, into: nil, then: $0) }
+                extra = buffer.withUnsafeMutableBytes { Self.read(file, into: nil, then: $0) }
                 ended = extra <= 0
             }
             guard extra > 0 else { continue }
@@ -68,7 +68,7 @@ struct Y4MFileReader {
 
     /// readv(2) into `first` (when given), then `rest`, retrying on EINTR: the byte count, 0 at
     /// the end, -1 on an error.
-    private static func read(_ handle: FileHandle, into first: UnsafeMutableRawBufferPointer?,
+    private static func read(_ file: InputFile, into first: UnsafeMutableRawBufferPointer?,
                              then rest: UnsafeMutableRawBufferPointer) -> Int {
         withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
             var count = 0
@@ -78,7 +78,7 @@ struct Y4MFileReader {
             }
             vectors[count] = iovec(iov_base: rest.baseAddress, iov_len: rest.count)
             while true {
-                let read = readv(handle.fileDescriptor, vectors.baseAddress, Int32(count + 1))
+                let read = readv(file.descriptor, vectors.baseAddress, Int32(count + 1))
                 if read >= 0 || errno != EINTR { return read }
             }
         }

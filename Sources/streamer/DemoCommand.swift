@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import Glibc
 import MediaFormats
 import MediaSources
 import StreamEngine
@@ -37,13 +38,13 @@ func runDemo(_ arguments: [String]) throws -> Int32 {
     let receiver = try MediaReceiver(config: MediaReceiverConfig(listen: SocketAddress(ip: "127.0.0.1", port: 0)!))
     let received = MutexBox<(complete: Int, bytes: Int)>((0, 0))
     let receiverDone = DispatchSemaphore(value: 0)
-    Thread {
+    startDetachedThread {
         try? receiver.run(frameLimit: frameCount) { unit in
             let old = received.get()
             received.set((old.complete + (unit.isComplete ? 1 : 0), old.bytes + unit.annexB.count))
         }
         receiverDone.signal()
-    }.start()
+    }
     var config = MediaSenderConfig(destination: receiver.localAddress)
     config.paceBitsPerSecond = bitrate * 1.5
     let sender = try MediaSender(config: config)

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import Glibc
 import StreamEngine
 import Synchronization
 import UringIO
@@ -87,7 +88,7 @@ func printError(_ text: String) {
 
 /// Writes all of `bytes` to `descriptor` with write(2), again after EINTR and for what a short
 /// write left; the errno of a failure, or nil.
-private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
     var offset = 0
     while offset < bytes.count {
         let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
@@ -106,8 +107,11 @@ private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> I
 func writeJSON(_ object: [String: Any], to path: String) throws {
     let data = try StatsJSON.data(object, pretty: true)
     if path == "-" {
-        FileHandle.standardOutput.write(data)
-        FileHandle.standardOutput.write(Data("\n".utf8))
+        var line = data
+        line.append(UInt8(ascii: "\n"))
+        if let failure = line.withUnsafeBytes({ writeAll(STDOUT_FILENO, $0) }) {
+            throw FileWriteError(description: "cannot write the stats to stdout: \(String(cString: strerror(failure)))")
+        }
     } else {
         try replaceFile(path, with: data)
     }
@@ -118,7 +122,7 @@ private let temporaryNameCounter = Atomic<Int>(0)
 /// Writes `data` to a temporary name in `path`'s directory and renames it over `path`, so
 /// the file is always either the old version or the new one, complete. Each write has a
 /// name of its own, so the periodic writer and the final write never share one.
-func replaceFile(_ path: String, with data: Data) throws {
+func replaceFile(_ path: String, with data: [UInt8]) throws {
     // A device, a pipe or a terminal (`/dev/stdout`, a FIFO) is written in place: a rename over it
     // would replace the node itself with a regular file (as root, even one in /dev).
     var status = stat()
@@ -142,10 +146,10 @@ struct FileWriteError: Error, CustomStringConvertible {
 }
 
 /// Opens `path` with `flags` and writes `data` to it with write(2); a failure names `name`,
-/// the file the caller means (a file this call created is removed). Not `Data.write(to:)`: Foundation's also syncs the file to disk
+/// the file the caller means (a file this call created is removed). Not Foundation's `Data.write(to:)`, which also syncs the file to disk
 /// (fsync), which readers of a stats file replaced by a rename do not need, and cost the final
 /// stats more than the JSON itself (results/profile.md section 21).
-private func writeFile(_ path: String, _ data: Data, flags: Int32, naming name: String) throws {
+private func writeFile(_ path: String, _ data: [UInt8], flags: Int32, naming name: String) throws {
     let descriptor = open(path, flags, 0o666)
     guard descriptor >= 0 else { throw FileWriteError(description: "cannot write '\(name)': \(String(cString: strerror(errno)))") }
     defer { close(descriptor) }
@@ -181,7 +185,7 @@ final class StatsWriter: Sendable {
         let running = self.running
         let finished = self.finished
         let wake = self.wake
-        Thread {
+        startDetachedThread {
             defer { finished.signal() }
             while running.get() {
                 _ = wake.wait(timeout: .now() + interval)
@@ -190,7 +194,7 @@ final class StatsWriter: Sendable {
                 else { continue }
                 try? replaceFile(path, with: data)
             }
-        }.start()
+        }
     }
     /// Stops the writer and waits for it, so no periodic write can land after the final one.
     /// Safe to call more than once, from any thread.

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import Glibc
 import MediaFormats
 import StreamEngine
 import UringIO
@@ -108,18 +109,19 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     }
     let receiver = try MediaReceiver(config: config)
     let statsWriter = StatsWriter(path: statsPath, interval: statsEvery) { receiverStatsObject(receiver.stats) }
-    var output: FileHandle?
+    var output: Int32?
     if let outPath {
         if outPath == "-" {
-            output = FileHandle.standardOutput
+            output = STDOUT_FILENO
         } else {
             // open(2), not FileManager.createFile: that writes a new file and renames it over the
             // path, which replaced a device or a FIFO given as --out with a regular file.
             let descriptor = open(outPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else { throw UsageError("--out: cannot write '\(outPath)'") }
-            output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+            output = descriptor
         }
     }
+    defer { if let output, output != STDOUT_FILENO { close(output) } }
     let report = FinalReport { [statsPath] in
         statsWriter.stop()
         let stats = receiver.stats
@@ -134,7 +136,7 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         let s = receiver.stats
         return "received \(s.framesComplete) complete / \(s.framesIncomplete) incomplete frames, \(s.received) packets, lost \(s.lost)"
     }
-    var annexB = output.map { AnnexBOutput(descriptor: $0.fileDescriptor) }
+    var annexB = output.map { AnnexBOutput(descriptor: $0) }
     try receiver.run(frameLimit: frames) { unit in
         // Only frames a decoder can use are written: complete, on an unbroken chain of
         // references from a keyframe. The rest are counted (frames.undecodable).
@@ -149,7 +151,13 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
         try report.write()
         throw SystemError("cannot write", errno: failure, context: "--out '\(outPath ?? "-")'")
     }
-    try output?.synchronize()
+    // On storage before the report says how much was written; a pipe or a terminal has
+    // nothing to sync (EINVAL), nor has a read-only special file (EROFS).
+    if let output, fsync(output) != 0, errno != EINVAL, errno != EROFS {
+        let failure = errno
+        try report.write()
+        throw SystemError("cannot write", errno: failure, context: "--out '\(outPath ?? "-")'")
+    }
     try report.write()
     return 0
 }

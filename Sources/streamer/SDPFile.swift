@@ -1,15 +1,17 @@
-import Foundation
+import Dispatch
+import Glibc
 import MediaFormats
 import StreamEngine
 import UringIO
 
-/// The SDP file of flow `index`: `path` itself for the first, `NAME-<index>.EXT` for the others.
+/// The SDP file of flow `index`: `path` itself for the first, `NAME-<index>.EXT` for the others
+/// (the extension: what follows the last dot of the last path component, unless that dot
+/// begins it, as in `.hidden`).
 func sdpFilePath(_ path: String, flow index: Int) -> String {
     guard index > 0 else { return path }
-    let url = URL(fileURLWithPath: path)
-    let ext = url.pathExtension
-    let base = url.deletingPathExtension().path
-    return ext.isEmpty ? "\(base)-\(index)" : "\(base)-\(index).\(ext)"
+    let name = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
+    guard let dot = path[name...].lastIndex(of: "."), dot > name else { return "\(path)-\(index)" }
+    return "\(path[..<dot])-\(index)\(path[dot...])"
 }
 
 /// Writes an SDP that ffplay, VLC and GStreamer open to receive the stream at `destination`.
@@ -19,7 +21,7 @@ func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], f
               rtcpMux: Bool, crypto: SDPCrypto? = nil, multicastTTL: Int = 1, ssmSource: String? = nil,
               retransmission: SDPSessionDescription.Retransmission? = nil) throws {
     var sdp = SDPSessionDescription.hevc(
-        parameterSets: headers, sessionID: UInt64(Date().timeIntervalSince1970), sessionVersion: 1,
+        parameterSets: headers, sessionID: UInt64(realtimeNanoseconds() / 1_000_000_000), sessionVersion: 1,
         sessionName: "streamer", originAddress: destination.host, connectionAddress: destination.host,
         port: destination.port, payloadType: payloadType, rtcpMux: rtcpMux, frameRate: (fps, 1), crypto: crypto,
         retransmission: retransmission)
@@ -31,7 +33,7 @@ func writeSDP(to path: String, destination: SocketAddress, headers: [[UInt8]], f
     if crypto != nil {
         try writeOwnerOnly(sdp.text, to: path)
     } else {
-        try sdp.text.write(toFile: path, atomically: true, encoding: .utf8)
+        try replaceFile(path, with: Array(sdp.text.utf8))
     }
 }
 

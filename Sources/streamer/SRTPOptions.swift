@@ -1,6 +1,8 @@
-import Foundation
+import Dispatch
+import Glibc
 import MediaFormats
 import SecureRTP
+import UringIO
 
 /// `--srtp`, `--srtp-key @FILE`, `--srtp-suite` (and, for `recv`, `--sdp FILE`): where the
 /// SRTP master key comes from. Nothing here ever prints the key.
@@ -60,9 +62,8 @@ struct SRTPOptions {
     /// `recv --sdp FILE` parsed; nil without `--sdp`. Throws a one-line usage error.
     func sessionDescription() throws -> SDPSessionDescription? {
         guard let sdpFile else { return nil }
-        let text: String
-        do { text = try String(contentsOfFile: sdpFile, encoding: .utf8) } catch {
-            throw UsageError("--sdp: cannot read '\(sdpFile)'")
+        guard let bytes = contentsOfFile(atPath: sdpFile), let text = String(validating: bytes, as: UTF8.self) else {
+            throw UsageError("--sdp: cannot read '\(sdpFile)' as UTF-8 text")
         }
         do { return try SDPSessionDescription(parsing: text) } catch { throw UsageError("--sdp: '\(sdpFile)': \(error)") }
     }
@@ -83,8 +84,8 @@ struct SRTPOptions {
         guard status.st_mode & 0o077 == 0 else {
             throw UsageError("--srtp-key: '\(path)' can be read or written by others (chmod 600 '\(path)')")
         }
-        guard status.st_size <= 4096, let data = FileManager.default.contents(atPath: path),
-              let text = String(data: data, encoding: .utf8) else {
+        guard status.st_size <= 4096, let bytes = contentsOfFile(atPath: path, limit: 4096),
+              let text = String(validating: bytes, as: UTF8.self) else {
             throw UsageError("--srtp-key: cannot read '\(path)' as a short text file")
         }
         return text
@@ -109,7 +110,7 @@ func writeOwnerOnly(_ text: String, to path: String) throws {
 /// The `srtp` object of the stats JSON (null without SRTP): the suite, packets protected and
 /// unprotected, and every rejection reason (0 when none).
 func srtpStatsObject(_ stats: SRTPStats?) -> Any {
-    guard let stats else { return NSNull() }
+    guard let stats else { return StatsJSON.Null() }
     var object: [String: Any] = [
         "suite": stats.suite.rawValue, "protectFailed": stats.protectFailed,
         "protected": ["rtp": stats.rtpProtected, "rtcp": stats.rtcpProtected],

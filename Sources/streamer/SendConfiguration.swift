@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import Glibc
 import MediaSources
 import StreamEngine
 import UringIO
@@ -30,14 +31,14 @@ struct SendConfiguration {
     init(_ options: SendOptions) throws {
         switch options.source {
         case "synthetic": source = .synthetic(width: options.width, height: options.height)
-        case "-": source = .y4m(FileHandle.standardInput, frameRate: options.fps)
+        case "-": source = .y4m(InputFile.standardInput, frameRate: options.fps)
         case let path where path.hasSuffix(".y4m"):
-            guard let handle = FileHandle(forReadingAtPath: path) else {
+            guard let file = InputFile(readingAtPath: path) else {
                 throw UsageError("--source: cannot open '\(path)'")
             }
-            source = .y4m(handle, frameRate: options.fps)
+            source = .y4m(file, frameRate: options.fps)
         case let path:
-            guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("--source: cannot open '\(path)'") }
+            guard access(path, R_OK) == 0 else { throw UsageError("--source: cannot open '\(path)'") }
             source = .hevcFile(path: path)
         }
         let frameRate = options.fps ?? 30

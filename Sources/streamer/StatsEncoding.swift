@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import Glibc
 import MediaFormats
 import MediaSources
 import StreamEngine
@@ -22,7 +23,7 @@ func senderStatsObject(_ all: [SenderStats]) -> [String: Any] {
 
 /// One flow's stats keys.
 func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
-    func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? NSNull() }
+    func number(_ value: Double?) -> Any { value.map { ($0 * 1000).rounded() / 1000 } ?? StatsJSON.Null() }
     return [
         "destination": stats.destination,
         // A group: no receiver confirms packets, so there is no bound and no congestion control.
@@ -98,7 +99,7 @@ func congestionObject(_ stats: CongestionStats?) -> [String: Any] {
 }
 
 /// `value`, or JSON null.
-func orNull<T>(_ value: T?) -> Any { value.map { $0 as Any } ?? NSNull() }
+func orNull<T>(_ value: T?) -> Any { value.map { $0 as Any } ?? StatsJSON.Null() }
 
 /// The sender's stats JSON with the source's own object (`source`: stalls) beside the engine's,
 /// the encoder's rate changes in the top-level `cc` (`encoderReconfigs` made live,
@@ -138,7 +139,7 @@ func rtspStatsObject(_ gate: RTSPMediaGate) -> [String: Any] {
     var object = senderStatsObject([gate.senderStats])
     let server = gate.serverStats
     object["rtsp"] = ["connections": server.connections, "requests": server.requests, "rejected": server.rejected,
-                      "client": server.client ?? NSNull(), "ended": server.ended ?? NSNull()] as [String: Any]
+                      "client": server.client ?? StatsJSON.Null(), "ended": server.ended ?? StatsJSON.Null()] as [String: Any]
     return object
 }
 
@@ -176,7 +177,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
                     "rttMs": orNull(stats.retransmissionRTTMs),
                     "addedLatencyMs": stats.playoutAddedLatencyMs.map { added -> Any in
                         ["p50": added.p50, "p95": added.p95, "max": added.max, "frames": added.frames]
-                    } ?? NSNull()],
+                    } ?? StatsJSON.Null()],
         "srtp": srtpStatsObject(stats.srtp),
         "feedback": ["sent": stats.feedbackSent, "keyframeRequests": stats.keyframeRequests,
                      "senderReports": stats.senderReports, "errors": stats.feedbackErrors],
@@ -185,7 +186,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "bytes": ["received": stats.bytesReceived],
         "rejected": stats.rejected.byStatsKey,
         "kernelDrops": stats.kernelDrops,
-        "source": stats.source ?? NSNull(),
+        "source": stats.source ?? StatsJSON.Null(),
         "sourceMoves": stats.sourceMoves,
         "cpu": cpuObject(),
     ]

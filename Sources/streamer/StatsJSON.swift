@@ -1,4 +1,3 @@
-import Foundation
 
 /// The stats JSON (`--stats`, `--stats-every`, `--stats-series`), written by hand rather than by
 /// Foundation's `JSONSerialization`, whose first use in a process cost `streamer recv` ~5 ms
@@ -10,9 +9,12 @@ import Foundation
 /// decimals, a `Double` as its shortest round-trip text without a trailing `.0`, keys in the
 /// same order for the keys the stats use (see ``precedes(_:_:)``). The values it takes are the
 /// ones the stats objects hold: `String`, `Bool`, `Int` (and the fixed-width integers),
-/// `Double`, `NSNull`, `[String: Any]`, `[Any]`. Anything else, and a NaN or infinite
+/// `Double`, ``Null`` (JSON's `null`; `NSNull` in the tests' Foundation objects), `[String: Any]`, `[Any]`. Anything else, and a NaN or infinite
 /// `Double` (JSON has no text for them), throws, as `JSONSerialization` does.
 enum StatsJSON {
+    /// JSON's `null` in a stats object (Foundation, whose `NSNull` it was, is not linked).
+    struct Null: Sendable {}
+
     /// A value JSON cannot hold, under `key`.
     struct InvalidValue: Error, CustomStringConvertible {
         let description: String
@@ -20,10 +22,10 @@ enum StatsJSON {
 
     /// `object` as UTF-8 JSON, keys sorted at every level; `pretty`: one member per line,
     /// indented by two spaces per level, `"key" : value`.
-    static func data(_ object: [String: Any], pretty: Bool) throws -> Data {
+    static func data(_ object: [String: Any], pretty: Bool) throws -> [UInt8] {
         var writer = StatsJSONWriter(pretty: pretty)
         try writer.write(object)
-        return Data(writer.bytes)
+        return writer.bytes
     }
 
     /// The keys of `object` (at any level) whose values the writer recognized only by a dynamic
@@ -175,7 +177,7 @@ private struct StatsJSONWriter {
             try writeDouble(value as! Double, key: key)
         } else if type == Bool.self {
             append(value as! Bool ? "true" : "false")
-        } else if type == NSNull.self {
+        } else if type == StatsJSON.Null.self {
             append("null")
         } else if type == [String: Any].self {
             try write(value as! [String: Any])
@@ -206,7 +208,7 @@ private struct StatsJSONWriter {
         case let array as [Any]: try write(array, key: key)
         case let object as [String: Any]: try write(object)
         case let number as Double: try writeDouble(number, key: key)
-        case is NSNull: append("null")
+        case is StatsJSON.Null: append("null")
         default:
             throw StatsJSON.InvalidValue(description: "stats JSON: '\(key)' holds a \(type(of: value)), which it cannot write")
         }

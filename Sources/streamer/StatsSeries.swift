@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import Glibc
+import UringIO
 
 /// `--stats-series PATH`: one line of JSON per interval appended to a file, each a whole stats
 /// object with `t` (seconds since the start), so a run can be plotted over time (the `--stats`
@@ -13,14 +15,15 @@ final class StatsSeries: Sendable {
     /// `UsageError` when the file cannot be created.
     init(path: String?, interval: Double, snapshot: @escaping @Sendable () -> [String: Any]) throws {
         guard let path else { started = false; return }
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-            throw UsageError("--stats-series: cannot create '\(path)'")
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        guard descriptor >= 0 else {
+            throw UsageError("--stats-series: cannot create '\(path)': \(String(cString: strerror(errno)))")
         }
         started = true
         let (running, finished, wake) = (self.running, self.finished, self.wake)
         let start = ContinuousClock.now
-        Thread {
-            defer { finished.signal(); try? handle.close() }
+        startDetachedThread {
+            defer { finished.signal(); close(descriptor) }
             var last = false
             while !last {
                 _ = wake.wait(timeout: .now() + interval)
@@ -28,10 +31,11 @@ final class StatsSeries: Sendable {
                 var object = snapshot()
                 let elapsed = ContinuousClock.now - start
                 object["t"] = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-                guard let data = try? StatsJSON.data(object, pretty: false) else { continue }
-                try? handle.write(contentsOf: data + Data("\n".utf8))
+                guard var line = try? StatsJSON.data(object, pretty: false) else { continue }
+                line.append(UInt8(ascii: "\n"))
+                _ = line.withUnsafeBytes { writeAll(descriptor, $0) }
             }
-        }.start()
+        }
     }
 
     /// Writes the last line and waits for it. Safe to call more than once, from any thread.

@@ -1,11 +1,12 @@
-import Foundation
+import Dispatch
+import Glibc
 import MediaSources
 import StreamEngine
 import UringIO
 
 /// The live progress line.
 func progressLine(_ s: SenderStats) -> String {
-    let rtt = s.rttSmoothed.map { String(format: "%.2f ms", $0) } ?? "-"
+    let rtt = s.rttSmoothed.map { "\(fixedPoint($0, decimals: 2)) ms" } ?? "-"
     return "sent \(s.framesSent) frames, \(s.packetsSent) packets, \(s.bytesSent) bytes; confirmed \(s.packetsConfirmed), lost \(s.packetsLost), unconfirmed \(s.bytesUnconfirmed) B; RTT \(rtt)"
 }
 
@@ -68,20 +69,31 @@ final class Progress: Sendable {
     init(enabled: Bool, line: @escaping @Sendable () -> String) {
         guard enabled else { return }
         let running = self.running
-        Thread {
+        startDetachedThread {
             while running.get() {
                 sleep(1)
                 if running.get() { printError(line()) }
             }
-        }.start()
+        }
     }
     func stop() { running.set(false) }
+}
+
+/// `value` with `decimals` digits after the point, rounded as printf's `%.Nf` rounds (what
+/// `String(format:)` wrote; Foundation is not linked: results/profile.md section 35).
+func fixedPoint(_ value: Double, decimals: Int) -> String {
+    // %f of the largest Double has 309 digits before the point.
+    let capacity = 330 + decimals
+    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { buffer in
+        _ = withVaList([value]) { vsnprintf(buffer.baseAddress, capacity, "%.\(decimals)f", $0) }
+        return String(cString: buffer.baseAddress!)
+    }
 }
 
 /// The line on stderr for each change of a source's stalls.
 func sourceStallLine(_ event: SourceStallEvent) -> String {
     func seconds(_ duration: Duration) -> String {
-        String(format: "%.1f s", Double(duration.nanoseconds) / 1e9)
+        "\(fixedPoint(Double(duration.nanoseconds) / 1e9, decimals: 1)) s"
     }
     switch event {
     case let .stalled(silence): return "streamer send: source stalled (no frame for \(seconds(silence)))"

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import Glibc
 
 let usage = """
 usage: streamer <command> [options]

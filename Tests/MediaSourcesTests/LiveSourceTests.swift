@@ -1,5 +1,6 @@
 import Foundation
 import MediaFormats
+import UringIO
 import Synchronization
 import Testing
 @testable import MediaSources
@@ -24,9 +25,9 @@ final class DueSink: AccessUnitSink {
     var handed: [(unit: AccessUnit, due: Int64, at: Int64)] { state.withLock { $0.handed } }
     var finished: Bool { state.withLock { $0.finished } }
     var holdsUntilDue: Bool { true }
-    func send(_ accessUnit: AccessUnit) -> Bool { send(accessUnit, at: LiveSource.monotonicNanoseconds()) }
+    func send(_ accessUnit: AccessUnit) -> Bool { send(accessUnit, at: monotonicNanoseconds()) }
     func send(_ accessUnit: AccessUnit, at dueTime: Int64) -> Bool {
-        let now = LiveSource.monotonicNanoseconds()
+        let now = monotonicNanoseconds()
         state.withLock { $0.handed.append((accessUnit, dueTime, now)) }
         return true
     }
@@ -86,7 +87,7 @@ struct LiveSourceTests {
         }
         let path = try temporaryFile(file, suffix: ".y4m")
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let (live, sink) = runToEnd(.y4m(try #require(FileHandle(forReadingAtPath: path)), frameRate: nil))
+        let (live, sink) = runToEnd(.y4m(try #require(InputFile(readingAtPath: path)), frameRate: nil))
         #expect(live.failure == nil)
         #expect(sink.units.count == 3)
         #expect(sink.units.first?.isKeyframe == true)
@@ -105,8 +106,8 @@ struct LiveSourceTests {
         for (index, picture) in pictures.enumerated() { file += Array((index == 3 ? "FRAME Ip\n" : "FRAME\n").utf8) + picture }
         let path = try temporaryFile(file + Array("FRAME\n".utf8) + [1, 2, 3], suffix: ".y4m")  // a truncated last frame
         defer { try? FileManager.default.removeItem(atPath: path) }
-        func readAll(_ handle: FileHandle) throws -> [[UInt8]] {
-            var frames = Y4MFileReader(handle)
+        func readAll(_ file: InputFile) throws -> [[UInt8]] {
+            var frames = Y4MFileReader(file)
             var read: [[UInt8]] = []
             while let frame = try frames.next() {
                 read.append(Array(frame.data))
@@ -115,7 +116,7 @@ struct LiveSourceTests {
             #expect(frames.header?.width == width)
             return read
         }
-        #expect(try readAll(try #require(FileHandle(forReadingAtPath: path))) == pictures)
+        #expect(try readAll(try #require(InputFile(readingAtPath: path))) == pictures)
 
         let pipe = Pipe()
         let (writing, bytes) = (pipe.fileHandleForWriting, file)
@@ -126,7 +127,7 @@ struct LiveSourceTests {
             try? writing.close()
         }
         writer.start()
-        #expect(try readAll(pipe.fileHandleForReading) == pictures)
+        #expect(try readAll(InputFile(descriptor: pipe.fileHandleForReading.fileDescriptor, closesOnDeinit: false)) == pictures)
     }
 
     /// A sink that holds access units until their due time (as a `MediaSender` does): the file
@@ -146,7 +147,7 @@ struct LiveSourceTests {
         #expect(handed.map(\.unit.nalUnits) == encoded.units.map(\.nalUnits))
         let dues = handed.map(\.due)
         #expect(zip(dues, dues.dropFirst()).allSatisfy { $1 - $0 == 4_000_000 })
-        let horizon = LiveSource.readAheadHorizon(frameRate: 250).wholeNanoseconds
+        let horizon = LiveSource.readAheadHorizon(frameRate: 250).nanoseconds
         #expect(horizon == 100_000_000)
         #expect(handed.allSatisfy { $0.due - $0.at <= horizon })
         #expect(handed.contains { $0.due - $0.at > 50_000_000 })  // read ahead, not frame by frame
@@ -291,7 +292,7 @@ struct LiveSourceTests {
             fromFile.waitUntilReady()
             #expect(fromFile.failure == .noAccessUnits(path: empty))
             let fromY4M = LiveSource()
-            fromY4M.start(.y4m(try #require(FileHandle(forReadingAtPath: empty)), frameRate: nil), frameRate: 250,
+            fromY4M.start(.y4m(try #require(InputFile(readingAtPath: empty)), frameRate: nil), frameRate: 250,
                           sink: CollectingSink())
             fromY4M.waitUntilReady()
             #expect(fromY4M.failure == .y4mEndedBeforeFirstFrame)
@@ -310,13 +311,13 @@ struct LiveSourceTests {
         let (noUnits, _) = runToEnd(.hevcFile(path: empty))
         #expect(noUnits.failure?.description == "\(empty): no HEVC access units found (is it an Annex B .hevc file?)")
 
-        let (noFrame, _) = runToEnd(.y4m(try #require(FileHandle(forReadingAtPath: empty)), frameRate: nil))
+        let (noFrame, _) = runToEnd(.y4m(try #require(InputFile(readingAtPath: empty)), frameRate: nil))
         #expect(noFrame.failure == .y4mEndedBeforeFirstFrame)
         #expect(noFrame.failure?.description == "y4m input ended before its first frame")
 
         let garbage = try temporaryFile(Array("not a y4m stream at all\n".utf8), suffix: ".y4m")
         defer { try? FileManager.default.removeItem(atPath: garbage) }
-        let (badY4M, _) = runToEnd(.y4m(try #require(FileHandle(forReadingAtPath: garbage)), frameRate: nil))
+        let (badY4M, _) = runToEnd(.y4m(try #require(InputFile(readingAtPath: garbage)), frameRate: nil))
         #expect(badY4M.failure == .y4m(.notY4M))
         #expect(badY4M.failure?.description == Y4MError.notY4M.description)
     }

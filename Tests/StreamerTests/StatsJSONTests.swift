@@ -79,15 +79,26 @@ import UringIO
             "non-ASCII é": "é €  𝄞 日本",
             "emptyObject": [String: Any](),
             "emptyArray": [Any](),
-            "nested": ["a": [[String: Any](), [Any](), ["x": NSNull()]], "b": [1, 2, 3], "c": [[String: Int]()]],
+            "nested": ["a": [[String: Any](), [Any](), ["x": StatsJSON.Null()]], "b": [1, 2, 3], "c": [[String: Int]()]],
             "integers": ["max": Int.max, "min": Int.min, "zero": 0, "negative": -42, "u64": UInt64.max, "u32": UInt32.max,
                          "i64": Int64.min],
             "doubles": [0.1, 1e-7, 123_456_789.125, -0.5, 100.0, 1e16, 1e300, .leastNonzeroMagnitude, -0.0, 2.0 / 3.0, 0.0],
             "bools": [true, false],
-            "null": NSNull(),
+            "null": StatsJSON.Null(),
             "order": ["b": 1, "A": 2, "a10": 3, "a9": 4, "rtp.x": 5, "rtpa": 6, "0": 7, "10": 8, "9": 9, "a_b": 10, "ab": 11,
                       "a b": 12, "Connection refused": 13, "redirect: no route": 14],
         ]
+    }
+
+    /// `object` as Foundation holds it: each ``StatsJSON/Null`` an `NSNull` (the streamer does
+    /// not link Foundation), for `JSONSerialization` to write beside ours.
+    static func foundationObject(_ value: Any) -> Any {
+        switch value {
+        case is StatsJSON.Null: return NSNull()
+        case let object as [String: Any]: return object.mapValues(foundationObject)
+        case let array as [Any]: return array.map(foundationObject)
+        default: return value
+        }
     }
 
     static var objects: [(name: String, object: [String: Any])] {
@@ -105,9 +116,9 @@ import UringIO
     @Test(arguments: [false, true]) func parsesToWhatFoundationWrote(pretty: Bool) throws {
         for (name, object) in Self.objects {
             let ours = try StatsJSON.data(object, pretty: pretty)
-            let foundation = try JSONSerialization.data(withJSONObject: object,
+            let foundation = try JSONSerialization.data(withJSONObject: Self.foundationObject(object),
                                                         options: pretty ? [.prettyPrinted, .sortedKeys] : [.sortedKeys])
-            let parsedOurs = try #require(try JSONSerialization.jsonObject(with: ours) as? NSDictionary, "\(name)")
+            let parsedOurs = try #require(try JSONSerialization.jsonObject(with: Data(ours)) as? NSDictionary, "\(name)")
             let parsedFoundation = try #require(try JSONSerialization.jsonObject(with: foundation) as? NSDictionary)
             #expect(parsedOurs.isEqual(parsedFoundation), "\(name)")
         }
@@ -116,7 +127,7 @@ import UringIO
     @Test(arguments: [false, true]) func writesFoundationsBytes(pretty: Bool) throws {
         for (name, object) in Self.objects {
             let ours = try StatsJSON.data(object, pretty: pretty)
-            let foundation = try JSONSerialization.data(withJSONObject: object,
+            let foundation = try JSONSerialization.data(withJSONObject: Self.foundationObject(object),
                                                         options: pretty ? [.prettyPrinted, .sortedKeys] : [.sortedKeys])
             #expect(String(decoding: ours, as: UTF8.self) == String(decoding: foundation, as: UTF8.self), "\(name)")
         }

@@ -1,5 +1,6 @@
-import Foundation
+import Glibc
 import Synchronization
+import UringIO
 
 /// The CPU time x265 takes in this process, apart from everything else: the time of the
 /// threads that call `x265_encoder_open`, `x265_encoder_encode` and `x265_encoder_close`, inside
@@ -35,7 +36,9 @@ public enum EncoderCPUTime {
         // pthread_setname_np needs _GNU_SOURCE, which Glibc's module does not define: the same
         // through /proc/thread-self/comm.
         let path = "/proc/thread-self/comm"
-        let previous = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .newlines)
+        let previous = contents(ofFile: path).map { name in
+            String(name[..<(name.firstIndex(of: "\n") ?? name.endIndex)])
+        }
         let named = previous != nil && setThreadName(name, path: path)
         let result = measuring(open)
         if named, let previous { _ = setThreadName(previous, path: path) }
@@ -87,11 +90,11 @@ public enum EncoderCPUTime {
     static func threadNanoseconds(named matches: (String) -> Bool) -> Int64 {
         let ticksPerSecond = Int64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
         var nanoseconds: Int64 = 0
-        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
-            guard let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+        for task in entries(ofDirectory: "/proc/self/task") {
+            guard let stat = contents(ofFile: "/proc/self/task/\(task)/stat"),
                   let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { continue }
             guard matches(String(stat[stat.index(after: open)..<close])) else { continue }
-            if let schedstat = try? String(contentsOfFile: "/proc/self/task/\(task)/schedstat", encoding: .utf8),
+            if let schedstat = contents(ofFile: "/proc/self/task/\(task)/schedstat"),
                let runtime = schedstat.split(separator: " ").first.flatMap({ Int64($0) }) {
                 nanoseconds += runtime
                 continue
@@ -102,5 +105,22 @@ public enum EncoderCPUTime {
             nanoseconds += (user + system) * 1_000_000_000 / ticksPerSecond
         }
         return nanoseconds
+    }
+
+    /// A /proc file's text (nil when it cannot be read).
+    private static func contents(ofFile path: String) -> String? {
+        contentsOfFile(atPath: path, limit: 4096).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The names in a directory, `.` and `..` left out (empty when it cannot be opened).
+    private static func entries(ofDirectory path: String) -> [String] {
+        guard let directory = opendir(path) else { return [] }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 }

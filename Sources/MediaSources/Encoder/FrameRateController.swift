@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// Picks each frame's QP so that an encoder's output follows a target bitrate that may change
 /// at any frame, with no keyframe and no help from the encoder's own rate control.

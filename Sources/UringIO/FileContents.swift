@@ -1,0 +1,20 @@
+import Glibc
+
+/// The bytes of a small file read to its end with read(2) (a /proc file too, whose size stat(2)
+/// reports as 0); nil when it cannot be opened or read, or holds more than `limit` bytes. For
+/// the short text files the engine's users read (SDP files, key files, /proc entries) without
+/// Foundation (results/profile.md section 35).
+public func contentsOfFile(atPath path: String, limit: Int = 1 << 20) -> [UInt8]? {
+    let file = open(path, O_RDONLY | O_CLOEXEC)
+    guard file >= 0 else { return nil }
+    defer { close(file) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(file, $0.baseAddress, $0.count) }
+        if count < 0 && errno == EINTR { continue }
+        guard count >= 0, bytes.count + count <= limit else { return nil }
+        if count == 0 { return bytes }
+        bytes += chunk[..<count]
+    }
+}
