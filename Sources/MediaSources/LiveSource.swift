@@ -370,8 +370,7 @@ private struct SourceRun {
                 count = file.read(into: UnsafeMutableRawBufferPointer(storage))
                 initialized = max(count, 0)
             }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { break }
+            if count <= 0 { break }  // the end, or a read error (EINTR is retried by `read(into:)`)
             // A short read (a FIFO gives at most its pipe's size) is copied into an array of
             // its size: a megabyte held for a few kilobytes would multiply what the slices keep.
             let kept = count >= chunk.capacity / 2 ? chunk : chunk.withUnsafeBufferPointer { Array($0) }

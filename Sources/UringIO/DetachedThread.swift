@@ -1,16 +1,16 @@
 import Glibc
 
 /// Starts an operating-system thread that runs `body` once and ends (pthread_create with
-/// default attributes, detached): the threads of the sources, watches and signal waits of
-/// `streamer` and `MediaSources`, without Foundation's `Thread` (the executables do not link
-/// Foundation: results/profile.md section 35).
+/// default attributes, detached): the threads of the sources, the stall watch, the stats
+/// writers and the progress line of `MediaSources` and `streamer`, without Foundation's `Thread`
+/// (`streamer` does not link Foundation: results/profile.md section 35).
 ///
 /// ```swift
 /// startDetachedThread { watchUntilStopped() }
 /// ```
 ///
-/// A thread the system cannot start (`pthread_create` fails: EAGAIN, out of threads) stops the
-/// process with the error, as Foundation's `Thread.start` does: every caller's work depends on it.
+/// A thread the system cannot start (`pthread_create` fails: EAGAIN, out of threads or memory)
+/// stops the process with the error: every caller's work depends on the thread running.
 public func startDetachedThread(_ body: @escaping @Sendable () -> Void) {
     let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
     var thread = pthread_t()

@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import MediaFormats
 import MediaSources
 import StreamEngine

@@ -1,5 +1,3 @@
-import Dispatch
-import Glibc
 import MediaFormats
 import StreamEngine
 import UringIO

@@ -1,4 +1,3 @@
-
 /// The stats JSON (`--stats`, `--stats-every`, `--stats-series`), written by hand rather than by
 /// Foundation's `JSONSerialization`, whose first use in a process cost `streamer recv` ~5 ms
 /// (its dynamic casts scan every loaded protocol conformance; `.sortedKeys` opens an ICU
@@ -9,8 +8,9 @@
 /// decimals, a `Double` as its shortest round-trip text without a trailing `.0`, keys in the
 /// same order for the keys the stats use (see ``precedes(_:_:)``). The values it takes are the
 /// ones the stats objects hold: `String`, `Bool`, `Int` (and the fixed-width integers),
-/// `Double`, ``Null`` (JSON's `null`; `NSNull` in the tests' Foundation objects), `[String: Any]`, `[Any]`. Anything else, and a NaN or infinite
-/// `Double` (JSON has no text for them), throws, as `JSONSerialization` does.
+/// `Double`, ``Null`` (JSON's `null`, where `JSONSerialization` took an `NSNull`),
+/// `[String: Any]`, `[Any]`. Anything else, and a NaN or infinite `Double` (JSON has no text
+/// for them), throws, as `JSONSerialization` does.
 enum StatsJSON {
     /// JSON's `null` in a stats object (Foundation, whose `NSNull` it was, is not linked).
     struct Null: Sendable {}

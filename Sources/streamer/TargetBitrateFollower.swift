@@ -1,5 +1,3 @@
-import Dispatch
-import Glibc
 import MediaSources
 import StreamEngine
 

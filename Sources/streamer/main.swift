@@ -1,4 +1,3 @@
-import Dispatch
 import Glibc
 
 let usage = """
