@@ -102,14 +102,19 @@ func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
     return nil
 }
 
+/// Writes `bytes` and a newline to `descriptor` (``writeAll(_:_:)``): the errno of a failure, or nil.
+func writeLine(_ descriptor: Int32, _ bytes: [UInt8]) -> Int32? {
+    var line = bytes
+    line.append(UInt8(ascii: "\n"))
+    return line.withUnsafeBytes { writeAll(descriptor, $0) }
+}
+
 /// Writes `object` as JSON, pretty-printed with sorted keys (``StatsJSON``), to a path or `-`
 /// (stdout). A file is replaced whole (see ``replaceFile(_:with:)``): a reader never sees half of it.
 func writeJSON(_ object: [String: Any], to path: String) throws {
     let data = try StatsJSON.data(object, pretty: true)
     if path == "-" {
-        var line = data
-        line.append(UInt8(ascii: "\n"))
-        if let failure = line.withUnsafeBytes({ writeAll(STDOUT_FILENO, $0) }) {
+        if let failure = writeLine(STDOUT_FILENO, data) {
             throw FileWriteError(description: "cannot write the stats to stdout: \(String(cString: strerror(failure)))")
         }
     } else {

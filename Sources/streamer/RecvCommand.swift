@@ -147,14 +147,11 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     progress.stop()
     statsWriter.stop()
     withExtendedLifetime(trap) {}
-    if let failure = annexB?.failure, failure != 0 {
-        try report.write()
-        throw SystemError("cannot write", errno: failure, context: "--out '\(outPath ?? "-")'")
-    }
-    // On storage before the report says how much was written; a pipe or a terminal has
-    // nothing to sync (EINVAL), nor has a read-only special file (EROFS).
-    if let output, fsync(output) != 0, errno != EINVAL, errno != EROFS {
-        let failure = errno
+    // Written whole, then on storage before the report says how much was written; a pipe or a
+    // terminal has nothing to sync (EINVAL), nor has a read-only special file (EROFS).
+    var failure = annexB?.failure ?? 0
+    if failure == 0, let output, fsync(output) != 0, errno != EINVAL, errno != EROFS { failure = errno }
+    if failure != 0 {
         try report.write()
         throw SystemError("cannot write", errno: failure, context: "--out '\(outPath ?? "-")'")
     }

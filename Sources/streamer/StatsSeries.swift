@@ -31,9 +31,8 @@ final class StatsSeries: Sendable {
                 var object = snapshot()
                 let elapsed = ContinuousClock.now - start
                 object["t"] = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-                guard var line = try? StatsJSON.data(object, pretty: false) else { continue }
-                line.append(UInt8(ascii: "\n"))
-                _ = line.withUnsafeBytes { writeAll(descriptor, $0) }
+                guard let line = try? StatsJSON.data(object, pretty: false) else { continue }
+                _ = writeLine(descriptor, line)
             }
         }
     }
