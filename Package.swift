@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "UringIO", targets: ["UringIO"]),
         .executable(name: "streamer", targets: ["streamer"]),
         .executable(name: "bench", targets: ["bench"]),
+        .executable(name: "bench-floor", targets: ["bench-floor"]),
     ],
     targets: [
         // C: liburing and libx265 (Debian's liburing-dev, libx265-dev). Shims only, no logic.
@@ -53,8 +54,11 @@ let package = Package(
                           swiftSettings: staticSwiftModulesInRelease, linkerSettings: staticSwiftRuntimeInRelease),
         .executableTarget(name: "bench", dependencies: ["StreamEngine", "MediaSources", "MediaFormats", "UringIO",
                                                         "SecureRTP"],
-                          path: "Bench", swiftSettings: staticSwiftModulesInRelease,
+                          path: "Bench", exclude: ["Floor"], swiftSettings: staticSwiftModulesInRelease,
                           linkerSettings: staticSwiftRuntimeInRelease),
+        // The floor sender and receiver of `bench peers`, without Foundation (Bench/Floor/main.swift).
+        .executableTarget(name: "bench-floor", dependencies: ["StreamEngine", "UringIO"], path: "Bench/Floor",
+                          swiftSettings: staticSwiftModulesInRelease, linkerSettings: staticSwiftRuntimeInRelease),
 
         // Helpers shared by the test targets (a seeded generator, network namespaces).
         // setns(2) comes from a shim of its own: CLibURing stays UringIO's alone.
@@ -68,7 +72,7 @@ let package = Package(
         .testTarget(name: "StreamEngineTests",
                     dependencies: ["StreamEngine", "MediaFormats", "MediaSources", "UringIO", "SecureRTP",
                                    "TestSupport"]),
-        .testTarget(name: "BenchTests", dependencies: ["bench"]),
+        .testTarget(name: "BenchTests", dependencies: ["bench", "bench-floor"]),
         // The fuzz oracles (Fuzz/Oracles, also compiled by tools/fuzz) replayed on every
         // Tests/FuzzCorpus entry, and the regressions the fuzzer found.
         .testTarget(name: "FuzzCorpusTests", dependencies: ["MediaFormats", "SecureRTP"], path: "Fuzz",

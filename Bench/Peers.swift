@@ -5,7 +5,7 @@ import StreamEngine
 import UringIO
 
 // bench peers: the same HEVC file at the same real-time frame rate, and as fast as each tool
-// goes, through `streamer send`, GStreamer, FFmpeg and a floor sender written here (one UDP GSO
+// goes, through `streamer send`, GStreamer, FFmpeg and a floor sender (Bench/Floor/main.swift: one UDP GSO
 // sendmsg per run of equal-size datagrams of a frame, sleep to the next frame or not at all),
 // all to the same recvmmsg + GRO counter; whole-process CPU of each sender from outside
 // (wait4), user and system apart. `--compare NAME=PATH` adds rows for another streamer binary.
@@ -33,8 +33,8 @@ struct PeersOptions {
         usage: bench peers [--quick] [--fps N] [--frames N] [--repeat N] [--no-fast] [--no-x265]
                            [--compare NAME=PATH]... [--pin] [--out DIR]
           encodes a 1280x720 HEVC test file (ffmpeg + libx265) and sends it at N frames per second in
-          real time (default 240), and as fast as each tool goes, through a floor sender (bench
-          itself), streamer send, GStreamer and FFmpeg (each skipped with a message when missing) to
+          real time (default 240), and as fast as each tool goes, through a floor sender
+          (bench-floor, beside bench), streamer send, GStreamer and FFmpeg (each skipped with a message when missing) to
           a recvmmsg + GRO counter; then each receiver fed by the floor sender, likewise; reports
           whole-process CPU per packet (wait4), packets per second, interleaved rounds after a
           warm-up, medians, and the ratio to the floor; writes peers.json, peers.csv and peers.md
@@ -104,6 +104,16 @@ func findExecutable(_ name: String) -> String? {
         if access(path, X_OK) == 0 { return path }
     }
     return nil
+}
+
+/// `bench-floor` (Bench/Floor/main.swift), the floor sender and counter, beside bench.
+func floorExecutable() throws -> String {
+    let path = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent("bench-floor").path
+    guard access(path, X_OK) == 0 else {
+        throw BenchError.runtime("bench-floor (the floor sender and counter) is not beside bench: swift build --product bench-floor")
+    }
+    return path
 }
 
 /// A finished child: exit status and its CPU from wait4, in nanoseconds.
@@ -210,189 +220,6 @@ func writeFloorRecords(hevc: String, to path: String, frameRate: Int) throws -> 
     return (units.count, packets)
 }
 
-/// `bench peers-floor-send RECORDS PORT FPS`: the least a sender does (run as a child so its
-/// CPU is measured from outside like every other sender's); FPS 0 sends without sleeping.
-func runFloorSender(_ arguments: [String]) throws {
-    guard arguments.count == 3, let port = UInt16(arguments[1]), let fps = Int(arguments[2]), fps >= 0 else {
-        throw BenchError.usage("usage: bench peers-floor-send RECORDS PORT FPS")
-    }
-    let file = open(arguments[0], O_RDONLY)
-    guard file >= 0 else { throw BenchError.runtime("cannot open \(arguments[0])") }
-    let socket = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw BenchError.runtime("cannot connect the floor sender") }
-    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 16 << 20, alignment: 8)
-    defer { buffer.deallocate() }
-    let control = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
-    defer { control.deallocate() }
-    let interval = fps == 0 ? 0 : 1_000_000_000 / Int64(fps)
-    var next = monotonicNanoseconds()
-    while true {
-        var counts = (UInt32(0), UInt32(0))
-        guard read(file, &counts, 8) == 8 else { break }
-        let bytes = Int(counts.0), count = Int(counts.1)
-        guard count * 2 + bytes <= 16 << 20, read(file, buffer, count * 2 + bytes) == count * 2 + bytes else { break }
-        let sizes = buffer.assumingMemoryBound(to: UInt16.self)
-        var offset = count * 2
-        var index = 0
-        while index < count {
-            // A run: datagrams of the first one's size, the last may be shorter (UDP GSO).
-            let segment = Int(sizes[index])
-            var end = index + 1
-            var length = segment
-            while end < count, Int(sizes[end]) <= segment, length + Int(sizes[end]) <= 65_000 {
-                length += Int(sizes[end])
-                end += 1
-                if Int(sizes[end - 1]) < segment { break }
-            }
-            var vector = iovec(iov_base: buffer + offset, iov_len: length)
-            var message = msghdr()
-            withUnsafeMutablePointer(to: &vector) { message.msg_iov = $0 }
-            message.msg_iovlen = 1
-            if end - index > 1 {
-                let header = control.assumingMemoryBound(to: cmsghdr.self)
-                header.pointee.cmsg_level = Int32(IPPROTO_UDP)
-                header.pointee.cmsg_type = 103  // UDP_SEGMENT
-                header.pointee.cmsg_len = MemoryLayout<cmsghdr>.size + 2
-                (control + MemoryLayout<cmsghdr>.size).storeBytes(of: UInt16(segment), as: UInt16.self)
-                message.msg_control = control
-                message.msg_controllen = MemoryLayout<cmsghdr>.size + 8
-            }
-            _ = sendmsg(socket, &message, 0)
-            offset += length
-            index = end
-        }
-        guard interval > 0 else { continue }
-        next += interval
-        let now = monotonicNanoseconds()
-        if next > now {
-            var time = timespec(tv_sec: Int((next - now) / 1_000_000_000), tv_nsec: Int((next - now) % 1_000_000_000))
-            nanosleep(&time, nil)
-        }
-    }
-}
-
-/// `bench peers-count PORT EXPECTED [--engine-loop BUFFERS]`: a recvmmsg + GRO counter of
-/// datagrams and bytes; stops at EXPECTED datagrams (0: unknown) or 1.5 s after the last one;
-/// prints `packets=N bytes=N span=N duration=NS` (span: RTP sequence numbers from the first to
-/// the last seen; duration: from the first receive to the last, in nanoseconds). With
-/// `--engine-loop`, the same count on the engine's receive loop (`DatagramReceiveLoop`: a
-/// multishot `recvmsg` on a ring of BUFFERS buffers of 64 KB, its work deferred to the loop's
-/// waits, as `streamer recv` receives), so the loop's own cost can be set beside `recvmmsg`'s
-/// with nothing else of a receiver (results/profile.md section 34).
-func runCounter(_ arguments: [String]) throws {
-    let usage = BenchError.usage("usage: bench peers-count PORT EXPECTED [--engine-loop BUFFERS]")
-    guard arguments.count == 2 || (arguments.count == 4 && arguments[2] == "--engine-loop"),
-          let port = UInt16(arguments[0]), let expected = Int(arguments[1]), expected >= 0 else { throw usage }
-    let buffers = arguments.count == 4 ? Int(arguments[3]) : nil
-    guard arguments.count == 2 || buffers.map({ (1...4096).contains($0) }) == true else { throw usage }
-    let socket = try UDPSocket(family: .ipv4)
-    socket.setReceiveBufferSize(64 << 20)
-    try socket.enableGRO()
-    try socket.bind(try SocketAddress.parse("127.0.0.1:\(port)"))
-    var stream = CountedStream(expected: expected)
-    if let buffers {
-        let loop = try DatagramReceiveLoop(sockets: [(socket, buffers, 65_536)], deferTaskRun: true)
-        print("ready")
-        fflush(nil)
-        // The time is read once per wake-up, after its datagrams, as the recvmmsg loop reads it.
-        try loop.run(checkInterval: 100_000_000, shouldStop: { stream.done(now: monotonicNanoseconds()) }) {
-            stream.count($0.payload)
-        }
-    } else {
-        try PlainUDP.setReceiveTimeout(socket, nanoseconds: 100_000_000)
-        print("ready")
-        fflush(nil)
-        try countWithRecvmmsg(socket, into: &stream)
-    }
-    print("packets=\(stream.packets) bytes=\(stream.bytes) span=\(stream.span) duration=\(stream.duration)")
-}
-
-/// What a counter saw: datagrams, bytes, the RTP sequence span, the time from its first receive
-/// to its last.
-private struct CountedStream {
-    let expected: Int
-    private(set) var packets = 0, bytes = 0
-    private var sequences: (highest: Int, last: UInt16)?
-    private var firstSeen: Int64?, lastSeen: Int64 = 0, countedAtLastSeen = 0
-    private let started = monotonicNanoseconds()
-
-    init(expected: Int) { self.expected = expected }
-
-    var span: Int { sequences.map { $0.highest + 1 } ?? 0 }
-    var duration: Int64 { lastSeen - (firstSeen ?? lastSeen) }
-
-    /// Counts one datagram (one GRO segment).
-    mutating func count(_ datagram: UnsafeRawBufferPointer) {
-        if datagram.count >= 12 {
-            let sequence = UInt16(datagram[2]) << 8 | UInt16(datagram[3])
-            if let seen = sequences {
-                sequences = (seen.highest + Int(Int16(bitPattern: sequence &- seen.last)), sequence)
-            } else {
-                sequences = (0, sequence)
-            }
-        }
-        packets += 1
-        bytes += datagram.count
-    }
-
-    /// Notes a wake-up at `now` (after its datagrams were counted) and says whether to stop:
-    /// EXPECTED datagrams counted, 1.5 s without one, or 60 s without any.
-    mutating func done(now: Int64) -> Bool {
-        if packets > countedAtLastSeen {
-            countedAtLastSeen = packets
-            lastSeen = now
-            if firstSeen == nil { firstSeen = now }
-        }
-        if expected > 0 && packets >= expected { return true }
-        return packets > 0 ? now - lastSeen > 1_500_000_000 : now - started > 60_000_000_000
-    }
-}
-
-/// Counts with `recvmmsg` of 64 (the floor receiver), each GRO burst split by its segment size.
-private func countWithRecvmmsg(_ socket: UDPSocket, into stream: inout CountedStream) throws {
-    let batch = 64, slot = 65_536, controlSize = 64
-    let buffers = UnsafeMutableRawPointer.allocate(byteCount: batch * slot, alignment: 16)
-    let controls = UnsafeMutableRawPointer.allocate(byteCount: batch * controlSize, alignment: 16)
-    let vectors = UnsafeMutablePointer<iovec>.allocate(capacity: batch)
-    let messages = UnsafeMutablePointer<MultiMessageHeader>.allocate(capacity: batch)
-    defer { buffers.deallocate(); controls.deallocate(); vectors.deallocate(); messages.deallocate() }
-    while !stream.done(now: monotonicNanoseconds()) {
-        for index in 0..<batch {
-            vectors[index] = iovec(iov_base: buffers + index * slot, iov_len: slot)
-            messages[index] = MultiMessageHeader()
-            messages[index].header.msg_iov = vectors + index
-            messages[index].header.msg_iovlen = 1
-            messages[index].header.msg_control = controls + index * controlSize
-            messages[index].header.msg_controllen = controlSize
-        }
-        guard let received = try PlainUDP.receiveMessages(socket, messages, count: batch) else { continue }
-        for index in 0..<received {
-            let length = Int(messages[index].length)
-            var segment = length
-            if messages[index].header.msg_controllen >= MemoryLayout<cmsghdr>.size + 2 {
-                let header = (controls + index * controlSize).assumingMemoryBound(to: cmsghdr.self)
-                if header.pointee.cmsg_level == Int32(IPPROTO_UDP) && header.pointee.cmsg_type == 104 {
-                    segment = Int((controls + index * controlSize + MemoryLayout<cmsghdr>.size)
-                        .loadUnaligned(as: UInt16.self))
-                }
-            }
-            var offset = 0
-            while offset < length {
-                let size = min(max(segment, 1), length - offset)
-                stream.count(UnsafeRawBufferPointer(start: buffers + index * slot + offset, count: size))
-                offset += size
-            }
-        }
-    }
-}
-
 /// One measured run of a sender or a receiver.
 struct PeerRound {
     var sender: String
@@ -428,11 +255,11 @@ struct PeerSender {
 /// "fast" (as fast as each tool goes: the floor without sleeping, GStreamer `sync=false`,
 /// FFmpeg without `-re`, `streamer send --fast`, unpaced; a --compare binary without `--fast`
 /// is a real-time row only).
-func peerSenders(mode: String, bench: String, records: String, hevc: String, ffmpeg: String,
+func peerSenders(mode: String, floor: String, records: String, hevc: String, ffmpeg: String,
                  streamers: [(name: String, path: String)], options: PeersOptions) -> [PeerSender] {
     let fast = mode == "fast"
     let fps = "\(options.frameRate)"
-    var senders = [PeerSender(name: "floor", mode: mode, argv: { [bench, "peers-floor-send", records, "\($0)", fast ? "0" : fps] },
+    var senders = [PeerSender(name: "floor", mode: mode, argv: { [floor, "send", records, "\($0)", fast ? "0" : fps] },
                               exact: true)]
     for streamer in streamers where !fast || supportsFast(streamer.path) {
         senders.append(PeerSender(name: streamer.name, mode: mode, argv: {
@@ -462,11 +289,11 @@ func supportsFast(_ path: String) -> Bool {
 }
 
 /// Starts a counter on the next port, runs `sender` to it and returns the measured round.
-func measureSender(_ sender: PeerSender, bench: String, packets: Int, directory: String, port: inout Int,
+func measureSender(_ sender: PeerSender, floor: String, packets: Int, directory: String, port: inout Int,
                    cores: PeerCores? = nil) throws -> PeerRound {
     port += 2
     let output = directory + "/count-\(port).txt"
-    let counter = try spawnChild(PeerCores.pinned([bench, "peers-count", "\(port)", "\(sender.exact ? packets : 0)"],
+    let counter = try spawnChild(PeerCores.pinned([floor, "count", "\(port)", "\(sender.exact ? packets : 0)"],
                                                   to: cores?.receiver), stdoutPath: output)
     var ready = false
     for _ in 0..<500 where !ready {
@@ -503,7 +330,7 @@ func runPeers(_ arguments: [String]) throws {
     guard encoder.status == 0 else { throw BenchError.runtime("ffmpeg could not encode the test file (libx265?)") }
     let (frames, packets) = try writeFloorRecords(hevc: hevc, to: records, frameRate: options.frameRate)
     progress("\(frames) frames, \(packets) RTP packets of at most 1400 bytes")
-    let bench = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    let floor = try floorExecutable()
     let loadBefore = loadAverage()
     var streamers = options.compare
     if let streamer = findExecutable("streamer") { streamers.insert(("streamer", streamer), at: 0) } else {
@@ -514,14 +341,14 @@ func runPeers(_ arguments: [String]) throws {
         progress("fast rounds: \(streamer.name) (\(streamer.path)) has no streamer send --fast: no fast row for it")
     }
     let modes = options.fast ? ["realtime", "fast"] : ["realtime"]
-    let senders = modes.flatMap { peerSenders(mode: $0, bench: bench, records: records, hevc: hevc, ffmpeg: ffmpeg,
+    let senders = modes.flatMap { peerSenders(mode: $0, floor: floor, records: records, hevc: hevc, ffmpeg: ffmpeg,
                                               streamers: streamers, options: options) }
 
     var rounds: [PeerRound] = []
     var port = 20_000 + Int(getpid() % 20_000)
     for round in 0...options.repeatCount {  // round 0 warms up
         for sender in senders {
-            let result = try measureSender(sender, bench: bench, packets: packets, directory: directory, port: &port,
+            let result = try measureSender(sender, floor: floor, packets: packets, directory: directory, port: &port,
                                            cores: options.cores)
             progress(String(format: "round %d %@ %@: %d of %d packets, exit %d, %.2f µs/packet, %.0f packets/s",
                             round, sender.name, sender.mode, result.packets, result.sent, result.cpu.status,
@@ -555,10 +382,10 @@ func runPeers(_ arguments: [String]) throws {
     }
     var live = LiveReport()
     if options.live, let streamer = streamers.first(where: { $0.name == "streamer" }) {
-        live = try measureLive(bench: bench, streamer: streamer.path, ffmpeg: ffmpeg, frames: options.liveFrameCount,
+        live = try measureLive(floor: floor, streamer: streamer.path, ffmpeg: ffmpeg, frames: options.liveFrameCount,
                                options: options, directory: directory, port: &port)
     }
-    let receivers = try measureReceivers(bench: bench, ffmpeg: ffmpeg, records: records, frames: frames,
+    let receivers = try measureReceivers(floor: floor, ffmpeg: ffmpeg, records: records, frames: frames,
                                          packets: packets, streamers: streamers, modes: modes, options: options,
                                          directory: directory, port: &port)
     var receiverTable = "| receiver | mode | delivered | user µs/pkt | sys µs/pkt | CPU µs/pkt | × floor | × floor by round |\n"
@@ -658,11 +485,11 @@ func describeRatios(_ ratios: [Double]) -> String {
 /// Receiver rounds: each receiver fed by the floor sender in each mode (real time, or without
 /// sleeping), interleaved after a warm-up round; `packets` is what the floor counter counted,
 /// `span` the frames `streamer recv` decoded, `receiverPackets` the packets it received.
-func measureReceivers(bench: String, ffmpeg: String, records: String, frames: Int, packets: Int,
+func measureReceivers(floor: String, ffmpeg: String, records: String, frames: Int, packets: Int,
                       streamers: [(name: String, path: String)], modes: [String], options: PeersOptions,
                       directory: String, port: inout Int) throws -> [PeerRound] {
     typealias Command = (Int, String) -> [String]
-    let floorCommand: Command = { port, _ in [bench, "peers-count", "\(port)", "\(packets)"] }
+    let floorCommand: Command = { port, _ in [floor, "count", "\(port)", "\(packets)"] }
     var receivers: [(name: String, argv: Command)] = [("floor", floorCommand)]
     for streamer in streamers {
         receivers.append((streamer.name, { port, base in
@@ -691,7 +518,7 @@ func measureReceivers(bench: String, ffmpeg: String, records: String, frames: In
                                            stdoutPath: output + ".txt")
                 usleep(700_000)  // the receiver's start-up
                 let fps = mode == "fast" ? 0 : options.frameRate
-                let sender = waitChild(try spawnChild(PeerCores.pinned([bench, "peers-floor-send", records, "\(port)", "\(fps)"],
+                let sender = waitChild(try spawnChild(PeerCores.pinned([floor, "send", records, "\(port)", "\(fps)"],
                                                                       to: options.cores?.sender)))
                 var result: ChildRun?
                 for _ in 0..<30 where result == nil {  // the floor counter and streamer stop by themselves

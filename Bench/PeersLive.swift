@@ -34,7 +34,7 @@ struct LiveReport {
 /// Runs the x265 live rounds (a warm-up, then `options.repeatCount`, sources interleaved):
 /// `frames` frames of 1280x720 at 30 fps, x265 at 5 Mbit/s (the test file's bytes per frame:
 /// `--fps` / 6 Mbit/s at `--fps`), y4m written by ffmpeg and synthetic.
-func measureLive(bench: String, streamer: String, ffmpeg: String, frames: Int, options: PeersOptions,
+func measureLive(floor: String, streamer: String, ffmpeg: String, frames: Int, options: PeersOptions,
                  directory: String, port: inout Int) throws -> LiveReport {
     let y4m = directory + "/live.y4m"
     progress("writing \(frames) frames of 1280x720 y4m for the x265 live rows")
@@ -56,15 +56,15 @@ func measureLive(bench: String, streamer: String, ffmpeg: String, frames: Int, o
                     + ["--fps", "\(liveFrameRate)", "--frames", "\(frames)", "--bitrate", "5M", "--no-feedback", "--cc", "off",
                        "--pace", "2G", "--mtu", "1428", "--quiet", "--stats", base + ".json", "--record", base + ".hevc"]
             }, exact: false)
-            let sent = try measureSender(send, bench: bench, packets: 0, directory: directory, port: &port)
+            let sent = try measureSender(send, floor: floor, packets: 0, directory: directory, port: &port)
             let stats = FileManager.default.contents(atPath: base + ".json")
                 .flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
             let encoderSeconds = (stats?["cpu"] as? [String: Any])?["encoderSeconds"] as? Double ?? 0
             let (_, packets) = try writeFloorRecords(hevc: base + ".hevc", to: base + ".rtp", frameRate: liveFrameRate)
             let floorSender = PeerSender(name: "floor", mode: send.mode, argv: {
-                [bench, "peers-floor-send", base + ".rtp", "\($0)", "\(liveFrameRate)"]
+                [floor, "send", base + ".rtp", "\($0)", "\(liveFrameRate)"]
             }, exact: true)
-            let floor = try measureSender(floorSender, bench: bench, packets: packets, directory: directory, port: &port)
+            let floor = try measureSender(floorSender, floor: floor, packets: packets, directory: directory, port: &port)
             let live = LiveRound(source: source.name, streamer: sent, encoderNanoseconds: Int64(encoderSeconds * 1e9), floor: floor)
             progress(String(format: "round %d x265 %@: %d of %d packets, exit %d, %.2f µs/packet (encoder %.2f, the rest %.2f); "
                             + "floor %d of %d packets, %.2f µs/packet", round, source.name, sent.packets, sent.sent,

@@ -20,8 +20,6 @@ let subcommands: [String: (run: ([String]) throws -> Void, usage: String)] = [
     "fanout": (runFanout, FanoutOptions.usage),
     "fanout-count": (runFanoutCounter, FanoutOptions.usage),
     "peers": (runPeers, PeersOptions.usage),
-    "peers-floor-send": (runFloorSender, PeersOptions.usage),
-    "peers-count": (runCounter, PeersOptions.usage),
 ]
 if let name = CommandLine.arguments.dropFirst().first, let command = subcommands[name] {
     do {

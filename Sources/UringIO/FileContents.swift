@@ -18,3 +18,20 @@ public func contentsOfFile(atPath path: String, limit: Int = 1 << 20) -> [UInt8]
         bytes += chunk[..<count]
     }
 }
+
+/// Writes all of `bytes` to `descriptor` with write(2), again after EINTR and for what a short
+/// write left; the errno of a failure (EIO for a write of nothing), or nil. For the lines and
+/// files the engine's programs write without Foundation (results/profile.md section 35).
+public func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+    var offset = 0
+    while offset < bytes.count {
+        let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+        if written < 0 {
+            if errno == EINTR { continue }
+            return errno
+        }
+        if written == 0 { return EIO }
+        offset += written
+    }
+    return nil
+}

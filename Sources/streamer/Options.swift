@@ -86,22 +86,6 @@ func printError(_ text: String) {
     _ = line.withUTF8 { writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
 }
 
-/// Writes all of `bytes` to `descriptor` with write(2), again after EINTR and for what a short
-/// write left; the errno of a failure, or nil.
-func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-    var offset = 0
-    while offset < bytes.count {
-        let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-        if written < 0 {
-            if errno == EINTR { continue }
-            return errno
-        }
-        if written == 0 { return EIO }
-        offset += written
-    }
-    return nil
-}
-
 /// Writes `bytes` and a newline to `descriptor` (``writeAll(_:_:)``): the errno of a failure, or nil.
 func writeLine(_ descriptor: Int32, _ bytes: [UInt8]) -> Int32? {
     var line = bytes

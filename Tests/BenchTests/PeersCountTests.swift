@@ -1,10 +1,16 @@
 import Foundation
 import Testing
 
-/// `bench peers-count`, the floor receiver, and its `--engine-loop` form (the engine's receive
-/// loop counting and nothing else), each fed by `bench peers-floor-send` over loopback: both
-/// count every datagram, byte and RTP sequence number sent, GSO runs split back into datagrams.
+/// `bench-floor count`, the floor receiver, and its `--engine-loop` form (the engine's receive
+/// loop counting and nothing else), each fed by `bench-floor send` over loopback: both count
+/// every datagram, byte and RTP sequence number sent, GSO runs split back into datagrams.
 @Suite struct PeersCountTests {
+    /// The `bench-floor` executable beside the bench binary the tests run.
+    static func floorBinary() -> URL? {
+        BenchSmokeTests.benchBinary().map { $0.deletingLastPathComponent().appendingPathComponent("bench-floor") }
+            .flatMap { FileManager.default.isExecutableFile(atPath: $0.path) ? $0 : nil }
+    }
+
     /// 30 frames of RTP datagrams in the floor sender's record format (per frame a UInt32 byte
     /// count, a UInt32 datagram count, the UInt16 sizes, the datagrams): each frame 3 – 7
     /// datagrams of 1,200 bytes (one GSO run) and a short last one; sequence numbers from
@@ -33,7 +39,7 @@ import Testing
 
     @Test(arguments: [[String](), ["--engine-loop", "8"]])
     func countsEveryDatagramTheFloorSenderSent(_ mode: [String]) throws {
-        let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
+        let binary = try #require(Self.floorBinary(), "bench-floor not found; run swift build --product bench-floor")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("peers-count-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -48,7 +54,7 @@ import Testing
         _ = FileManager.default.createFile(atPath: counterOutput.path, contents: nil)
         let counter = Process()
         counter.executableURL = binary
-        counter.arguments = ["peers-count", "\(port)", "\(packets)"] + mode
+        counter.arguments = ["count", "\(port)", "\(packets)"] + mode
         counter.standardOutput = try FileHandle(forWritingTo: counterOutput)
         try counter.run()
         defer { if counter.isRunning { counter.terminate() } }
@@ -60,7 +66,7 @@ import Testing
             if !ready { Thread.sleep(forTimeInterval: 0.02) }
         }
         try #require(ready, "the counter never said ready")
-        let sender = try BenchRun.output(binary, ["peers-floor-send", records, "\(port)", "240"])
+        let sender = try BenchRun.output(binary, ["send", records, "\(port)", "240"])
         #expect(sender.status == 0, "floor sender: \(sender.stderr)")
         counter.waitUntilExit()
         #expect(counter.terminationStatus == 0)
@@ -80,10 +86,39 @@ import Testing
     @Test(arguments: [["1"], ["1", "2", "--engine-loop"], ["1", "2", "--engine-loop", "0"], ["1", "2", "--loop", "8"],
                       ["70000", "2"], ["1", "-2"]])
     func badArgumentsAreAUsageError(_ arguments: [String]) throws {
-        let binary = try #require(BenchSmokeTests.benchBinary(), "bench binary not found; run swift build --product bench")
-        let run = try BenchRun.output(binary, ["peers-count"] + arguments)
-        #expect(run.status != 0)
-        #expect(run.stderr.contains("usage: bench peers-count PORT EXPECTED [--engine-loop BUFFERS]"), "\(run.stderr)")
+        let binary = try #require(Self.floorBinary(), "bench-floor not found; run swift build --product bench-floor")
+        let run = try BenchRun.output(binary, ["count"] + arguments)
+        #expect(run.status == 2)
+        #expect(run.stderr == "usage: bench-floor count PORT EXPECTED [--engine-loop BUFFERS]\n", "\(run.stderr)")
         #expect(run.stdout.isEmpty, "\(run.stdout)")
+    }
+
+    @Test(arguments: [["send", "f"], ["send", "f", "70000", "240"], ["send", "f", "5000", "-1"], [], ["peers-count", "1", "2"]])
+    func badFloorArgumentsAreAUsageError(_ arguments: [String]) throws {
+        let binary = try #require(Self.floorBinary(), "bench-floor not found; run swift build --product bench-floor")
+        let run = try BenchRun.output(binary, arguments)
+        #expect(run.status == 2)
+        #expect(run.stderr.hasPrefix("usage: bench-floor "), "\(run.stderr)")
+        #expect(!run.stderr.dropLast().contains("\n"), "one line: \(run.stderr)")
+    }
+
+    /// A floor sender that cannot open its records says so in one line and exits 1.
+    @Test func aMissingRecordsFileIsOneLine() throws {
+        let binary = try #require(Self.floorBinary(), "bench-floor not found; run swift build --product bench-floor")
+        let run = try BenchRun.output(binary, ["send", "/nonexistent/records.rtp", "5000", "240"])
+        #expect(run.status == 1)
+        #expect(run.stderr == "bench-floor send: cannot open /nonexistent/records.rtp: No such file or directory\n", "\(run.stderr)")
+    }
+
+    /// The floor links no Foundation, so a floor process starts as a small C program would
+    /// (results/profile.md section 36): no `libFoundation*.so` dependency and no mangled
+    /// Foundation name in its bytes, while liburing, which it links, is there.
+    @Test func theFloorLinksNoFoundation() throws {
+        let binary = try #require(Self.floorBinary(), "bench-floor not found; run swift build --product bench-floor")
+        let bytes = try Data(contentsOf: binary)
+        #expect(bytes.range(of: Data("liburing.so".utf8)) != nil)
+        for name in ["libFoundation", "10Foundation", "20FoundationEssentials", "FoundationInternationalization"] {
+            #expect(bytes.range(of: Data(name.utf8)) == nil, "\(name)")
+        }
     }
 }
