@@ -1,10 +1,11 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Release builds of the two executables carry the Swift runtime and Foundation inside them
+// Release builds of the executables carry the Swift runtime (and bench, Foundation) inside them
 // (`-static-stdlib`, from the toolchain's lib/swift_static): a process starts without loading
 // and relocating a dozen shared Swift libraries (results/profile.md section 21). The C libraries
-// (glibc, liburing, libx265, libsrtp2) stay shared; debug builds and the test bundles link the
+// (glibc, liburing) stay shared, libx265 and libsrtp2 are loaded by their shims on first use
+// (Sources/CX265/shim.h, Sources/CSRTP/shim.h); debug builds and the test bundles link the
 // Swift libraries dynamically, as before.
 let staticSwiftRuntimeInRelease: [LinkerSetting] = [
     .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release)),
@@ -29,10 +30,12 @@ let package = Package(
         .executable(name: "bench-floor", targets: ["bench-floor"]),
     ],
     targets: [
-        // C: liburing and libx265 (Debian's liburing-dev, libx265-dev). Shims only, no logic.
+        // C: liburing and libx265 (Debian's liburing-dev, libx265-dev). Shims only, no logic
+        // besides loading libx265 on first use (dlopen: not linked, not loaded by a process that
+        // does not encode).
         .systemLibrary(name: "CLibURing", path: "Sources/CLibURing"),
         .systemLibrary(name: "CX265", path: "Sources/CX265"),
-        // libsrtp2 (Debian's libsrtp2-dev): SecureRTP alone imports it.
+        // libsrtp2 (Debian's libsrtp2-dev): SecureRTP alone imports it; loaded on first use likewise.
         .systemLibrary(name: "CSRTP", path: "Sources/CSRTP"),
         // glibc's <malloc.h> (mallopt): streamer sets the heap's trim and mmap thresholds.
         .systemLibrary(name: "CMalloc", path: "Sources/CMalloc"),

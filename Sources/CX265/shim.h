@@ -2,15 +2,39 @@
 // so Swift reaches the library only through the API table x265_api_get(0) returns.
 // Every helper here is glue over that table: it returns an error value (NULL or
 // -1) when the table is missing and otherwise forwards the call unchanged.
+//
+// The library is loaded with dlopen on first use, not linked: a process that never
+// encodes (`streamer recv`, `streamer send` from a file) does not load libx265, libnuma
+// and their relocations at start-up, ~0.8 ms of CPU per process on the machines
+// results/profile.md section 36 measured.
 #ifndef CX265_SHIM_H
 #define CX265_SHIM_H
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <x265.h>
 
-/// The x265 API table for the default (8-bit) build, or NULL.
-static inline const x265_api *cx265_api(void) { return x265_api_get(0); }
+#define CX265_STRING_(x) #x
+#define CX265_STRING(x) CX265_STRING_(x)
+
+/// The file name of the library built for the x265.h Swift was compiled against.
+static inline const char *cx265_library_name(void) { return "libx265.so." CX265_STRING(X265_BUILD); }
+
+/// The x265 API table for the default (8-bit) build, or NULL when the library cannot be
+/// loaded or has no such build. Loaded once (dlopen, never closed), then read from a cache.
+static inline const x265_api *cx265_api(void) {
+    static const x265_api *cached;
+    const x265_api *api = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (api) return api;
+    void *library = dlopen(cx265_library_name(), RTLD_NOW | RTLD_LOCAL);
+    if (!library) return NULL;
+    const x265_api *(*get)(int) =
+        (const x265_api *(*)(int))dlsym(library, "x265_api_get_" CX265_STRING(X265_BUILD));
+    api = get ? get(0) : NULL;
+    if (api) __atomic_store_n(&cached, api, __ATOMIC_RELEASE);
+    return api;
+}
 
 /// True when the loaded library's table matches the header Swift was compiled
 /// against (Swift reads x265_param, x265_picture and x265_nal fields directly).

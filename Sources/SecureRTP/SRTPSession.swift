@@ -48,7 +48,11 @@ public final class SRTPSession {
     /// Makes a session with `key`. Throws when libsrtp2 cannot be initialised or refuses the
     /// suite (the AEAD suites need a libsrtp2 built with a crypto library that has GCM).
     public init(key: SRTPMasterKey, direction: SRTPDirection) throws(SRTPError) {
-        guard libraryStatus == 0 else { throw SRTPError("SRTP: libsrtp2 failed to initialise (status \(libraryStatus))") }
+        guard libraryStatus == 0 else {
+            throw SRTPError(libraryStatus == -1
+                ? "SRTP: \(String(cString: csrtp_library_name())) could not be loaded"
+                : "SRTP: libsrtp2 failed to initialise (status \(libraryStatus))")
+        }
         var created: srtp_t?
         let status = key.material.withUnsafeBufferPointer {
             csrtp_create(&created, key.suite.shimNumber, $0.baseAddress, direction == .inbound ? 1 : 0,

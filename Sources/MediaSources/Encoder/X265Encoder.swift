@@ -69,7 +69,7 @@ public final class X265Encoder {
         try config.validate()
         guard cx265_api_matches_header() != 0 else {
             throw .libraryUnavailable(detail: cx265_api() == nil
-                ? "x265_api_get(0) returned NULL (no 8-bit build?)"
+                ? "\(String(cString: cx265_library_name())) could not be loaded, or its x265_api_get(0) returned NULL (no 8-bit build?)"
                 : "library build does not match x265.h build \(X265_BUILD)")
         }
         let (param, encoder, headers, threadName) = try Self.open(config)
