@@ -184,6 +184,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "bytes": ["received": stats.bytesReceived],
         "rejected": stats.rejected.byStatsKey,
         "kernelDrops": stats.kernelDrops,
+        "ioUringEnters": stats.enterCalls,
         "source": stats.source ?? StatsJSON.Null(),
         "sourceMoves": stats.sourceMoves,
         "cpu": cpuObject(),

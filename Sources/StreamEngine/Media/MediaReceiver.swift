@@ -61,10 +61,13 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
     private let rtcpSocket: UDPSocket?
     fileprivate let statsBox = Mutex(ReceiverStats())
     fileprivate let stopRequested = Atomic<Bool>(false)
+    /// Ends the receive loop's wait when `stop` is called, so an idle loop need not poll for it.
+    fileprivate let stopWake: WakeEvent
 
     /// Binds the socket. Fails with a one-line error when the address is busy or invalid.
     public init(config: MediaReceiverConfig) throws(SystemError) {
         self.config = config
+        stopWake = try WakeEvent()
         // RTP on an even port and RTCP on the next one; with port 0, find a free pair.
         var attempt = 0
         while true {
@@ -119,8 +122,11 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         try rtcpSocket?.enableReceiveTimestamps()
     }
 
-    /// Asks `run` to return.
-    public func stop() { stopRequested.store(true, ordering: .relaxed) }
+    /// Asks `run` to return (at once: its wait is woken). Safe from any thread.
+    public func stop() {
+        stopRequested.store(true, ordering: .relaxed)
+        stopWake.signal()
+    }
 
     /// The counters so far.
     public var stats: ReceiverStats { statsBox.withLock { $0 } }
@@ -157,7 +163,7 @@ public final class MediaReceiver: @unchecked Sendable {  // @unchecked: the sock
         var sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)] = [(socket, 8, 65_536)]
         if let rtcpSocket { sockets.append((rtcpSocket, 16, 2048)) }
         // Made here, on the thread that runs it: its ring defers the kernel's receive work to its waits.
-        let loop = try DatagramReceiveLoop(sockets: sockets, deferTaskRun: true)
+        let loop = try DatagramReceiveLoop(sockets: sockets, deferTaskRun: true, wake: stopWake)
         let srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         // Feedback leaves from the RTCP socket, or with rtcp-mux from the RTP socket itself.
         let feedbackSocket = rtcpSocket ?? socket
@@ -185,6 +191,10 @@ private struct ReceiveLoopHandler: DatagramHandler {
     let onAccessUnit: (DepacketizedAccessUnit) -> Void
     var frames = 0
     var lastPublish: Int64 = 0
+    /// A datagram was handled since the stats were last published.
+    var handledSincePublish = false
+    /// The longest wait while nothing is due and nothing is unpublished (nanoseconds).
+    static let idleWait: Int64 = 250_000_000
     /// The RTP socket's receive completions at the last publication (`publish`).
     var completionsAtLastPublish = -1
     /// The NAL units of the frames `onAccessUnit` was given in this drain, given back to the
@@ -213,7 +223,12 @@ private struct ReceiveLoopHandler: DatagramHandler {
     // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or
     // after them, at most the slack late: see `MediaReceiver.deadlineSlack`.
     mutating func nextWait() -> Int64 {
-        guard config.retransmission, let deadline = session.nextDeadline else { return checkInterval }
+        // Nothing of the session's is due (no feedback, or no stream yet): the loop wakes again
+        // only to publish what the last datagrams changed, then rests. A stop request wakes it
+        // (`MediaReceiver.stop`), and datagrams do: a receiver waiting for its stream woke 100
+        // times a second, ~55 µs of CPU each on this project's VMs (results/profile.md section 36).
+        guard let deadline = session.nextDeadline else { return handledSincePublish ? checkInterval : Self.idleWait }
+        guard config.retransmission else { return checkInterval }
         let now = realtimeNanoseconds()
         // Past (or Int64.min: feedback to send now): at once.
         let slack = clock.deadlineSlack(limit: slackLimit, now: now)
@@ -242,6 +257,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
     }
 
     mutating func handle(socketIndex: Int, _ datagram: ReceivedDatagram) {
+        handledSincePublish = true
         let port: ReceiveSession.Port = socketIndex == 1 ? .rtcp : .rtp
         let now = clock.datagramTime(clock: realtimeNanoseconds)
         let completion = port == .rtp ? datagram.completion : nil
@@ -291,6 +307,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
     /// reads the socket's own (`SO_MEMINFO`, for drops after the last datagram) is made only
     /// when none came since the last publication, and at the end (`final`).
     mutating func publish(final: Bool = false) {
+        handledSincePublish = false
         let completions = loop.receiver.counters.completions
         if final || completions == completionsAtLastPublish { loop.receiver.refreshKernelDrops() }
         completionsAtLastPublish = completions
@@ -298,6 +315,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
                                      truncated: loop.receiver.counters.truncated)
         var snapshot = session.stats
         snapshot.srtp = srtp?.stats
+        snapshot.enterCalls = loop.enterCalls
         receiver.statsBox.withLock { $0 = snapshot }
     }
 

@@ -27,6 +27,9 @@ public struct ReceiverStats: Sendable, Equatable {
     public var rejected: [ReceiveRejection: Int] = [:]
     /// Datagrams the kernel dropped for lack of receive-buffer space.
     public var kernelDrops = 0
+    /// `io_uring_enter` calls of the receive loop (`MediaReceiver`: set at each publication):
+    /// its waits, one per wake-up.
+    public var enterCalls = 0
     /// The stream's SSRC, once locked.
     public var ssrc: UInt32?
     /// The sender's address, once locked.

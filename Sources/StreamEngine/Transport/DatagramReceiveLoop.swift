@@ -12,6 +12,9 @@ public final class DatagramReceiveLoop {
     public let receivers: [UDPMultishotReceiver]
     /// The first socket's receiver.
     public var receiver: UDPMultishotReceiver { receivers[0] }
+    /// Signalled by another thread to end the loop's wait at once (`run(_:)` keeps a read of
+    /// it armed), so the loop need not wake on a timer to see a stop request.
+    let wake: WakeEvent?
 
     /// Sets up the loop for one `socket` (already bound, with the options the caller wants).
     /// `maxPayload` must cover 64 segments when GRO is on.
@@ -21,10 +24,12 @@ public final class DatagramReceiveLoop {
 
     /// Sets up the loop for several sockets, each with its own buffers. With `deferTaskRun`
     /// the kernel receives into the buffers only inside the loop's waits (`Ring`'s
-    /// `deferTaskRun`): the loop must then be made on the thread that runs it.
-    public init(sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)], deferTaskRun: Bool = false)
-        throws(SystemError)
+    /// `deferTaskRun`): the loop must then be made on the thread that runs it. A `wake`
+    /// event signalled from another thread ends `run(_:)`'s current wait at once.
+    public init(sockets: [(socket: UDPSocket, bufferCount: Int, maxPayload: Int)], deferTaskRun: Bool = false,
+                wake: WakeEvent? = nil) throws(SystemError)
     {
+        self.wake = wake
         ring = try Ring(entries: 64, deferTaskRun: deferTaskRun)
         var made: [UDPMultishotReceiver] = []
         for (index, entry) in sockets.enumerated() {
@@ -51,9 +56,12 @@ public final class DatagramReceiveLoop {
     /// passed `inout`, which the compiler checks for exclusive access statically, where
     /// variables captured by several closures were checked by the runtime on every access,
     /// several times per datagram (results/profile.md section 15).
+    /// With a `wake` event, a signal of it ends the current wait (then `shouldStop` is asked).
     public func run<Handler: DatagramHandler>(_ handler: inout Handler) throws(SystemError) {
         for receiver in receivers { try receiver.arm() }
         while !handler.shouldStop() {
+            // Armed again after each signal's completion; submitted with the wait.
+            if let wake { try ring.armWake(wake) }
             try receiveOnce(waitingAtMost: handler.nextWait()) { handler.handle(socketIndex: $0, $1) }
             handler.tick()
         }
