@@ -5,9 +5,9 @@ import StreamEngine
 import UringIO
 
 // bench peers: the same HEVC file at the same real-time frame rate, and as fast as each tool
-// goes, through `streamer send`, GStreamer, FFmpeg and a floor sender (Bench/Floor/main.swift: one UDP GSO
-// sendmsg per run of equal-size datagrams of a frame, sleep to the next frame or not at all),
-// all to the same recvmmsg + GRO counter; whole-process CPU of each sender from outside
+// goes, through `streamer send`, GStreamer, FFmpeg and a floor sender (Bench/Floor/main.swift:
+// one UDP GSO sendmsg per run of equal-size datagrams of a frame, sleep to the next frame or not
+// at all), all to the same recvmmsg + GRO counter; whole-process CPU of each sender from outside
 // (wait4), user and system apart. `--compare NAME=PATH` adds rows for another streamer binary.
 
 /// Options of `bench peers`.
@@ -34,12 +34,12 @@ struct PeersOptions {
                            [--compare NAME=PATH]... [--pin] [--out DIR]
           encodes a 1280x720 HEVC test file (ffmpeg + libx265) and sends it at N frames per second in
           real time (default 240), and as fast as each tool goes, through a floor sender
-          (bench-floor, beside bench), streamer send, GStreamer and FFmpeg (each skipped with a message when missing) to
-          a recvmmsg + GRO counter; then each receiver fed by the floor sender, likewise; reports
-          whole-process CPU per packet (wait4), packets per second, interleaved rounds after a
-          warm-up, medians, and the ratio to the floor; writes peers.json, peers.csv and peers.md
-          into DIR (default results/peers). --quick: 96 frames, one round, for CI. --no-fast: the
-          real-time rounds only. --compare NAME=PATH: also a sender and a receiver row NAME running
+          (bench-floor, beside bench), streamer send, GStreamer and FFmpeg (each skipped with a
+          message when missing) to a recvmmsg + GRO counter; then each receiver fed by the floor
+          sender, likewise; reports whole-process CPU per packet (wait4), packets per second,
+          interleaved rounds after a warm-up, medians, and the ratio to the floor; writes
+          peers.json, peers.csv and peers.md into DIR (default results/peers). --quick: 96 frames,
+          one round, for CI. --no-fast: the real-time rounds only. --compare NAME=PATH: also a sender and a receiver row NAME running
           the streamer binary at PATH (e.g. a build of an older commit), in the same rounds.
           x265 live rows (unless --no-x265): streamer send encoding 1280x720 at 30 fps with x265 (a
           y4m file from ffmpeg, 300 frames, --quick 45; and its synthetic source), its CPU split into

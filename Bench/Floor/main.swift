@@ -4,9 +4,10 @@ import UringIO
 
 // bench-floor: the floor of `bench peers` (Bench/Peers.swift), the least a sender and a
 // receiver of the same packets do. An executable of its own, linking neither Foundation nor
-// anything `bench` needs to run GStreamer and FFmpeg, so a floor process pays no more start-up
-// than a small C program would and the ratios `bench peers` reports against it are not kinder
-// than they are (results/profile.md section 36).
+// anything else `bench` needs to run GStreamer and FFmpeg, so a floor process pays the Swift
+// runtime's start-up (~2 ms of CPU, where a C program's is 0.3 – 0.8) and not Foundation's, and
+// the ratios `bench peers` reports against it are not kinder than they are (results/profile.md
+// section 36).
 
 let sendUsage = "usage: bench-floor send RECORDS PORT FPS"
 let countUsage = "usage: bench-floor count PORT EXPECTED [--engine-loop BUFFERS]"
@@ -27,7 +28,7 @@ signal(SIGPIPE, SIG_IGN)
 let arguments = Array(CommandLine.arguments.dropFirst())
 let commands: [String: ([String]) throws -> Void] = ["send": runFloorSender, "count": runCounter]
 guard let name = arguments.first, let command = commands[name] else {
-    printError("usage: bench-floor send RECORDS PORT FPS | bench-floor count PORT EXPECTED [--engine-loop BUFFERS]")
+    printError(sendUsage + " | " + countUsage.dropFirst("usage: ".count))
     exit(2)
 }
 do {

@@ -110,9 +110,9 @@ import Testing
         #expect(run.stderr == "bench-floor send: cannot open /nonexistent/records.rtp: No such file or directory\n", "\(run.stderr)")
     }
 
-    /// The floor links no Foundation, so a floor process starts as a small C program would
-    /// (results/profile.md section 36): no `libFoundation*.so` dependency and no mangled
-    /// Foundation name in its bytes, while liburing, which it links, is there.
+    /// The floor links no Foundation, so a floor process pays the Swift runtime's start-up and
+    /// not Foundation's (results/profile.md section 36): no `libFoundation*.so` dependency and
+    /// no mangled Foundation name in its bytes, while liburing, which it links, is there.
     @Test func theFloorLinksNoFoundation() throws {
         let binary = try #require(Self.floorBinary(), "bench-floor not found; run swift build --product bench-floor")
         let bytes = try Data(contentsOf: binary)
