@@ -10,18 +10,12 @@ import UringIO
 // section 36).
 
 let sendUsage = "usage: bench-floor send RECORDS PORT FPS"
-let countUsage = "usage: bench-floor count PORT EXPECTED [--engine-loop BUFFERS]"
+let countUsage = "usage: bench-floor count PORT EXPECTED [--engine-loop BUFFERS] [--rebuild]"
 
 /// Why a floor program stopped: bad arguments (exit 2) or a failure (exit 1).
 enum FloorError: Error {
     case usage(String)
     case runtime(String)
-}
-
-/// Writes `text` and a newline to standard error.
-func printError(_ text: String) {
-    var line = text + "\n"
-    _ = line.withUTF8 { writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
 }
 
 signal(SIGPIPE, SIG_IGN)
@@ -112,25 +106,38 @@ func runFloorSender(_ arguments: [String]) throws {
     }
 }
 
-/// `bench-floor count PORT EXPECTED [--engine-loop BUFFERS]`: a recvmmsg + GRO counter of
+/// `bench-floor count PORT EXPECTED [--engine-loop BUFFERS] [--rebuild]`: a recvmmsg + GRO counter of
 /// datagrams and bytes; stops at EXPECTED datagrams (0: unknown) or 1.5 s after the last one;
 /// prints `packets=N bytes=N span=N duration=NS` (span: RTP sequence numbers from the first to
 /// the last seen; duration: from the first receive to the last, in nanoseconds). With
 /// `--engine-loop`, the same count on the engine's receive loop (`DatagramReceiveLoop`: a
 /// multishot `recvmsg` on a ring of BUFFERS buffers of 64 KB, its work deferred to the loop's
 /// waits, as `streamer recv` receives), so the loop's own cost can be set beside `recvmmsg`'s
-/// with nothing else of a receiver (results/profile.md section 34).
+/// with nothing else of a receiver (results/profile.md section 34). With `--rebuild`, each
+/// datagram also goes to a `FrameRebuilder` (Bench/Floor/FrameRebuilder.swift: the frames
+/// rebuilt as a receiver written by hand would, each payload copied once) and the line ends
+/// `frames=N frameBytes=N malformed=N` (results/profile.md section 37).
 func runCounter(_ arguments: [String]) throws {
     let usage = FloorError.usage(countUsage)
-    guard arguments.count == 2 || (arguments.count == 4 && arguments[2] == "--engine-loop"),
-          let port = UInt16(arguments[0]), let expected = Int(arguments[1]), expected >= 0 else { throw usage }
-    let buffers = arguments.count == 4 ? Int(arguments[3]) : nil
-    guard arguments.count == 2 || buffers.map({ (1...4096).contains($0) }) == true else { throw usage }
+    var options = arguments.dropFirst(2)
+    guard arguments.count >= 2, let port = UInt16(arguments[0]), let expected = Int(arguments[1]), expected >= 0 else { throw usage }
+    var buffers: Int?, rebuilder: FrameRebuilder?
+    while let option = options.popFirst() {
+        switch option {
+        case "--engine-loop" where buffers == nil:
+            guard let count = options.popFirst().flatMap({ Int($0) }), (1...4096).contains(count) else { throw usage }
+            buffers = count
+        case "--rebuild" where rebuilder == nil:
+            rebuilder = FrameRebuilder()
+        default:
+            throw usage
+        }
+    }
     let socket = try UDPSocket(family: .ipv4)
     socket.setReceiveBufferSize(64 << 20)
     try socket.enableGRO()
     try socket.bind(try SocketAddress.parse("127.0.0.1:\(port)"))
-    var stream = CountedStream(expected: expected)
+    var stream = CountedStream(expected: expected, rebuilder: rebuilder)
     if let buffers {
         let loop = try DatagramReceiveLoop(sockets: [(socket, buffers, 65_536)], deferTaskRun: true)
         print("ready")
@@ -145,7 +152,11 @@ func runCounter(_ arguments: [String]) throws {
         fflush(nil)
         try countWithRecvmmsg(socket, into: &stream)
     }
-    print("packets=\(stream.packets) bytes=\(stream.bytes) span=\(stream.span) duration=\(stream.duration)")
+    var line = "packets=\(stream.packets) bytes=\(stream.bytes) span=\(stream.span) duration=\(stream.duration)"
+    if let rebuilder {
+        line += " frames=\(rebuilder.frames) frameBytes=\(rebuilder.frameBytes) malformed=\(rebuilder.malformed)"
+    }
+    print(line)
 }
 
 /// What a counter saw: datagrams, bytes, the RTP sequence span, the time from its first receive
@@ -156,8 +167,10 @@ private struct CountedStream {
     private var sequences: (highest: Int, last: UInt16)?
     private var firstSeen: Int64?, lastSeen: Int64 = 0, countedAtLastSeen = 0
     private let started = monotonicNanoseconds()
+    /// With `--rebuild`: takes every datagram after it is counted.
+    let rebuilder: FrameRebuilder?
 
-    init(expected: Int) { self.expected = expected }
+    init(expected: Int, rebuilder: FrameRebuilder?) { (self.expected, self.rebuilder) = (expected, rebuilder) }
 
     var span: Int { sequences.map { $0.highest + 1 } ?? 0 }
     var duration: Int64 { lastSeen - (firstSeen ?? lastSeen) }
@@ -174,6 +187,7 @@ private struct CountedStream {
         }
         packets += 1
         bytes += datagram.count
+        rebuilder?.take(datagram)
     }
 
     /// Notes a wake-up at `now` (after its datagrams were counted) and says whether to stop:

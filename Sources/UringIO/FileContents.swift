@@ -35,3 +35,12 @@ public func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> In
     }
     return nil
 }
+
+/// Writes `text` and a newline to standard error: its UTF-8 bytes with ``writeAll(_:_:)``.
+/// Not `FileHandle.write(Data(text.utf8))`: that `Data` is made by casting the string's UTF-8
+/// view to a protocol at run time, and a process's first such cast searches every protocol
+/// conformance in it (~1 ms of `streamer recv`'s summary line; results/profile.md section 34).
+public func printError(_ text: String) {
+    var line = text + "\n"
+    _ = line.withUTF8 { writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
+}

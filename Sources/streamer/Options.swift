@@ -77,15 +77,6 @@ func parseAddress(_ text: String, option: String, defaultHost: String? = nil) th
     do { return try SocketAddress.parse(text, defaultHost: defaultHost) } catch { throw UsageError("\(option): \(error)") }
 }
 
-/// Prints a line to stderr: its UTF-8 bytes with write(2), again for what a short write left.
-/// Not `FileHandle.write(Data(text.utf8))`: that `Data` is made by casting the string's UTF-8
-/// view to a protocol at run time, and a process's first such cast searches every protocol
-/// conformance in it (~1 ms of `streamer recv`'s summary line; results/profile.md section 34).
-func printError(_ text: String) {
-    var line = text + "\n"
-    _ = line.withUTF8 { writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
-}
-
 /// Writes `bytes` and a newline to `descriptor` (``writeAll(_:_:)``): the errno of a failure, or nil.
 func writeLine(_ descriptor: Int32, _ bytes: [UInt8]) -> Int32? {
     var line = bytes

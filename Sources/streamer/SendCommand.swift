@@ -1,6 +1,7 @@
 import Glibc
 import MediaSources
 import StreamEngine
+import UringIO
 
 /// `streamer send`: options, configuration, run, report.
 func runSend(_ arguments: [String]) throws -> Int32 {

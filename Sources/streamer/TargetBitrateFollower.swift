@@ -1,5 +1,6 @@
 import MediaSources
 import StreamEngine
+import UringIO
 
 /// Hands every new target bitrate of the flows' congestion controllers to the live source (the
 /// lowest of the flows' targets: one encoder feeds them all, so the slowest path sets it), and

@@ -1,4 +1,5 @@
 import Glibc
+import UringIO
 
 let usage = """
 usage: streamer <command> [options]
