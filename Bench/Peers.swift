@@ -36,10 +36,12 @@ struct PeersOptions {
           real time (default 240), and as fast as each tool goes, through a floor sender
           (bench-floor, beside bench), streamer send, GStreamer and FFmpeg (each skipped with a
           message when missing) to a recvmmsg + GRO counter; then each receiver fed by the floor
-          sender, likewise; reports whole-process CPU per packet (wait4), packets per second,
-          interleaved rounds after a warm-up, medians, and the ratio to the floor; writes
-          peers.json, peers.csv and peers.md into DIR (default results/peers). --quick: 96 frames,
-          one round, for CI. --no-fast: the real-time rounds only. --compare NAME=PATH: also a sender and a receiver row NAME running
+          sender, likewise (beside the counter, "by-hand": the counter rebuilding the frames as a
+          receiver written by hand would, each payload copied once, no accounting); reports
+          whole-process CPU per packet (wait4), packets per second, interleaved rounds after a
+          warm-up, medians, and the ratio to the floor; writes peers.json, peers.csv and peers.md
+          into DIR (default results/peers). --quick: 96 frames, one round, for CI. --no-fast: the
+          real-time rounds only. --compare NAME=PATH: also a sender and a receiver row NAME running
           the streamer binary at PATH (e.g. a build of an older commit), in the same rounds.
           x265 live rows (unless --no-x265): streamer send encoding 1280x720 at 30 fps with x265 (a
           y4m file from ffmpeg, 300 frames, --quick 45; and its synthetic source), its CPU split into
@@ -75,7 +77,7 @@ struct PeersOptions {
             case "--compare":
                 guard let value = rest.popFirst() else { throw .usage("--compare needs NAME=PATH") }
                 let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
-                let reserved = ["floor", "streamer", "gstreamer", "ffmpeg"] + options.compare.map(\.name)
+                let reserved = ["floor", "by-hand", "streamer", "gstreamer", "ffmpeg"] + options.compare.map(\.name)
                 guard parts.count == 2, !parts[0].isEmpty, !parts[0].contains(","), !reserved.contains(parts[0]) else {
                     throw .usage("--compare \(value): expected NAME=PATH with a new NAME (not \(reserved.joined(separator: ", ")))")
                 }
@@ -395,15 +397,16 @@ func runPeers(_ arguments: [String]) throws {
     for mode in modes {
         let floorReceiverRounds = receivers.filter { $0.sender == "floor" && $0.mode == mode }
         let floorReceiver = median(floorReceiverRounds.map(\.nanosecondsPerPacket))
-        for name in ["floor"] + streamers.map(\.name) + ["gstreamer", "ffmpeg"] {
+        for name in ["floor", "by-hand"] + streamers.map(\.name) + ["gstreamer", "ffmpeg"] {
             let mine = receivers.filter { $0.sender == name && $0.mode == mode }
+            let rebuilds = name == "by-hand" || streamerNames.contains(name)
             guard !mine.isEmpty else { continue }
             let byRound = ratiosByRound(mine, floorReceiverRounds)
             let user = median(mine.map { Double($0.cpu.userNanoseconds) / Double(packets) })
             let system = median(mine.map { Double($0.cpu.systemNanoseconds) / Double(packets) })
             let total = median(mine.map(\.nanosecondsPerPacket))
             let delivered = name == "floor" ? "\(mine.map(\.packets).min() ?? 0) packets"
-                : streamerNames.contains(name)
+                : rebuilds
                     ? "\(mine.map(\.span).min() ?? 0) frames" + (mode == "fast" ? ", \(mine.map(\.receiverPackets).min() ?? 0) packets" : "")
                     : "-"
             receiverTable += String(format: "| %@ | %@ | %@ | %.2f | %.2f | %.2f | %.2f | %@ |\n", name, mode, delivered, user / 1000,
@@ -414,7 +417,7 @@ func runPeers(_ arguments: [String]) throws {
                                       "ratioToFloorByRound": byRound,
                                       "exit": mine.map(\.cpu.status)]
             if name == "floor" { row["delivered"] = mine.map(\.packets) }
-            if streamerNames.contains(name) {
+            if rebuilds {
                 row["decodedFrames"] = mine.map(\.span)
                 row["receivedPackets"] = mine.map(\.receiverPackets)
             }
@@ -490,7 +493,10 @@ func measureReceivers(floor: String, ffmpeg: String, records: String, frames: In
                       directory: String, port: inout Int) throws -> [PeerRound] {
     typealias Command = (Int, String) -> [String]
     let floorCommand: Command = { port, _ in [floor, "count", "\(port)", "\(packets)"] }
-    var receivers: [(name: String, argv: Command)] = [("floor", floorCommand)]
+    // The floor counts; "by-hand" also rebuilds the frames as a receiver written by hand would
+    // (bench-floor count --rebuild: each payload copied once, no accounting; Bench/Floor/FrameRebuilder.swift).
+    var receivers: [(name: String, argv: Command)] = [("floor", floorCommand),
+                                                      ("by-hand", { floorCommand($0, $1) + ["--rebuild"] })]
     for streamer in streamers {
         receivers.append((streamer.name, { port, base in
             [streamer.path, "recv", "--listen", "127.0.0.1:\(port)", "--frames", "\(frames)", "--no-feedback", "--quiet",
@@ -535,9 +541,11 @@ func measureReceivers(floor: String, ffmpeg: String, records: String, frames: In
                     }
                 }
                 var counted = 0, decoded = 0, received = 0
-                if receiver.name == "floor" {
-                    counted = ControlMessage("result " + ((try? String(contentsOfFile: output + ".txt", encoding: .utf8))?
-                        .split(separator: "\n").last.map(String.init) ?? "")).int("packets")
+                if receiver.name == "floor" || receiver.name == "by-hand" {
+                    let line = ControlMessage("result " + ((try? String(contentsOfFile: output + ".txt", encoding: .utf8))?
+                        .split(separator: "\n").last.map(String.init) ?? ""))
+                    counted = line.int("packets")
+                    (decoded, received) = (line.int("frames"), counted)
                 }
                 if streamerNames.contains(receiver.name), let data = FileManager.default.contents(atPath: output + ".json"),
                    let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
@@ -547,9 +555,10 @@ func measureReceivers(floor: String, ffmpeg: String, records: String, frames: In
                 var measured = PeerRound(sender: receiver.name, mode: mode, packets: receiver.name == "floor" ? counted : packets,
                                          span: decoded, cpu: result ?? waitChild(child))
                 measured.receiverPackets = received
+                let rebuilds = receiver.name == "by-hand" || streamerNames.contains(receiver.name)
                 progress(String(format: "round %d receiver %@ %@: exit %d, sender exit %d, %.2f µs/packet%@", round,
                                 receiver.name, mode, measured.cpu.status, sender.status, measured.nanosecondsPerPacket / 1000,
-                                receiver.name == "floor" ? " (\(counted) packets)" : streamerNames.contains(receiver.name) ? " (\(decoded) frames)" : ""))
+                                receiver.name == "floor" ? " (\(counted) packets)" : rebuilds ? " (\(decoded) frames)" : ""))
                 if round > 0 { rounds.append(measured) }
             }
         }
