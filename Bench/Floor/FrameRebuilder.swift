@@ -13,8 +13,8 @@ final class FrameRebuilder {
     private var length = 0, overflowed = false
     /// Frames ended by a marker bit, and their bytes.
     private(set) var frames = 0, frameBytes = 0
-    /// Packets whose payload could not be read as RFC 7798's (too short, or an RTP header
-    /// longer than the packet); skipped.
+    /// Packets that could not be read as RTP carrying RFC 7798 payloads (not version 2, a
+    /// header or extension longer than the packet, a payload too short); skipped.
     private(set) var malformed = 0
 
     init() {
@@ -27,7 +27,8 @@ final class FrameRebuilder {
     func take(_ packet: UnsafeRawBufferPointer) {
         guard packet.count >= 12, packet[0] >> 6 == 2 else { malformed += 1; return }
         var start = 12 + 4 * Int(packet[0] & 0x0f)
-        if packet[0] & 0x10 != 0, packet.count >= start + 4 {
+        if packet[0] & 0x10 != 0 {
+            guard packet.count >= start + 4 else { malformed += 1; return }
             start += 4 + 4 * (Int(packet[start + 2]) << 8 | Int(packet[start + 3]))
         }
         let end = packet.count - (packet[0] & 0x20 != 0 ? Int(packet[packet.count - 1]) : 0)
