@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 # The interleaved fast runs of results/profile.md section 6: the floor sender without sleeping
-# against `streamer send --fast` (unpaced), the same file, to bench peers-count; senders pinned to
+# against `streamer send --fast` (unpaced), the same file, to bench-floor count; senders pinned to
 # core 0, the counter to core 1, as results/profile-ab.py does.
 # usage: fast-ab.py ROUNDS [VARIANT,VARIANT...]   (round 0 is a warm-up)
-# $LP holds t.hevc and t.rtp (bench peers --frames 2400); $BENCH the bench, $STREAMER the streamer;
+# $LP holds t.hevc and t.rtp (bench peers --frames 2400); $FLOOR bench-floor, $STREAMER the streamer;
 # with variants, as results/profile-ab.py: variant V's streamer is $VARIANTS{V}/streamer, interleaved.
 # Besides CPU per packet: packets/s at the counter (first to last receive), and busy, the
 # sender's CPU over its wall-clock time (1.0: it had its core to itself all along).
 import os, subprocess, sys, time, statistics
 LP = os.environ.get("LP", "/tmp/lp")
-BENCH = os.environ.get("BENCH", "/tmp/lp-before/bench")
+FLOOR = os.environ.get("FLOOR", "/tmp/lp-before/bench-floor")
 STREAMER = os.environ.get("STREAMER", ".build/release/streamer")
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 VARIANTS = os.environ.get("VARIANTS", "/tmp/lp-")
@@ -20,12 +20,12 @@ for r in range(rounds + 1):
     for name in ["floor"] + list(streamers):
         port += 2
         out = f"{LP}/fcnt-{port}.txt"
-        counter = subprocess.Popen(["taskset", "-c", "1", BENCH, "peers-count", str(port), "0"], stdout=open(out, "w"),
+        counter = subprocess.Popen(["taskset", "-c", "1", FLOOR, "count", str(port), "0"], stdout=open(out, "w"),
                                    stderr=subprocess.DEVNULL)
         for _ in range(500):
             time.sleep(0.01)
             if open(out).read().startswith("ready"): break
-        argv = [BENCH, "peers-floor-send", f"{LP}/t.rtp", str(port), "0"] if name == "floor" else \
+        argv = [FLOOR, "send", f"{LP}/t.rtp", str(port), "0"] if name == "floor" else \
             [streamers[name], "send", "--to", f"127.0.0.1:{port}", "--source", f"{LP}/t.hevc", "--fps", "240", "--fast",
              "--no-feedback", "--mtu", "1428", "--quiet"]
         started = time.monotonic()

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 # The interleaved before/after runs of results/profile.md.
 # usage: profile-ab.py ROUNDS send,recv VARIANT,VARIANT...   (round 0 is a warm-up)
-# Senders (the floor, then each variant's streamer send) -> bench peers-count; receivers (the
+# Senders (the floor, then each variant's streamer send) -> bench-floor count; receivers (the
 # floor counter, then each variant's streamer recv) fed by the floor sender. A variant V is
-# $LP/lp-V/streamer; bench, the file (t.hevc) and its floor records (t.rtp, copied from the
-# directory bench peers --frames 2400 works in) are in $LP (default /tmp/lp).
+# $LP/lp-V/streamer; the file (t.hevc) and its floor records (t.rtp, copied from the directory
+# bench peers --frames 2400 works in) are in $LP (default /tmp/lp); bench-floor is $FLOOR.
 import os, subprocess, sys, time, statistics, json
 LP = os.environ.get("LP", "/tmp/lp")
-BENCH = os.environ.get("BENCH", "/tmp/lp-before/bench")
+FLOOR = os.environ.get("FLOOR", "/tmp/lp-before/bench-floor")
 RECORDS, HEVC, PACKETS, FRAMES = f"{LP}/t.rtp", f"{LP}/t.hevc", 37833, 2400
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 which = sys.argv[2] if len(sys.argv) > 2 else "send,recv"
@@ -25,7 +25,7 @@ def reap(p):
     return ru.ru_utime, ru.ru_stime, status
 def start_counter(port, core):
     out = f"{LP}/cnt-{port}.txt"
-    p = subprocess.Popen(["taskset", "-c", str(core), "nice", "-n", "-10", BENCH, "peers-count", str(port), "0"], stdout=open(out, "w"), stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(["taskset", "-c", str(core), "nice", "-n", "-10", FLOOR, "count", str(port), "0"], stdout=open(out, "w"), stderr=subprocess.DEVNULL)
     for _ in range(500):
         time.sleep(0.01)
         if open(out).read().startswith("ready"): break
@@ -37,7 +37,7 @@ for r in range(rounds + 1):
         for name in ["floor"] + variants:
             port += 2
             c, out = start_counter(port, 1)
-            if name == "floor": argv = [BENCH, "peers-floor-send", RECORDS, str(port), "240"]
+            if name == "floor": argv = [FLOOR, "send", RECORDS, str(port), "240"]
             else: argv = [streamers[name], "send", "--to", f"127.0.0.1:{port}", "--source", HEVC, "--fps", "240", "--no-feedback", "--cc", "off", "--pace", "2G", "--mtu", "1428", "--quiet"]
             u, s, st = reap(run(argv, 0))
             c.wait()
@@ -55,7 +55,7 @@ for r in range(rounds + 1):
                 feedback = [] if os.environ.get("FEEDBACK") == "1" else ["--no-feedback"]
                 p = run([streamers[name], "recv", "--listen", f"127.0.0.1:{port}", "--frames", str(FRAMES)] + feedback + ["--quiet", "--stats", f"{LP}/recv-{port}.json"], 1)
                 time.sleep(0.7)
-            sender = run([BENCH, "peers-floor-send", RECORDS, str(port), "240"], 0); sender.wait()
+            sender = run([FLOOR, "send", RECORDS, str(port), "240"], 0); sender.wait()
             deadline = time.time() + 5
             while time.time() < deadline:
                 pid, status, ru = os.wait4(p.pid, os.WNOHANG)

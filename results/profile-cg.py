@@ -5,10 +5,10 @@
 # usage: profile-cg.py ROUNDS VARIANT,VARIANT...   (variants alternately; results/profile.md 15.2)
 # RECV_ARGS: streamer recv's options besides these (default --no-feedback; "" for the default
 # receiver, with feedback and loss recovery: results/profile.md section 31)
-# LP, BENCH and VARIANTS as for results/profile-ab.py; the callgrind files stay in $LP (cg-V-N.out).
+# LP, FLOOR and VARIANTS as for results/profile-ab.py; the callgrind files stay in $LP (cg-V-N.out).
 import os, subprocess, sys, time, json, statistics
 LP = os.environ.get("LP", "/tmp/lp")
-BENCH = os.environ.get("BENCH", "/tmp/lp-before/bench")
+FLOOR = os.environ.get("FLOOR", "/tmp/lp-before/bench-floor")
 VARIANTS = os.environ.get("VARIANTS", "/tmp/lp-")
 RECV_ARGS = os.environ.get("RECV_ARGS", "--no-feedback").split()
 rounds=int(sys.argv[1]); variants=sys.argv[2].split(",")
@@ -19,7 +19,7 @@ def one(v, frames):
     out=f"{LP}/cg-{v}-{frames}.out"; st=f"{LP}/cgs-{port}.json"
     p=subprocess.Popen(["taskset","-c","1","valgrind","--tool=callgrind",f"--callgrind-out-file={out}",f"{VARIANTS}{v}/streamer","recv","--listen",f"127.0.0.1:{port}","--frames",str(frames),*RECV_ARGS,"--quiet","--stats",st],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)
     time.sleep(4)
-    s=subprocess.Popen(["taskset","-c","0",BENCH,"peers-floor-send",f"{LP}/t.rtp",str(port),"120"],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)
+    s=subprocess.Popen(["taskset","-c","0",FLOOR, "send",f"{LP}/t.rtp",str(port),"120"],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)
     p.wait(); s.kill(); s.wait()
     ir=None
     for line in open(out):

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 # Interleaved whole-process CPU of receivers fed the same stream, as bench peers' receiver rows:
 # each receiver on CPU 1 (`streamer recv --listen 127.0.0.1:P --frames 1440 --no-feedback --quiet
-# --stats F`, or the floor, `bench peers-count P 22782`), `bench peers-floor-send RTP P FPS` on CPU 0.
+# --stats F`, the floor, `bench-floor count P 22782`, or by-hand, the same with `--rebuild`: frames
+# rebuilt as a receiver written by hand would, results/profile.md 37), `bench-floor send RTP P FPS` on CPU 0.
 # CPU is wait4's rusage (user and system split by the kernel's tick sampling: the total is the
 # figure to trust), faults are minor page faults; medians per receiver, and after - before per round.
-# usage: recv-ab.py ROUNDS label=STREAMER|floor ...   env: BENCH (a release bench), RTP (bench peers'
+# usage: recv-ab.py ROUNDS label=STREAMER|floor|by-hand ...   env: FLOOR (a release bench-floor), RTP (bench peers'
 # floor-sender records of 1,440 frames, 22,782 packets), FPS (default 240), RECV_ARGS (streamer recv's
 # options besides these, default --no-feedback as bench peers; "" for the default receiver with
 # feedback and loss recovery: results/profile.md section 31)   (results/profile.md 23)
 import os, sys, subprocess, random, time, json, statistics
-BENCH = os.environ.get("BENCH", ".build/release/bench"); RTP = os.environ.get("RTP", "test.rtp")
+FLOOR = os.environ.get("FLOOR", ".build/release/bench-floor"); RTP = os.environ.get("RTP", "test.rtp")
 FPS = os.environ.get("FPS", "240"); PACKETS = 22782
 RECV_ARGS = os.environ.get("RECV_ARGS", "--no-feedback").split()
 rounds = int(sys.argv[1]); variants = [a.split("=", 1) for a in sys.argv[2:]]
@@ -17,17 +18,18 @@ results = {label: [] for label, _ in variants}
 
 def one(binary):
     port = 30000 + random.randrange(10000); stats = f"/tmp/recv-ab.{port}.json"
-    command = ([BENCH, "peers-count", str(port), str(PACKETS)] if binary == "floor" else
+    floor = binary in ("floor", "by-hand")
+    command = ([FLOOR, "count", str(port), str(PACKETS)] + (["--rebuild"] if binary == "by-hand" else []) if floor else
                [binary, "recv", "--listen", f"127.0.0.1:{port}", "--frames", "1440", *RECV_ARGS, "--quiet", "--stats", stats])
     pid = os.fork()
     if pid == 0:
         os.sched_setaffinity(0, {1}); null = os.open("/dev/null", os.O_WRONLY); os.dup2(null, 1); os.dup2(null, 2)
         os.execv(command[0], command)
     time.sleep(1.5)
-    subprocess.run(["taskset", "-c", "0", BENCH, "peers-floor-send", RTP, str(port), FPS], stdout=subprocess.DEVNULL)
+    subprocess.run(["taskset", "-c", "0", FLOOR, "send", RTP, str(port), FPS], stdout=subprocess.DEVNULL)
     _, _, usage = os.wait4(pid, 0)
     received = PACKETS
-    if binary != "floor":
+    if not floor:
         received = json.load(open(stats))["packets"]["received"]; os.unlink(stats)
     return usage.ru_utime * 1000, usage.ru_stime * 1000, usage.ru_minflt, received
 

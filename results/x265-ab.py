@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # The interleaved before/after runs of results/profile.md's x265 section (issue 15's x265 target):
 # profile-ab.py's way for x265 live sending. Each round runs, pinned and niced like profile-ab.py
-# (sender on core 0, bench peers-count on core 1), the floor sender, then each variant's
+# (sender on core 0, bench-floor count on core 1), the floor sender, then each variant's
 # `streamer send` with x265 at 30 fps from a y4m file and from the synthetic source; whole-process
 # CPU from wait4, the encoder's from the run's `--stats` (cpu.encoderSeconds).
 # usage: x265-ab.py ROUNDS VARIANT,VARIANT...   (round 0 is a warm-up)
@@ -11,7 +11,7 @@
 # -f yuv4mpegpipe t720.y4m). FRAMES (default 300) frames per run.
 import os, subprocess, sys, time, statistics, json, struct
 LP = os.environ.get("LP", "/tmp/lp")
-BENCH = os.environ.get("BENCH", "/tmp/lp-before/bench")
+FLOOR = os.environ.get("FLOOR", "/tmp/lp-before/bench-floor")
 VARIANTS = os.environ.get("VARIANTS", "/tmp/lp-")
 FRAMES = int(os.environ.get("FRAMES", "300"))
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
@@ -32,7 +32,7 @@ def counted(argv):
     global port
     port += 2
     out = f"{LP}/x265cnt-{port}.txt"
-    c = subprocess.Popen(["taskset", "-c", "1", "nice", "-n", "-10", BENCH, "peers-count", str(port), "0"],
+    c = subprocess.Popen(["taskset", "-c", "1", "nice", "-n", "-10", FLOOR, "count", str(port), "0"],
                          stdout=open(out, "w"), stderr=subprocess.DEVNULL)
     for _ in range(500):
         time.sleep(0.01)
@@ -45,7 +45,7 @@ def counted(argv):
     return ru.ru_utime + ru.ru_stime, packets, status
 res = {}
 for r in range(rounds + 1):
-    cpu, packets, status = counted([BENCH, "peers-floor-send", records, "PORT", "30"])
+    cpu, packets, status = counted([FLOOR, "send", records, "PORT", "30"])
     print(f"round {r} floor: {packets} of {floor_packets} pkts, {cpu*1e6/packets:.2f} us/pkt, "
           f"{cpu*1e3/FRAMES:.3f} ms/frame, exit {status}, load {load()}", flush=True)
     if r > 0: res.setdefault("floor", []).append((cpu * 1e6 / packets, cpu * 1e3 / FRAMES, cpu * 1e6 / packets))
