@@ -79,7 +79,7 @@ import Testing
         })
     }
 
-    /// A temporary directory for one test, removed by `body`'s caller.
+    /// Runs `body` with a new temporary directory, removed when `body` returns.
     static func withDirectory<T>(_ body: (URL) throws -> T) throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("peers-count-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
