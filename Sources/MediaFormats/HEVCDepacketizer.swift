@@ -329,6 +329,40 @@ public struct HEVCDepacketizer: Sendable {
         accept(packet, into: &output)
     }
 
+    /// Takes the next packet in sequence, as `push(_:payload:tracked:into:)` would take it
+    /// `.inOrder` at `sequence`, if it is a middle fragment (an FU neither start nor end, no
+    /// marker) of the fragmented NAL unit under assembly with nothing held or missing: its data
+    /// is appended to the NAL unit, one check of the run's state instead of a packet's whole way
+    /// through (most packets of a large frame are such fragments). Returns false for any other
+    /// packet, everything left as it was: push it.
+    public mutating func pushMiddleFragment(_ header: RTPHeader, payload: UnsafeRawBufferPointer, sequence: Int64) -> Bool {
+        guard !header.marker, payload.count > 3, started, heldCount == 0, nextSequence == sequence, pendingGap == 0,
+              assembling, assembly.timestamp == header.timestamp, !assembly.abandoned, assembly.openFragment != nil
+        else { return false }
+        let byte0 = payload[0]
+        let fuHeader = payload[2]
+        let data = UnsafeRawBufferPointer(rebasing: payload[3...])
+        guard byte0 & 0x80 == 0, byte0 >> 1 & 0x3f == HEVCNALUnitType.fragmentationUnit.rawValue, fuHeader & 0xC0 == 0,
+              fuHeader & 0x3f == assembly.openFragmentType, assembly.byteCount + data.count <= maxAccessUnitSize
+        else { return false }
+        counters.packets += 1
+        highestSequence = max(highestSequence, sequence)
+        joining = false
+        assembly.lastSequence = sequence
+        assembly.packetCount += 1
+        assembly.byteCount += data.count
+        assembly.openFragment!.append(contentsOf: Self.bytes(data))
+        nextSequence = sequence + 1
+        return true
+    }
+
+    /// `raw` as bytes: an array appends an `UnsafeBufferPointer<UInt8>` with one copy of the
+    /// whole, a raw buffer through the generic sequence code.
+    @inline(__always)
+    static func bytes(_ raw: UnsafeRawBufferPointer) -> UnsafeBufferPointer<UInt8> {
+        raw.assumingMemoryBound(to: UInt8.self)
+    }
+
     /// Takes back the NAL units of an access unit this depacketizer returned, once the caller is
     /// done with them: their arrays are reused for the NAL units to come (no allocation per
     /// NAL unit or per access unit while the caller gives them back). Arrays the caller still
@@ -583,7 +617,7 @@ public struct HEVCDepacketizer: Sendable {
                 nal.reserveCapacity(max(data.count + 2, peak + peak / 4))
                 nal.append(nalHeader.0)
                 nal.append(nalHeader.1)
-                nal.append(contentsOf: data)
+                nal.append(contentsOf: bytes(data))
                 current.openFragment = nal
                 current.openFragmentType = type
                 return
@@ -597,7 +631,7 @@ public struct HEVCDepacketizer: Sendable {
                     return
                 }
                 guard reserve(data.count, in: &current, counters: &counters, limit: limit) else { return }
-                current.openFragment!.append(contentsOf: data)
+                current.openFragment!.append(contentsOf: bytes(data))
                 if end {
                     let nal = current.openFragment.take()!
                     let peak = fragmentedNALPeak[Int(type & 63)]
@@ -647,7 +681,7 @@ public struct HEVCDepacketizer: Sendable {
     private static func append(_ nal: UnsafeRawBufferPointer, to current: inout Assembly, counters: inout DepacketizerCounters,
                                limit: Int) {
         guard reserve(nal.count, in: &current, counters: &counters, limit: limit) else { return }
-        current.nalUnits.append(Array(nal))
+        current.nalUnits.append(Array(bytes(nal)))
         noteNAL(firstByte: nal[0], in: &current)
     }
 

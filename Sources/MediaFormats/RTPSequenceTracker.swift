@@ -165,6 +165,20 @@ public struct RTPSequenceTracker: Sendable, Hashable {
         return Tracked(outcome: .sequenceJump, extendedSequence: extended)
     }
 
+    /// Accounts for a packet exactly as `track` does if it carries the sequence number just
+    /// after the highest (`.inOrder`, the usual packet), and returns its extended sequence
+    /// number; any other packet is left alone (nil: nothing changed, `track` it). A receiver
+    /// taking a run of consecutive packets skips `track`'s other cases.
+    @inline(__always)
+    public mutating func trackNext(sequence: UInt16, rtpTimestamp: UInt32, arrival: UInt32) -> Int64? {
+        guard started, sequence == UInt16(truncatingIfNeeded: highest &+ 1) else { return nil }
+        packetsRecorded += 1
+        restartCandidate = nil
+        highest += 1
+        accept(highest, rtpTimestamp: rtpTimestamp, arrival: arrival)
+        return highest
+    }
+
     /// Sequence numbers missing between the start and the highest, within the window,
     /// newest `limit` of them, in ascending order: what a NACK would ask for.
     public func missingSequences(limit: Int) -> [UInt16] {
@@ -225,6 +239,7 @@ public struct RTPSequenceTracker: Sendable, Hashable {
         highest = newHighest
     }
 
+    @inline(__always)
     private mutating func accept(_ extended: Int64, rtpTimestamp: UInt32, arrival: UInt32) {
         setSeen(extended)
         received += 1
@@ -241,6 +256,7 @@ public struct RTPSequenceTracker: Sendable, Hashable {
         return seen[bit >> 6] & (1 << UInt64(bit & 63)) != 0
     }
 
+    @inline(__always)
     private mutating func setSeen(_ extended: Int64) {
         let bit = Int(extended & Int64(Self.windowSize - 1))
         seen[bit >> 6] |= 1 << UInt64(bit & 63)

@@ -22,6 +22,36 @@ public struct ReceivedDatagram {
     public var completion: Int
 }
 
+/// The datagrams of one receive completion, valid only inside the callback that gets them: one
+/// datagram, or the GRO segments the kernel coalesced (each `segmentSize` bytes, the last one
+/// possibly shorter), which share their source, TOS byte and time. A caller that can take a run
+/// of datagrams at once gets them together; `forEach` hands them out one by one.
+public struct ReceivedSegments {
+    /// Every segment's bytes back to back (`payload`), and what the segments share: TOS byte,
+    /// kernel time, source and completion number.
+    public var all: ReceivedDatagram
+    /// The size of each segment but the last (which may be shorter); `all.payload.count` (at
+    /// least 1) for a single datagram.
+    public var segmentSize: Int
+
+    /// How many datagrams (at least one; an empty datagram is one).
+    public var count: Int { max(1, (all.payload.count + segmentSize - 1) / segmentSize) }
+
+    /// Hands each datagram to `body`, in order.
+    @inline(__always)
+    public func forEach(_ body: (ReceivedDatagram) -> Void) {
+        let bytes = all.payload
+        var datagram = all
+        var offset = 0
+        repeat {
+            let count = min(segmentSize, bytes.count - offset)
+            datagram.payload = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
+            body(datagram)
+            offset += count
+        } while offset < bytes.count
+    }
+}
+
 /// Counters of one receiver.
 public struct ReceiveCounters: Sendable, Equatable {
     /// Datagrams delivered to the callback (GRO segments counted one by one).
@@ -158,6 +188,13 @@ public final class UDPMultishotReceiver {
     /// when the kernel ended the multishot.
     @inline(__always)
     public func handle(_ completion: Completion, deliver: (ReceivedDatagram) -> Void) throws(SystemError) {
+        try handleSegments(of: completion) { $0.forEach(deliver) }
+    }
+
+    /// Handles a completion as `handle(_:deliver:)` does, delivering its datagrams together (all
+    /// the GRO segments of the completion in one call) to `deliver`.
+    @inline(__always)
+    public func handleSegments(of completion: Completion, deliver: (ReceivedSegments) -> Void) throws(SystemError) {
         counters.completions += 1
         if completion.flags & cu_cqe_f_more == 0 {
             armed = false
@@ -182,7 +219,7 @@ public final class UDPMultishotReceiver {
     }
 
     @inline(__always)
-    private func process(buffer: UnsafeMutableRawPointer, length: Int, deliver: (ReceivedDatagram) -> Void) {
+    private func process(buffer: UnsafeMutableRawPointer, length: Int, deliver: (ReceivedSegments) -> Void) {
         guard let out = io_uring_recvmsg_validate(buffer, Int32(length), message) else {
             counters.errors[Errno(EBADMSG), default: 0] += 1
             return
@@ -227,17 +264,11 @@ public final class UDPMultishotReceiver {
         counters.bytes += payloadLength
         counters.ecn[Int(mark.ecn.rawValue)] += segments
         counters.dscp[Int(mark.dscp)] += segments
-        var datagram = ReceivedDatagram(payload: UnsafeRawBufferPointer(start: payload, count: 0), tos: tos,
-                                        timestampNanoseconds: timestamp, sourceName: sourceName,
-                                        sourceLength: Int(min(out.pointee.namelen, UInt32(Self.nameSpace))),
-                                        completion: counters.completions)
-        var offset = 0
-        repeat {
-            let count = min(step, payloadLength - offset)
-            datagram.payload = UnsafeRawBufferPointer(start: payload + offset, count: count)
-            deliver(datagram)
-            offset += count
-        } while offset < payloadLength
+        let all = ReceivedDatagram(payload: UnsafeRawBufferPointer(start: payload, count: payloadLength), tos: tos,
+                                   timestampNanoseconds: timestamp, sourceName: sourceName,
+                                   sourceLength: Int(min(out.pointee.namelen, UInt32(Self.nameSpace))),
+                                   completion: counters.completions)
+        deliver(ReceivedSegments(all: all, segmentSize: step))
     }
 }
 

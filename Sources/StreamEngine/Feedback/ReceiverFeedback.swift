@@ -75,10 +75,12 @@ struct ReceiverFeedback: Sendable {
     /// True when so many packets wait that a report should go now.
     var isFull: Bool { pending.count >= maxPending }
 
-    /// Notes a received media packet (its 16-bit sequence number, arrival, ECN bits).
+    /// Notes a received media packet (its 16-bit sequence number, arrival, ECN bits); nothing
+    /// without per-packet feedback (the sequence numbers are extended only for it).
     mutating func record(sequence: UInt16, arrival: Int64, ecn: UInt8) {
+        guard perPacket else { return }
         let extended = Self.extend(sequence, highest: &highest)
-        if perPacket && pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
+        if pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
     }
 
     /// Notes a received RFC 4588 retransmission (its RTX sequence number, arrival, ECN bits).

@@ -276,6 +276,22 @@ private struct ReceiveLoopHandler: DatagramHandler {
         drainOutputs()
     }
 
+    /// A completion's datagrams: on the RTP socket without SRTP, to the session together (it
+    /// takes a run of the stream's packets at once: `ReceiveSession.handleSegments`), one clock
+    /// read and one drain for all of them; otherwise one by one.
+    mutating func handle(socketIndex: Int, segments: ReceivedSegments) {
+        guard socketIndex == 0, srtp == nil else {
+            segments.forEach { handle(socketIndex: socketIndex, $0) }
+            return
+        }
+        handledSincePublish = true
+        let now = clock.datagramTime(clock: realtimeNanoseconds)
+        let all = segments.all
+        session.handleSegments(all.payload, segmentSize: segments.segmentSize, source: { all.source }, tos: all.tos,
+                               arrival: all.timestampNanoseconds, now: now, completion: all.completion)
+        drainOutputs()
+    }
+
     mutating func drainOutputs() {
         while let output = session.pollOutput() {
             switch output {

@@ -142,6 +142,8 @@ public struct ReceiveSession: Sendable {
     private var depacketized: [DepacketizedAccessUnit] = []
     /// Empty between inputs: the capacity `push` reuses for the packets the playout buffer releases.
     private var releasedScratch: [PlayoutBuffer.Packet] = []
+    /// Packets taken in runs (`takeRun`), for tests: that the runs were taken at all.
+    private(set) var runPackets = 0
     /// With a multicast `listen` group and feedback: when the regular reports go.
     private var multicastTiming: MulticastReportTiming?
     /// `multicastTiming != nil`, fixed at init (per packet, as `recovers`).
@@ -300,6 +302,101 @@ public struct ReceiveSession: Sendable {
         }
         accept(parsed.header, datagram: datagram, payload: UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange]),
                tos: tos, arrival: arrival, now: now)
+    }
+
+    /// The datagrams of one receive completion: `segments` holds them back to back, each
+    /// `segmentSize` bytes but the last (which may be shorter), all from one source with one TOS
+    /// byte and arrival time (the GRO segments of one completion, or a single datagram).
+    ///
+    /// The same as handing each to `handleDatagram(_:source:tos:arrival:port:now:completion:)` in
+    /// order (the same stats, the same outputs in the same order), but cheaper per packet: a run of
+    /// the stream's next packets from its source (each the next sequence number, on its SSRC,
+    /// payload type and clock, with no CSRC, header extension or padding) is taken with the
+    /// stream's state and the source checked once for the run (`takeRun`); whatever is not such a
+    /// packet goes through `handleDatagram`.
+    /// - Precondition: `segmentSize > 0`.
+    public mutating func handleSegments(_ segments: UnsafeRawBufferPointer, segmentSize: Int, source: () -> SocketAddress?,
+                                        tos: UInt8, arrival: Int64, port: Port = .rtp, now: Int64, completion: Int) {
+        precondition(segmentSize > 0, "segmentSize must be positive, got \(segmentSize)")
+        var offset = 0
+        repeat {
+            if port == .rtp {
+                offset = takeRun(segments, from: offset, segmentSize: segmentSize, source: source, tos: tos,
+                                 arrival: arrival, now: now, completion: completion)
+                if offset >= segments.count { return }
+            }
+            let end = min(offset + segmentSize, segments.count)
+            handleDatagram(UnsafeRawBufferPointer(rebasing: segments[offset..<end]), source: source, tos: tos,
+                           arrival: arrival, port: port, now: now, completion: completion)
+            offset = end
+        } while offset < segments.count
+    }
+
+    /// Takes the datagrams from `start` on while each is the stream's next packet, as
+    /// `handleDatagram` and `accept` would; returns the offset of the first datagram not taken.
+    /// What `handleDatagram` checks per packet is checked here once for the run: no loss recovery
+    /// or group reports (both take every packet their own way), the stream locked, no packet kept
+    /// aside as the start of a new clock or a new sequence, the payload type not one RTCP
+    /// multiplexing would claim, the completion's source the stream's (compared once per
+    /// completion, where `handleDatagram` compares it: at its first valid RTP packet); per packet
+    /// only its header (fixed 12 bytes: version 2, no padding, extension or CSRC), its SSRC and
+    /// payload type, a timestamp near the last one and the next sequence number
+    /// (`RTPSequenceTracker.trackNext`).
+    private mutating func takeRun(_ segments: UnsafeRawBufferPointer, from start: Int, segmentSize: Int,
+                                  source: () -> SocketAddress?, tos: UInt8, arrival: Int64, now: Int64,
+                                  completion: Int) -> Int {
+        guard !recovers, !reportsToGroup, sourceIsLocked, let ssrc = lockedSSRC, let payloadType = lockedPayloadType,
+              var last = lastAcceptedTimestamp, timestampJumpCandidate == nil, sequenceJumpCandidate == nil,
+              !(config.rtcpMux && (64...95).contains(payloadType)), let base = segments.baseAddress else { return start }
+        let ecn = TrafficMark.ecnBits(of: tos)
+        // As `accept`: 90 kHz units at 10 us resolution.
+        let arrival90kHz = UInt32(truncatingIfNeeded: arrival / 100_000 * 9)
+        var offset = start
+        var taken = 0
+        var bytes = 0
+        while offset < segments.count {
+            let count = min(segmentSize, segments.count - offset)
+            let packet = base + offset
+            guard count >= RTPHeader.fixedSize, packet.load(as: UInt8.self) == 0x80 else { break }
+            let second = packet.load(fromByteOffset: 1, as: UInt8.self)
+            let timestamp = UInt32(bigEndian: packet.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            guard second & 0x7f == payloadType,
+                  UInt32(bigEndian: packet.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) == ssrc,
+                  Self.isNear(timestamp, last) else { break }
+            if completion != completionFromLockedSource {
+                // The completion's source, compared where `handleDatagram` would (a valid RTP packet):
+                // another one is `handleDatagram`'s to judge (foreign, or the stream moving there).
+                if let from = source(), from != lockedSource { break }
+                if moveCandidate != nil { moveCandidate = nil }
+                completionFromLockedSource = completion
+            }
+            let sequence = UInt16(bigEndian: packet.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
+            guard let extended = tracker.trackNext(sequence: sequence, rtpTimestamp: timestamp, arrival: arrival90kHz) else { break }
+            taken += 1
+            bytes += count
+            last = timestamp
+            lastAcceptedTimestamp = timestamp
+            feedback.record(sequence: sequence, arrival: arrival, ecn: ecn)
+            let header = RTPHeader(marker: second & 0x80 != 0, payloadType: payloadType, sequenceNumber: sequence,
+                                   timestamp: timestamp, ssrc: ssrc)
+            let body = UnsafeRawBufferPointer(start: packet + RTPHeader.fixedSize, count: count - RTPHeader.fixedSize)
+            if !depacketizer.pushMiddleFragment(header, payload: body, sequence: extended) {
+                depacketizer.push(header, payload: body, tracked: .init(outcome: .inOrder, extendedSequence: extended),
+                                  into: &depacketized)
+                emitDepacketized(now: now)
+            }
+            offset += count
+        }
+        guard taken > 0 else { return start }
+        runPackets += taken
+        // The run's marks and bytes, as `accept` counts them packet by packet.
+        if tos != markRun.tos {
+            if markRun.count > 0 { Self.countMarks(markRun, in: &counts) }
+            markRun = (tos, 0)
+        }
+        markRun.count += taken
+        counts.bytesReceived += bytes
+        return offset
     }
 
     /// A packet of another address kept aside while it may be the stream moving there.

@@ -45,13 +45,14 @@ public final class DatagramReceiveLoop {
                     handle: (ReceivedDatagram) -> Void) throws(SystemError) {
         for receiver in receivers { try receiver.arm() }
         while !shouldStop() {
-            try receiveOnce(waitingAtMost: checkInterval) { _, datagram in handle(datagram) }
+            try receiveOnce(waitingAtMost: checkInterval) { _, segments in segments.forEach(handle) }
         }
     }
 
     /// Receives until `handler.shouldStop()` returns true, each wait at most
     /// `handler.nextWait()` nanoseconds (asked before each wait: a protocol core's next
-    /// deadline), passing every datagram to `handler.handle` with the index of its socket and
+    /// deadline), passing the datagrams of each completion to `handler.handle(socketIndex:segments:)`
+    /// (by default each to `handler.handle(socketIndex:_:)`) with the index of its socket and
     /// calling `handler.tick()` after each wake-up. The state the four calls share is one value
     /// passed `inout`, which the compiler checks for exclusive access statically, where
     /// variables captured by several closures were checked by the runtime on every access,
@@ -62,14 +63,14 @@ public final class DatagramReceiveLoop {
         while !handler.shouldStop() {
             // Armed again after each signal's completion; submitted with the wait.
             if let wake { try ring.armWake(wake) }
-            try receiveOnce(waitingAtMost: handler.nextWait()) { handler.handle(socketIndex: $0, $1) }
+            try receiveOnce(waitingAtMost: handler.nextWait()) { handler.handle(socketIndex: $0, segments: $1) }
             handler.tick()
         }
     }
 
     /// Waits for completions at most `nanoseconds` (at least 50 µs) and hands every datagram
-    /// they carry to `handle`.
-    private func receiveOnce(waitingAtMost nanoseconds: Int64, handle: (Int, ReceivedDatagram) -> Void) throws(SystemError) {
+    /// they carry to `handle`, a completion's together.
+    private func receiveOnce(waitingAtMost nanoseconds: Int64, handle: (Int, ReceivedSegments) -> Void) throws(SystemError) {
         var failure: SystemError?
         try ring.submit(waitingFor: 1, timeoutNanoseconds: max(nanoseconds, 50_000))
         _ = ring.reap { completion in
@@ -77,7 +78,7 @@ public final class DatagramReceiveLoop {
             let index = Int(completion.tag.payload) - 1
             guard receivers.indices.contains(index) else { return }
             do throws(SystemError) {
-                try receivers[index].handle(completion) { handle(index, $0) }
+                try receivers[index].handleSegments(of: completion) { handle(index, $0) }
             } catch { failure = error }
         }
         if let failure { throw failure }
@@ -94,6 +95,17 @@ public protocol DatagramHandler {
     mutating func tick()
     /// A datagram arrived on the socket at `socketIndex` (in the order given to the loop).
     mutating func handle(socketIndex: Int, _ datagram: ReceivedDatagram)
+    /// The datagrams of one completion arrived on the socket at `socketIndex` (by default each
+    /// goes to `handle(socketIndex:_:)`): a handler that can take a run of datagrams at once
+    /// takes them here.
+    mutating func handle(socketIndex: Int, segments: ReceivedSegments)
+}
+
+extension DatagramHandler {
+    /// Each datagram to `handle(socketIndex:_:)`, in order.
+    public mutating func handle(socketIndex: Int, segments: ReceivedSegments) {
+        segments.forEach { handle(socketIndex: socketIndex, $0) }
+    }
 }
 
 @available(*, unavailable, message: "a receive loop is owned by one thread")
