@@ -11,6 +11,10 @@
 // held packets bounded by the reorder window's storage; counters agree with the output;
 // every pushed packet is accounted (duplicate, late or in an access unit) and every lost
 // sequence number is attributed to an access unit, unless an access unit was abandoned.
+// Two more depacketizers take the same packets as one `RTPSequenceTracker` tracks them, one
+// always through `push(_:payload:tracked:into:)`, the other trying `pushMiddleFragment` first
+// for each packet next in order (as `ReceiveSession`'s runs do): the same access units after
+// every packet and the same counters.
 //
 // Round-trip mode (odd first byte): access units built from the input are packetized with
 // HEVCPacketizer and delivered in order, with non-overlapping adjacent swaps; the
@@ -69,6 +73,9 @@ private func rawPackets(_ input: inout FuzzInput) {
     var depacketizer = HEVCDepacketizer(maxAccessUnitSize: maxAccessUnitSize, reorderWindow: window)
     var tally = Tally()
     var pushed = 0
+    var tracker = RTPSequenceTracker()
+    var general = HEVCDepacketizer(maxAccessUnitSize: maxAccessUnitSize, reorderWindow: window)
+    var runs = HEVCDepacketizer(maxAccessUnitSize: maxAccessUnitSize, reorderWindow: window)
     while !input.isEmpty {
         let length = Int(input.uint16() & 0x7FF)
         let packet = input.take(length)
@@ -78,12 +85,23 @@ private func rawPackets(_ input: inout FuzzInput) {
         let payload = UnsafeRawBufferPointer(rebasing: packet[parsed.payloadRange])
         let units = depacketizer.push(parsed.header, payload: payload)
         pushed += 1
+        let tracked = tracker.track(sequence: parsed.header.sequenceNumber, rtpTimestamp: parsed.header.timestamp, arrival: 0)
+        var generalUnits: [DepacketizedAccessUnit] = []
+        var runUnits: [DepacketizedAccessUnit] = []
+        general.push(parsed.header, payload: payload, tracked: tracked, into: &generalUnits)
+        if tracked.outcome != .inOrder
+            || !runs.pushMiddleFragment(parsed.header, payload: payload, sequence: tracked.extendedSequence) {
+            runs.push(parsed.header, payload: payload, tracked: tracked, into: &runUnits)
+        }
+        fuzzCheck(runUnits == generalUnits, "pushMiddleFragment: other access units than push at packet \(pushed)")
         check(units, depacketizer, &tally)
         // The held packets live in reorderWindow + 1 slots.
         fuzzCheck(depacketizer.heldPacketCount >= 0 && depacketizer.heldPacketCount <= window + 1,
                   "\(depacketizer.heldPacketCount) held packets with reorderWindow \(window)")
     }
     check(depacketizer.flush(), depacketizer, &tally)
+    fuzzCheck(runs.flush() == general.flush(), "pushMiddleFragment: other access units than push at the flush")
+    fuzzCheck(runs.counters == general.counters, "pushMiddleFragment: counters \(runs.counters), push \(general.counters)")
     fuzzCheck(depacketizer.heldPacketCount == 0, "\(depacketizer.heldPacketCount) packets held after flush")
     fuzzCheck(depacketizer.flush().isEmpty, "a second flush returned access units")
 
