@@ -34,9 +34,6 @@ public struct ReceivedSegments {
     /// least 1) for a single datagram.
     public var segmentSize: Int
 
-    /// How many datagrams (at least one; an empty datagram is one).
-    public var count: Int { max(1, (all.payload.count + segmentSize - 1) / segmentSize) }
-
     /// Hands each datagram to `body`, in order.
     @inline(__always)
     public func forEach(_ body: (ReceivedDatagram) -> Void) {

@@ -7,7 +7,9 @@ import UringIO
 /// The caller feeds it input events, each with the time it happens (`now`: nanoseconds
 /// since the Unix epoch, CLOCK_REALTIME, the clock of kernel receive timestamps):
 /// - `handleDatagram`: a datagram arrived (bytes, source address, TOS byte, kernel arrival
-///   time, and whether it came on the RTP or the RTCP port);
+///   time, and whether it came on the RTP or the RTCP port); `handleSegments`: the datagrams of
+///   one receive completion (GRO segments sharing source, TOS byte and time), the same as each
+///   through `handleDatagram` but a run of the stream's next packets taken at once;
 /// - `handleTimeout`: time has come to `nextDeadline`;
 /// - `finish`: the stream ends.
 ///
