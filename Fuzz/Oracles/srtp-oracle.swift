@@ -16,9 +16,10 @@
 // An SRTP receiver guesses each packet's rollover counter from the highest index it has
 // accepted of that SSRC (RFC 3711 section 3.3.1), the sender from the highest it has
 // protected. Once the receiver has refused a genuine RTP packet of an SSRC (not version 2, one
-// SSRC too many), their guesses may differ by a rollover after a jump of 2^15 sequence
-// numbers, and a genuine packet of that SSRC may then fail its authentication: allowed for
-// that SSRC only. SRTCP carries its index, so that never applies to RTCP.
+// SSRC too many, or changed on the way), their guesses may differ by a rollover after a jump
+// of 2^15 sequence numbers, and a genuine packet of that SSRC may then fail its
+// authentication: allowed for that SSRC only. SRTCP carries its index, so that never applies
+// to RTCP.
 
 #if canImport(SecureRTP)  // in the test target (Fuzz/Tests); tools/fuzz compiles SecureRTP into the same module
 import SecureRTP
@@ -77,16 +78,20 @@ func fuzzSRTP(_ input: UnsafeRawBufferPointer) {
                 if genuine { fuzzCheck(plaintext == bytes, "a genuine packet came back different") }
                 firstAccepted = true
             case .failure(let reason):
-                guard genuine && !changed else { break }
-                // Our own check refuses what is not version 2, whatever protect took; a packet of
-                // an SSRC too many is refused each time; a second copy is a replay.
-                let versionTwo = bytes.first.map { $0 >> 6 == 2 } ?? false
-                let rolloverMayDiffer = reason == .authFailed && ssrc.map { diverged.contains($0) } == true
-                fuzzCheck(reason == .tooManySources || reason == .replayed || (!versionTwo && reason == .malformed)
-                              || rolloverMayDiffer,
-                          "a genuine \(kind) packet of \(bytes.count) bytes (copy \(copy)) was refused: \(reason)")
+                guard genuine else { break }
+                if !changed {
+                    // Our own check refuses what is not version 2, whatever protect took; a packet
+                    // of an SSRC too many is refused each time; a second copy is a replay.
+                    let versionTwo = bytes.first.map { $0 >> 6 == 2 } ?? false
+                    let rolloverMayDiffer = reason == .authFailed && ssrc.map { diverged.contains($0) } == true
+                    fuzzCheck(reason == .tooManySources || reason == .replayed || (!versionTwo && reason == .malformed)
+                                  || rolloverMayDiffer,
+                              "a genuine \(kind) packet of \(bytes.count) bytes (copy \(copy)) was refused: \(reason)")
+                    if copy == 1 && firstAccepted { fuzzCheck(reason == .replayed, "the copy of an accepted packet was \(reason)") }
+                }
+                // The sender protected it, the receiver refused it (changed on the way or not):
+                // its index moved the sender's guess of the rollover counter only.
                 if copy == 0, let ssrc { diverged.insert(ssrc) }
-                if copy == 1 && firstAccepted { fuzzCheck(reason == .replayed, "the copy of an accepted packet was \(reason)") }
             }
         }
     }

@@ -77,6 +77,14 @@ import SecureRTP
             [2, 4] + Self.rtp(version: version, sequence: sequence)
         }
         input.withUnsafeBytes { fuzzSRTP($0) }  // the srtp oracle holds
+        // The same with the packet at 0x9000 genuine, of version 0 and changed on the way (flags:
+        // protect, then flip the byte at 4): the oracle skipped changed packets when it noted the
+        // receiver had missed one, and refused the third's `authFailed`. Fuzz input srtp
+        // regress-rollover-guess-after-a-changed-packet (CI of 740cd79).
+        let changed: [UInt8] = [0] + [(2, 0x0000, 2), (0, 0x9000, 0xb6), (2, 0x0100, 2)].flatMap { version, sequence, flags in
+            [flags, 4] + Self.rtp(version: version, sequence: sequence)
+        }
+        changed.withUnsafeBytes { fuzzSRTP($0) }
 
         let key = try SRTPMasterKey(suite: .aesCM128HMACSHA1_80, keyAndSalt: (0..<30).map { UInt8($0) })
         for receiverSeesTheWrap in [false, true] {
