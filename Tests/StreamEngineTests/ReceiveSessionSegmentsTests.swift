@@ -23,7 +23,7 @@ import UringIO
 
     /// The stream of `frames` frames as a receiver may see it: packets lost, duplicated, swapped,
     /// foreign (another SSRC, another payload type, another address), malformed (version 0, a
-    /// padding byte, a header extension), a sequence restart and an RTP clock jump partway, and
+    /// padding byte, a header extension, empty), a sequence restart and an RTP clock jump partway, and
     /// then cut into completions of up to `maxSegments` datagrams.
     static func completions(frames: Int, seed: UInt64, damage: Bool, maxSegments: Int) -> [Completion] {
         var rng = SplitMix64(seed: seed)
@@ -41,7 +41,7 @@ import UringIO
             var damaged: [[UInt8]] = []
             for (index, packet) in packets.enumerated() {
                 // Every kind of damage in turn at every tenth packet, and at random besides.
-                let roll = index % 10 == 5 ? index / 10 % 13 : Int.random(in: 0..<100, using: &rng)
+                let roll = index % 10 == 5 ? index / 10 % 14 : Int.random(in: 0..<100, using: &rng)
                 switch roll {
                 case 0..<4: continue  // lost
                 case 4..<6: damaged += [packet, packet]  // duplicated
@@ -72,6 +72,7 @@ import UringIO
                     extended[14] = 0
                     extended[15] = 0
                     damaged.append(extended)
+                case 13: damaged += [[], packet]  // an empty datagram (a completion of its own)
                 default: damaged.append(packet)
                 }
             }
@@ -84,7 +85,8 @@ import UringIO
             let size = packets[index].count
             var datagrams = [packets[index]]
             index += 1
-            while datagrams.count < limit, index < packets.count, datagrams.last!.count == size, packets[index].count <= size {
+            while datagrams.count < limit, index < packets.count, size > 0, datagrams.last!.count == size,
+                  packets[index].count <= size, !packets[index].isEmpty {
                 datagrams.append(packets[index])
                 index += 1
             }
@@ -134,7 +136,7 @@ import UringIO
             }
             let segments = completion.datagrams.flatMap { $0 }
             segments.withUnsafeBytes {
-                grouped.handleSegments($0, segmentSize: completion.datagrams[0].count, source: { completion.source },
+                grouped.handleSegments($0, segmentSize: max(1, completion.datagrams[0].count), source: { completion.source },
                                        tos: completion.tos, arrival: now, now: now, completion: number)
             }
             drain(&grouped, into: &groupedEvents)
@@ -199,6 +201,7 @@ import UringIO
             // recovery, which takes each packet its own way).
             #expect(stats.lost > 0 && stats.duplicate > 0 && stats.rejected[.foreignSSRC, default: 0] > 0)
             #expect(stats.rejected[.rtp(.badVersion), default: 0] > 0 && stats.timestampRestarts >= 1)
+            #expect(stats.rejected[.rtp(.tooShort), default: 0] > 0)  // the empty datagrams
             #expect(stats.framesComplete > 0 && stats.framesIncomplete > 0)
             #expect(retransmission ? runPackets == 0 : runPackets > stats.received / 4)
         }

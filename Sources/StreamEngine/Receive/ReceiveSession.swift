@@ -323,9 +323,12 @@ public struct ReceiveSession: Sendable {
         var offset = 0
         repeat {
             if port == .rtp {
-                offset = takeRun(segments, from: offset, segmentSize: segmentSize, source: source, tos: tos,
-                                 arrival: arrival, now: now, completion: completion)
-                if offset >= segments.count { return }
+                let runEnd = takeRun(segments, from: offset, segmentSize: segmentSize, source: source, tos: tos,
+                                     arrival: arrival, now: now, completion: completion)
+                if runEnd > offset {
+                    offset = runEnd
+                    continue
+                }
             }
             let end = min(offset + segmentSize, segments.count)
             handleDatagram(UnsafeRawBufferPointer(rebasing: segments[offset..<end]), source: source, tos: tos,
