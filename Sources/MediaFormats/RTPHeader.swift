@@ -33,6 +33,20 @@ public struct RTPHeader: Sendable, Equatable {
         self.ssrc = ssrc
     }
 
+    /// Reads the fields of the 12-byte fixed header at `bytes` (marker, payload type, sequence
+    /// number, timestamp, SSRC), whatever its first byte says: the caller has checked the version,
+    /// padding, extension and CSRC count it needs (`parse` checks them all).
+    /// - Precondition: 12 readable bytes at `bytes` (not checked).
+    @inlinable
+    public init(fixedHeaderAt bytes: UnsafeRawPointer) {
+        let second = bytes.load(fromByteOffset: 1, as: UInt8.self)
+        marker = second & 0x80 != 0
+        payloadType = second & 0x7f
+        sequenceNumber = UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
+        timestamp = UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+        ssrc = UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+    }
+
     /// Writes the 12-byte fixed header (V=2, P=0, X=0, CC=0) at the start of `buffer`.
     /// - Precondition: `buffer.count >= RTPHeader.fixedSize`.
     public func write(to buffer: UnsafeMutableRawBufferPointer) {
@@ -79,13 +93,7 @@ public struct RTPHeader: Sendable, Equatable {
             guard paddingCount >= 1, paddingCount <= packet.count - offset else { throw .badPadding }
             end -= paddingCount
         }
-        let second = packet[1]
-        let header = RTPHeader(
-            marker: second & 0x80 != 0,
-            payloadType: second & 0x7f,
-            sequenceNumber: UInt16(packet[2]) << 8 | UInt16(packet[3]),
-            timestamp: loadBigEndian(packet, at: 4),
-            ssrc: loadBigEndian(packet, at: 8))
+        let header = RTPHeader(fixedHeaderAt: packet.baseAddress!)
         return RTPParsedPacket(header: header, payloadRange: offset..<end, csrcCount: csrcCount, hasExtension: hasExtension)
     }
 
@@ -102,11 +110,6 @@ public struct RTPHeader: Sendable, Equatable {
         buffer[offset + 1] = UInt8(truncatingIfNeeded: value >> 16)
         buffer[offset + 2] = UInt8(truncatingIfNeeded: value >> 8)
         buffer[offset + 3] = UInt8(truncatingIfNeeded: value)
-    }
-
-    private static func loadBigEndian(_ buffer: UnsafeRawBufferPointer, at offset: Int) -> UInt32 {
-        UInt32(buffer[offset]) << 24 | UInt32(buffer[offset + 1]) << 16
-            | UInt32(buffer[offset + 2]) << 8 | UInt32(buffer[offset + 3])
     }
 }
 

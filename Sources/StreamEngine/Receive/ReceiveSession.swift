@@ -358,16 +358,12 @@ public struct ReceiveSession: Sendable {
         let arrival90kHz = UInt32(truncatingIfNeeded: arrival / 100_000 * 9)
         var offset = start
         var taken = 0
-        var bytes = 0
         while offset < segments.count {
             let count = min(segmentSize, segments.count - offset)
             let packet = base + offset
             guard count >= RTPHeader.fixedSize, packet.load(as: UInt8.self) == 0x80 else { break }
-            let second = packet.load(fromByteOffset: 1, as: UInt8.self)
-            let timestamp = UInt32(bigEndian: packet.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-            guard second & 0x7f == payloadType,
-                  UInt32(bigEndian: packet.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) == ssrc,
-                  Self.isNear(timestamp, last) else { break }
+            let header = RTPHeader(fixedHeaderAt: packet)
+            guard header.payloadType == payloadType, header.ssrc == ssrc, Self.isNear(header.timestamp, last) else { break }
             if completion != completionFromLockedSource {
                 // The completion's source, compared where `handleDatagram` would (a valid RTP packet):
                 // another one is `handleDatagram`'s to judge (foreign, or the stream moving there).
@@ -375,15 +371,11 @@ public struct ReceiveSession: Sendable {
                 if moveCandidate != nil { moveCandidate = nil }
                 completionFromLockedSource = completion
             }
-            let sequence = UInt16(bigEndian: packet.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
-            guard let extended = tracker.trackNext(sequence: sequence, rtpTimestamp: timestamp, arrival: arrival90kHz) else { break }
+            guard let extended = tracker.trackNext(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp,
+                                                   arrival: arrival90kHz) else { break }
             taken += 1
-            bytes += count
-            last = timestamp
-            lastAcceptedTimestamp = timestamp
-            feedback.record(sequence: sequence, arrival: arrival, ecn: ecn)
-            let header = RTPHeader(marker: second & 0x80 != 0, payloadType: payloadType, sequenceNumber: sequence,
-                                   timestamp: timestamp, ssrc: ssrc)
+            last = header.timestamp
+            feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
             let body = UnsafeRawBufferPointer(start: packet + RTPHeader.fixedSize, count: count - RTPHeader.fixedSize)
             if !depacketizer.pushMiddleFragment(header, payload: body, sequence: extended) {
                 depacketizer.push(header, payload: body, tracked: .init(outcome: .inOrder, extendedSequence: extended),
@@ -394,13 +386,10 @@ public struct ReceiveSession: Sendable {
         }
         guard taken > 0 else { return start }
         runPackets += taken
+        lastAcceptedTimestamp = last
         // The run's marks and bytes, as `accept` counts them packet by packet.
-        if tos != markRun.tos {
-            if markRun.count > 0 { Self.countMarks(markRun, in: &counts) }
-            markRun = (tos, 0)
-        }
-        markRun.count += taken
-        counts.bytesReceived += bytes
+        noteMarks(tos: tos, count: taken)
+        counts.bytesReceived += offset - start
         return offset
     }
 
@@ -594,12 +583,7 @@ public struct ReceiveSession: Sendable {
     private mutating func accept(_ header: RTPHeader, datagram: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer,
                                  tos: UInt8, arrival: Int64, now: Int64) {
         let ecn = TrafficMark.ecnBits(of: tos)
-        if tos == markRun.tos {
-            markRun.count += 1
-        } else {
-            if markRun.count > 0 { Self.countMarks(markRun, in: &counts) }
-            markRun = (tos, 1)
-        }
+        noteMarks(tos: tos, count: 1)
         counts.bytesReceived += datagram.count
         if reportsToGroup { multicastTiming!.noteMedia(bytes: datagram.count, now: now) }
         if recovers {
@@ -646,6 +630,16 @@ public struct ReceiveSession: Sendable {
         feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
         if recovers { askForRetransmissions(now: now) }
+    }
+
+    /// `count` more accepted packets marked `tos`: into the open run of one mark, or the open
+    /// run counted (`countMarks`) and a new one begun.
+    private mutating func noteMarks(tos: UInt8, count: Int) {
+        if tos != markRun.tos {
+            if markRun.count > 0 { Self.countMarks(markRun, in: &counts) }
+            markRun = (tos, 0)
+        }
+        markRun.count += count
     }
 
     /// `run.count` accepted packets marked `run.tos`, into the ECN and DSCP counts.
