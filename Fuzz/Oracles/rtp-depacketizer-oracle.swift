@@ -12,7 +12,7 @@
 // every pushed packet is accounted (duplicate, late or in an access unit) and every lost
 // sequence number is attributed to an access unit, unless an access unit was abandoned.
 // Two more depacketizers take the same packets as one `RTPSequenceTracker` tracks them, one
-// always through `push(_:payload:tracked:into:)`, the other trying `pushMiddleFragment` first
+// always through `push(_:payload:tracked:into:)`, the other trying `pushFragment` first
 // for each packet next in order (as `ReceiveSession`'s runs do): the same access units after
 // every packet and the same counters.
 //
@@ -90,18 +90,18 @@ private func rawPackets(_ input: inout FuzzInput) {
         var runUnits: [DepacketizedAccessUnit] = []
         general.push(parsed.header, payload: payload, tracked: tracked, into: &generalUnits)
         if tracked.outcome != .inOrder
-            || !runs.pushMiddleFragment(parsed.header, payload: payload, sequence: tracked.extendedSequence) {
+            || !runs.pushFragment(parsed.header, payload: payload, sequence: tracked.extendedSequence, into: &runUnits) {
             runs.push(parsed.header, payload: payload, tracked: tracked, into: &runUnits)
         }
-        fuzzCheck(runUnits == generalUnits, "pushMiddleFragment: other access units than push at packet \(pushed)")
+        fuzzCheck(runUnits == generalUnits, "pushFragment: other access units than push at packet \(pushed)")
         check(units, depacketizer, &tally)
         // The held packets live in reorderWindow + 1 slots.
         fuzzCheck(depacketizer.heldPacketCount >= 0 && depacketizer.heldPacketCount <= window + 1,
                   "\(depacketizer.heldPacketCount) held packets with reorderWindow \(window)")
     }
     check(depacketizer.flush(), depacketizer, &tally)
-    fuzzCheck(runs.flush() == general.flush(), "pushMiddleFragment: other access units than push at the flush")
-    fuzzCheck(runs.counters == general.counters, "pushMiddleFragment: counters \(runs.counters), push \(general.counters)")
+    fuzzCheck(runs.flush() == general.flush(), "pushFragment: other access units than push at the flush")
+    fuzzCheck(runs.counters == general.counters, "pushFragment: counters \(runs.counters), push \(general.counters)")
     fuzzCheck(depacketizer.heldPacketCount == 0, "\(depacketizer.heldPacketCount) packets held after flush")
     fuzzCheck(depacketizer.flush().isEmpty, "a second flush returned access units")
 

@@ -330,29 +330,57 @@ public struct HEVCDepacketizer: Sendable {
     }
 
     /// Takes the next packet in sequence, as `push(_:payload:tracked:into:)` would take it
-    /// `.inOrder` at `sequence`, if it is a middle fragment (an FU neither start nor end, no
-    /// marker) of the fragmented NAL unit under assembly with nothing held or missing: its data
-    /// is appended to the NAL unit, one check of the run's state instead of a packet's whole way
-    /// through (most packets of a large frame are such fragments). Returns false for any other
-    /// packet, everything left as it was: push it.
-    public mutating func pushMiddleFragment(_ header: RTPHeader, payload: UnsafeRawBufferPointer, sequence: Int64) -> Bool {
-        guard !header.marker, payload.count > 3, started, heldCount == 0, nextSequence == sequence, pendingGap == 0,
-              assembling, assembly.timestamp == header.timestamp, !assembly.abandoned, assembly.openFragment != nil
-        else { return false }
+    /// `.inOrder` at `sequence`, if it is a fragment (FU) that continues the stream with nothing
+    /// held or missing: the start of a NAL unit beginning a new access unit or following a whole
+    /// NAL unit in the one under assembly, a middle or an end fragment of the NAL unit under
+    /// assembly (same timestamp and FuType), within the size limit. One check of the stream's
+    /// state instead of a packet's whole way through (the packets of a frame of fragmented slices
+    /// are all such fragments); the access unit its marker ends goes to `output`, as `push`
+    /// would give it (a NAL unit left open by the marker is dropped there). Returns false for
+    /// any other packet, everything left as it was: push it.
+    public mutating func pushFragment(_ header: RTPHeader, payload: UnsafeRawBufferPointer, sequence: Int64,
+                                      into output: inout [DepacketizedAccessUnit]) -> Bool {
+        guard payload.count > 3, started, heldCount == 0, nextSequence == sequence, pendingGap == 0 else { return false }
         let byte0 = payload[0]
         let fuHeader = payload[2]
+        let type = fuHeader & 0x3f
+        guard byte0 & 0x80 == 0, byte0 >> 1 & 0x3f == HEVCNALUnitType.fragmentationUnit.rawValue, type < 48 else { return false }
         let data = UnsafeRawBufferPointer(rebasing: payload[3...])
-        guard byte0 & 0x80 == 0, byte0 >> 1 & 0x3f == HEVCNALUnitType.fragmentationUnit.rawValue, fuHeader & 0xC0 == 0,
-              fuHeader & 0x3f == assembly.openFragmentType, assembly.byteCount + data.count <= maxAccessUnitSize
-        else { return false }
+        switch fuHeader & 0xC0 {
+        case 0x80:
+            // A start: of a new access unit after the last one's marker (as `consume` begins
+            // one: no gap, not joining), or of the next NAL unit of this one.
+            if assembling {
+                guard assembly.timestamp == header.timestamp, !assembly.abandoned, assembly.openFragment == nil,
+                      assembly.byteCount + data.count + 2 <= maxAccessUnitSize else { return false }
+            } else {
+                guard data.count + 2 <= maxAccessUnitSize else { return false }
+                assembly = Assembly(timestamp: header.timestamp, nalUnits: spareLists.popLast() ?? [],
+                                    firstSequence: sequence, lastSequence: sequence)
+            }
+            assembly.discarding = .none
+            assembly.byteCount += data.count + 2
+            Self.openFragment(data, type: type, nalHeader: ((byte0 & 0x81) | type << 1, payload[1]), in: &assembly,
+                              peaks: &fragmentedNALPeak, spares: &spareNALUnits)
+        case 0x00, 0x40:
+            // A middle or end fragment of the NAL unit under assembly.
+            let end = fuHeader & 0x40 != 0
+            guard assembling, assembly.timestamp == header.timestamp, !assembly.abandoned,
+                  assembly.openFragment != nil, type == assembly.openFragmentType,
+                  assembly.byteCount + data.count <= maxAccessUnitSize else { return false }
+            assembly.byteCount += data.count
+            assembly.openFragment!.append(contentsOf: Self.bytes(data))
+            if end { Self.closeFragment(in: &assembly, peaks: &fragmentedNALPeak) }
+        default:
+            return false
+        }
         counters.packets += 1
         highestSequence = max(highestSequence, sequence)
         joining = false
         assembly.lastSequence = sequence
         assembly.packetCount += 1
-        assembly.byteCount += data.count
-        assembly.openFragment!.append(contentsOf: Self.bytes(data))
         nextSequence = sequence + 1
+        if header.marker { emit(takeAssembly(), into: &output) }
         return true
     }
 
@@ -607,19 +635,7 @@ public struct HEVCDepacketizer: Sendable {
                 breakFragment(&current, byLoss: false, counters: &counters)
                 current.discarding = .none
                 guard reserve(data.count + 2, in: &current, counters: &counters, limit: limit) else { return }
-                // Room for a NAL unit like the largest of its type lately (a quarter more):
-                // growing by doubling copied each frame's slice several times over (8 % of
-                // `streamer recv`'s CPU at 240 fps: results/profile.md). At most one allocation per NAL
-                // unit, none when a recycled array has the room.
-                let peak = fragmentedNALPeak[Int(type & 63)]
-                var nal = spares.popLast() ?? []
-                nal.removeAll(keepingCapacity: true)
-                nal.reserveCapacity(max(data.count + 2, peak + peak / 4))
-                nal.append(nalHeader.0)
-                nal.append(nalHeader.1)
-                nal.append(contentsOf: bytes(data))
-                current.openFragment = nal
-                current.openFragmentType = type
+                openFragment(data, type: type, nalHeader: nalHeader, in: &current, peaks: &fragmentedNALPeak, spares: &spares)
                 return
             }
             if current.openFragment != nil {
@@ -632,13 +648,7 @@ public struct HEVCDepacketizer: Sendable {
                 }
                 guard reserve(data.count, in: &current, counters: &counters, limit: limit) else { return }
                 current.openFragment!.append(contentsOf: bytes(data))
-                if end {
-                    let nal = current.openFragment.take()!
-                    let peak = fragmentedNALPeak[Int(type & 63)]
-                    fragmentedNALPeak[Int(type & 63)] = max(nal.count, peak - peak / 64)
-                    current.nalUnits.append(nal)
-                    noteNAL(firstByte: nal[0], in: &current)
-                }
+                if end { closeFragment(in: &current, peaks: &fragmentedNALPeak) }
             } else if current.discarding != .none {
                 // The start of this NAL unit was lost (or came before we joined the stream).
                 if current.discarding == .afterGap { counters.droppedNALUnits += 1 }
@@ -651,6 +661,36 @@ public struct HEVCDepacketizer: Sendable {
                 current.discarding = end ? .none : .countedNAL
             }
         }
+    }
+
+    /// Opens the fragmented NAL unit a start fragment begins (its bytes already accounted):
+    /// its two-byte header, then `data`.
+    private static func openFragment(_ data: UnsafeRawBufferPointer, type: UInt8, nalHeader: (UInt8, UInt8),
+                                     in current: inout Assembly, peaks fragmentedNALPeak: inout [Int],
+                                     spares: inout [[UInt8]]) {
+        // Room for a NAL unit like the largest of its type lately (a quarter more):
+        // growing by doubling copied each frame's slice several times over (8 % of
+        // `streamer recv`'s CPU at 240 fps: results/profile.md). At most one allocation per NAL
+        // unit, none when a recycled array has the room.
+        let peak = fragmentedNALPeak[Int(type & 63)]
+        var nal = spares.popLast() ?? []
+        nal.removeAll(keepingCapacity: true)
+        nal.reserveCapacity(max(data.count + 2, peak + peak / 4))
+        nal.append(nalHeader.0)
+        nal.append(nalHeader.1)
+        nal.append(contentsOf: bytes(data))
+        current.openFragment = nal
+        current.openFragmentType = type
+    }
+
+    /// Ends the open fragmented NAL unit (an end fragment's data appended): into the access unit.
+    private static func closeFragment(in current: inout Assembly, peaks fragmentedNALPeak: inout [Int]) {
+        let nal = current.openFragment.take()!
+        let type = Int(current.openFragmentType & 63)
+        let peak = fragmentedNALPeak[type]
+        fragmentedNALPeak[type] = max(nal.count, peak - peak / 64)
+        current.nalUnits.append(nal)
+        noteNAL(firstByte: nal[0], in: &current)
     }
 
     /// Drops an unfinished fragmented NAL unit. Without a loss to explain it, it is malformed.

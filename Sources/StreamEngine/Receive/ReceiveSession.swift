@@ -377,11 +377,11 @@ public struct ReceiveSession: Sendable {
             last = header.timestamp
             feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
             let body = UnsafeRawBufferPointer(start: packet + RTPHeader.fixedSize, count: count - RTPHeader.fixedSize)
-            if !depacketizer.pushMiddleFragment(header, payload: body, sequence: extended) {
+            if !depacketizer.pushFragment(header, payload: body, sequence: extended, into: &depacketized) {
                 depacketizer.push(header, payload: body, tracked: .init(outcome: .inOrder, extendedSequence: extended),
                                   into: &depacketized)
-                emitDepacketized(now: now)
             }
+            emitDepacketized(now: now)
             offset += count
         }
         guard taken > 0 else { return start }
