@@ -349,7 +349,7 @@ public struct HEVCDepacketizer: Sendable {
         switch fuHeader & 0xC0 {
         case 0x80:
             // A start: of a new access unit after the last one's marker (as `consume` begins
-            // one: no gap, not joining), or of the next NAL unit of this one.
+            // one with no gap before it), or of the next NAL unit of this one.
             if assembling {
                 guard assembly.timestamp == header.timestamp, !assembly.abandoned, assembly.openFragment == nil,
                       assembly.byteCount + data.count + 2 <= maxAccessUnitSize else { return false }
