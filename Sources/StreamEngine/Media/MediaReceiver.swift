@@ -210,12 +210,6 @@ private struct ReceiveLoopHandler: DatagramHandler {
     let checkInterval: Int64
     /// The deadlines' most slack (`MediaReceiver.slackLimit`), worked out once likewise.
     let slackLimit: Int64
-    /// The session sends feedback: without it, it has no deadlines (`nextDeadline` is nil), and
-    /// its `nextDeadline` is not read. Inlined into the loop, that read loaded the fields of
-    /// every branch and copied the multicast report timing (144 B) before its first test, twice
-    /// per wake-up: ~200 instructions and ~20 lines of the session's memory (results/profile.md
-    /// section 39).
-    let feedback: Bool
 
     init(receiver: MediaReceiver, loop: DatagramReceiveLoop, session: ReceiveSession, srtp: SRTPEndpoint?,
          feedbackSocket: UDPSocket, frameLimit: Int?, onAccessUnit: @escaping (DepacketizedAccessUnit) -> Void) {
@@ -224,7 +218,6 @@ private struct ReceiveLoopHandler: DatagramHandler {
         let config = receiver.config
         checkInterval = min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000))
         slackLimit = MediaReceiver.slackLimit(reportInterval: config.reportInterval)
-        feedback = config.feedback
     }
 
     // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or
@@ -234,7 +227,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
         // only to publish what the last datagrams changed, then rests. A stop request wakes it
         // (`MediaReceiver.stop`), and datagrams do: a receiver waiting for its stream woke 100
         // times a second, ~60 µs of CPU each on this project's VMs (results/profile.md section 36).
-        guard feedback, let deadline = session.nextDeadline else {
+        guard let deadline = session.nextDeadline else {
             return handledSincePublish ? checkInterval : Self.idleWait
         }
         guard config.retransmission else { return checkInterval }
@@ -255,7 +248,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
     mutating func tick() {
         let wakeTime = clock.wakeTime
         clock.wokeUp()
-        if feedback, let deadline = session.nextDeadline {
+        if let deadline = session.nextDeadline {
             let now = realtimeNanoseconds()
             if now >= deadline {
                 session.handleTimeout(now: now)

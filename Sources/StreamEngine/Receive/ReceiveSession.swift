@@ -453,26 +453,32 @@ public struct ReceiveSession: Sendable {
     }
 
     /// When `handleTimeout` has something to do next, if anything: nil before a stream is
-    /// locked or without feedback. May be in the past.
+    /// locked or without feedback. May be in the past. Read on a `var` session (it changes
+    /// nothing; see below).
     // Inlined: called out of line on a session held in another value, the whole session
     // (~2.7 KB) was copied to the stack for each call, once per wake-up of a receive loop
-    // (results/profile.md section 31).
+    // (results/profile.md section 31). A `mutating get`, though it changes nothing: read in
+    // place, not as a value, so the fields are loaded where they are tested; as a plain getter,
+    // inlined into the loop, ~20 fields of every branch were loaded and the multicast timing
+    // (144 B) copied before the first test, twice per wake-up (section 39).
     @inline(__always)
     public var nextDeadline: Int64? {
-        guard config.feedback, lockedSSRC != nil, sourceIsLocked else { return nil }
-        if feedback.isFull { return Int64.min }
-        if let multicastTiming {
-            return feedback.pictureLossPending ? Int64.min : multicastTiming.nextDeadline
+        mutating get {
+            guard config.feedback, lockedSSRC != nil, sourceIsLocked else { return nil }
+            if feedback.isFull { return Int64.min }
+            if let multicastTiming {
+                return feedback.pictureLossPending ? Int64.min : multicastTiming.nextDeadline
+            }
+            let wait = feedback.hasNews ? min(reportInterval, Self.maxReportInterval) : Self.maxReportInterval
+            var deadline = lastReport + wait
+            if recovers {
+                if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
+                if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
+                if let release = recovery.frames.nextRelease(latency: recovery.latency) { deadline = min(deadline, release) }
+                if let tail = recovery.tailDeadline { deadline = min(deadline, tail) }
+            }
+            return deadline
         }
-        let wait = feedback.hasNews ? min(reportInterval, Self.maxReportInterval) : Self.maxReportInterval
-        var deadline = lastReport + wait
-        if recovers {
-            if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
-            if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
-            if let release = recovery.frames.nextRelease(latency: recovery.latency) { deadline = min(deadline, release) }
-            if let tail = recovery.tailDeadline { deadline = min(deadline, tail) }
-        }
-        return deadline
     }
 
     /// The stream ends: gives up every gap, outputs what is left and, with feedback, the last
