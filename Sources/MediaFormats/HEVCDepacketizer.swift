@@ -355,8 +355,7 @@ public struct HEVCDepacketizer: Sendable {
                       assembly.byteCount + data.count + 2 <= maxAccessUnitSize else { return false }
             } else {
                 guard data.count + 2 <= maxAccessUnitSize else { return false }
-                assembly = Assembly(timestamp: header.timestamp, nalUnits: spareLists.popLast() ?? [],
-                                    firstSequence: sequence, lastSequence: sequence)
+                beginAssembly(timestamp: header.timestamp, sequence: sequence)
             }
             assembly.discarding = .none
             assembly.byteCount += data.count + 2
@@ -582,9 +581,8 @@ public struct HEVCDepacketizer: Sendable {
             startDamaged = true
         }
         if !continuing {
-            assembly = Assembly(timestamp: packet.timestamp, nalUnits: spareLists.popLast() ?? [],
-                                firstSequence: packet.sequence, lastSequence: packet.sequence,
-                                missing: startMissing, damaged: startDamaged)
+            beginAssembly(timestamp: packet.timestamp, sequence: packet.sequence, missing: startMissing,
+                          damaged: startDamaged)
             if startDamaged || joining { assembly.discarding = .afterGap }
         }
         joining = false
@@ -595,6 +593,13 @@ public struct HEVCDepacketizer: Sendable {
                        spares: &spareNALUnits, limit: maxAccessUnitSize)
         }
         if packet.marker { emit(takeAssembly(), into: &output) }
+    }
+
+    /// Begins a new access unit under assembly at `sequence`, in a list of NAL units given back
+    /// (`recycle`) when there is one.
+    private mutating func beginAssembly(timestamp: UInt32, sequence: Int64, missing: Int = 0, damaged: Bool = false) {
+        assembly = Assembly(timestamp: timestamp, nalUnits: spareLists.popLast() ?? [], firstSequence: sequence,
+                            lastSequence: sequence, missing: missing, damaged: damaged)
     }
 
     /// The access unit under assembly, leaving an empty one in its place.

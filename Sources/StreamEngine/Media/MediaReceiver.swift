@@ -227,9 +227,7 @@ private struct ReceiveLoopHandler: DatagramHandler {
         // only to publish what the last datagrams changed, then rests. A stop request wakes it
         // (`MediaReceiver.stop`), and datagrams do: a receiver waiting for its stream woke 100
         // times a second, ~60 µs of CPU each on this project's VMs (results/profile.md section 36).
-        guard let deadline = session.nextDeadline else {
-            return handledSincePublish ? checkInterval : Self.idleWait
-        }
+        guard let deadline = session.nextDeadline else { return handledSincePublish ? checkInterval : Self.idleWait }
         guard config.retransmission else { return checkInterval }
         let now = realtimeNanoseconds()
         // Past (or Int64.min: feedback to send now): at once.

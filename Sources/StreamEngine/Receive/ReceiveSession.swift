@@ -354,8 +354,7 @@ public struct ReceiveSession: Sendable {
               var last = lastAcceptedTimestamp, timestampJumpCandidate == nil, sequenceJumpCandidate == nil,
               !(config.rtcpMux && (64...95).contains(payloadType)), let base = segments.baseAddress else { return start }
         let ecn = TrafficMark.ecnBits(of: tos)
-        // As `accept`: 90 kHz units at 10 us resolution.
-        let arrival90kHz = UInt32(truncatingIfNeeded: arrival / 100_000 * 9)
+        let arrival90kHz = Self.in90kHz(arrival)
         var offset = start
         var taken = 0
         while offset < segments.count {
@@ -602,8 +601,7 @@ public struct ReceiveSession: Sendable {
                 return
             }
         }
-        // 90 kHz units, at 10 us resolution (no overflow for any realtime clock value).
-        let arrival90kHz = UInt32(truncatingIfNeeded: arrival / 100_000 * 9)
+        let arrival90kHz = Self.in90kHz(arrival)
         var tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: arrival90kHz)
         switch tracked.outcome {
         case .sequenceJump, .late:
@@ -636,6 +634,12 @@ public struct ReceiveSession: Sendable {
         feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
         if recovers { askForRetransmissions(now: now) }
+    }
+
+    /// An arrival time (nanoseconds) in 90 kHz units, at 10 us resolution (no overflow for any
+    /// realtime clock value), as the sequence tracker's jitter takes it.
+    private static func in90kHz(_ arrival: Int64) -> UInt32 {
+        UInt32(truncatingIfNeeded: arrival / 100_000 * 9)
     }
 
     /// `count` more accepted packets marked `tos`: into the open run of one mark, or the open
