@@ -114,13 +114,18 @@ import UringIO
 
         /// The RFC 4588 retransmission of `original`.
         mutating func rtx(of original: [UInt8]) -> [UInt8] {
-            let parsed = try! RTPHeader.parse(original)
             rtxSequence &+= 1
-            let header = RTPHeader(marker: parsed.header.marker, payloadType: 97, sequenceNumber: rtxSequence,
-                                   timestamp: parsed.header.timestamp, ssrc: LossRecoveryTests.rtxSSRC)
-            let sequence = parsed.header.sequenceNumber
-            return header.bytes + [UInt8(sequence >> 8), UInt8(sequence & 0xff)] + original[parsed.payloadRange]
+            return LossRecoveryTests.rtx(of: original, sequence: rtxSequence)
         }
+    }
+
+    /// The RFC 4588 retransmission of `original`, numbered `sequence` on the RTX stream.
+    static func rtx(of original: [UInt8], sequence rtxSequence: UInt16) -> [UInt8] {
+        let parsed = try! RTPHeader.parse(original)
+        let header = RTPHeader(marker: parsed.header.marker, payloadType: 97, sequenceNumber: rtxSequence,
+                               timestamp: parsed.header.timestamp, ssrc: Self.rtxSSRC)
+        let sequence = parsed.header.sequenceNumber
+        return header.bytes + [UInt8(sequence >> 8), UInt8(sequence & 0xff)] + original[parsed.payloadRange]
     }
 
     static func stream(frames: Int) -> [Frame] { ReceiveSessionTests.stream(frames: frames, keyframeEvery: 15) }
@@ -361,6 +366,25 @@ import UringIO
         #expect(link.asked.map(\.sequence) == [1012])
         #expect(stats.lost == 1 && stats.recovered == 1 && stats.rtxReceived == 1)
         #expect(ReceiveSessionTests.same(link.units, frames))
+    }
+
+    /// A sender that restarts its sequence numbers (twice, back to where a packet recovered on the
+    /// media SSRC was): the new stream's packet of that number is an original, not a second answer.
+    @Test func aRecoveredNumberIsForgottenWhenTheSequenceRestarts() {
+        let first = ReceiveSessionTests.stream(frames: 20, firstSequence: 10_000)
+        let restart = ReceiveSessionTests.stream(frames: 2, firstSequence: 5_000, firstTimestamp: 90_000 + 20 * 3000)
+        let again = ReceiveSessionTests.stream(frames: 20, firstSequence: 10_005, firstTimestamp: 90_000 + 22 * 3000)
+        var link = Link(rtxDelay: 5 * Self.millisecond)
+        link.sameSSRC = true
+        link.send(first.flatMap(\.datagrams), drop: [8])  // 10008: asked for, resent, recovered
+        link.run(quiet: 100 * Self.millisecond, finish: false)
+        #expect(link.stats.recovered == 1)
+        link.send(restart.flatMap(\.datagrams) + again.flatMap(\.datagrams))  // 10008 again, an original
+        link.run()
+        let stats = link.stats
+        #expect(ReceiveSessionTests.same(link.units, first + restart + again))
+        #expect(stats.recovered == 1 && stats.rtxReceived == 1 && stats.rtxDuplicate == 0)
+        #expect(link.asked.map(\.sequence) == [10_008])
     }
 
     @Test func aSecondSameSSRCAnswerIsADuplicateNotAnOriginal() {

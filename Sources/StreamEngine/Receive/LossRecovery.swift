@@ -164,8 +164,18 @@ struct LossRecovery: Sendable {
     /// The stream ends or restarts: no tail is waited for.
     mutating func forgetTail() { (tailThrough, tailDeadline) = (nil, nil) }
 
-    /// A new sequence (the sender restarted): no tail of the old one counts.
-    mutating func forgetGivenUpTail() { givenUpTailThrough = nil }
+    /// The sender restarted its sequence numbers: what waited goes out into `released`, and
+    /// nothing numbered in the old sequence is asked for, waited for or taken for a recovered
+    /// packet again (the new sequence's numbers may be the old ones: a packet of the new stream
+    /// numbered as one recovered before is an original, not a second answer).
+    mutating func restartSequence(into released: inout [PlayoutBuffer.Packet]) {
+        playout.flush(into: &released)
+        nack.forget(through: Int64.max)
+        forgetTail()
+        givenUpTailThrough = nil
+        recoveredSequences.removeAll()
+        recoveredOrder.removeAll()
+    }
 
     /// A retransmission into the playout buffer if its gap still waits; the RTT is measured
     /// from a packet asked for once.

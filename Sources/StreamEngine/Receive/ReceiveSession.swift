@@ -672,10 +672,7 @@ public struct ReceiveSession: Sendable {
         var released: [PlayoutBuffer.Packet] = []
         if tracked.outcome == .restarted {
             // A new sequence: what waited for the old one goes out first, and nothing of it is asked for again.
-            recovery.playout.flush(into: &released)
-            recovery.nack.forget(through: Int64.max)
-            recovery.forgetTail()
-            recovery.forgetGivenUpTail()
+            recovery.restartSequence(into: &released)
             pushReleased(released, now: now)
             released.removeAll()
             emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
