@@ -23,27 +23,48 @@ import UringIO
 
     /// The stream of `frames` frames as a receiver may see it: packets lost, duplicated, swapped,
     /// foreign (another SSRC, another payload type, another address), malformed (version 0, a
-    /// padding byte, a header extension, empty), a sequence restart and an RTP clock jump partway, and
-    /// then cut into completions of up to `maxSegments` datagrams.
-    static func completions(frames: Int, seed: UInt64, damage: Bool, maxSegments: Int) -> [Completion] {
+    /// padding byte, a header extension, empty), a sequence restart and an RTP clock jump partway,
+    /// half the lost packets resent 3 to 40 packets later (unchanged on the media SSRC for odd
+    /// seeds, as RFC 4588 retransmissions for even ones), and then cut into completions of up to
+    /// `maxSegments` datagrams. With `lossOnly`, the only damage is one packet in 60 lost and
+    /// every one of them resent so.
+    static func completions(frames: Int, seed: UInt64, damage: Bool, lossOnly: Bool = false,
+                            maxSegments: Int) -> [Completion] {
         var rng = SplitMix64(seed: seed)
         var packets = Tests.stream(frames: frames, seed: seed).flatMap(\.datagrams)
         if damage {
             // A restart of the sequence numbers from the middle on, and a later clock jump.
-            for index in packets.count / 2..<packets.count {
+            for index in packets.count / 2..<packets.count where !lossOnly {
                 let sequence = (UInt16(packets[index][2]) << 8 | UInt16(packets[index][3])) &+ 20_000
                 packets[index][2] = UInt8(sequence >> 8)
                 packets[index][3] = UInt8(truncatingIfNeeded: sequence)
             }
-            for index in packets.count * 3 / 4..<packets.count {
+            for index in packets.count * 3 / 4..<packets.count where !lossOnly {
                 packets[index][4] &+= 0x40  // + 2^30 ticks: far from the stream's clock
             }
             var damaged: [[UInt8]] = []
+            // Resends drawn apart, so the other damage is what it was before they were added.
+            var resendRNG = SplitMix64(seed: seed &+ 0x5EED)
+            var resends: [(due: Int, datagram: [UInt8])] = []
+            var rtxSequence: UInt16 = 500
             for (index, packet) in packets.enumerated() {
+                while let first = resends.first, first.due <= index {
+                    damaged.append(resends.removeFirst().datagram)
+                }
                 // Every kind of damage in turn at every tenth packet, and at random besides.
-                let roll = index % 10 == 5 ? index / 10 % 14 : Int.random(in: 0..<100, using: &rng)
+                let roll = lossOnly ? (index % 60 == 30 ? 0 : 99)
+                                    : index % 10 == 5 ? index / 10 % 14 : Int.random(in: 0..<100, using: &rng)
                 switch roll {
-                case 0..<4: continue  // lost
+                case 0..<4:  // lost, and perhaps resent later
+                    guard lossOnly || Bool.random(using: &resendRNG) else { continue }
+                    var resent = packet
+                    if seed % 2 == 0 {
+                        rtxSequence &+= 1
+                        resent = LossRecoveryTests.rtx(of: packet, sequence: rtxSequence)
+                    }
+                    resends.append((index + Int.random(in: 3...40, using: &resendRNG), resent))
+                    resends.sort { $0.due < $1.due }
+                    continue
                 case 4..<6: damaged += [packet, packet]  // duplicated
                 case 6..<8:  // swapped with the one before
                     let previous = damaged.popLast()
@@ -76,7 +97,7 @@ import UringIO
                 default: damaged.append(packet)
                 }
             }
-            packets = damaged
+            packets = damaged + resends.map(\.datagram)
         }
         var completions: [Completion] = []
         var index = 0
@@ -90,7 +111,7 @@ import UringIO
                 datagrams.append(packets[index])
                 index += 1
             }
-            let stranger = damage && Int.random(in: 0..<40, using: &rng) == 0
+            let stranger = damage && !lossOnly && Int.random(in: 0..<40, using: &rng) == 0
             completions.append(Completion(
                 datagrams: datagrams, source: stranger ? Tests.stranger : Tests.sender,
                 tos: [0x00, 0x01, 0x02, 0xB8 | 0x01][Int.random(in: 0..<4, using: &rng)],
@@ -148,8 +169,8 @@ import UringIO
                 grouped.handleTimeout(now: now)
                 drain(&grouped, into: &groupedEvents)
             }
-            guard single.stats == grouped.stats, singleEvents == groupedEvents else {
-                Issue.record("completion \(number) of \(completions.count): stats or outputs differ")
+            guard single.stats == grouped.stats, singleEvents == groupedEvents, single.nackTokens == grouped.nackTokens else {
+                Issue.record("completion \(number) of \(completions.count): stats, outputs or NACK budget differ")
                 return nil
             }
         }
@@ -157,8 +178,8 @@ import UringIO
         grouped.finish(now: now + Tests.millisecond)
         drain(&single, into: &singleEvents)
         drain(&grouped, into: &groupedEvents)
-        guard single.stats == grouped.stats, singleEvents == groupedEvents else {
-            Issue.record("at the end: stats or outputs differ")
+        guard single.stats == grouped.stats, singleEvents == groupedEvents, single.nackTokens == grouped.nackTokens else {
+            Issue.record("at the end: stats, outputs or NACK budget differ")
             return nil
         }
         return (grouped.stats, groupedEvents, grouped.runPackets)
@@ -172,11 +193,13 @@ import UringIO
         return config
     }
 
-    @Test("an intact stream: every frame out whole, every packet after the first taken in runs", arguments: [false, true])
-    func intactStream(feedback: Bool) throws {
+    @Test("an intact stream: every frame out whole, every packet after the first taken in runs",
+          arguments: [(false, false), (true, false), (true, true)])
+    func intactStream(feedback: Bool, retransmission: Bool) throws {
         let frames = Tests.stream(frames: 40, seed: 7)
         let completions = Self.completions(frames: 40, seed: 7, damage: false, maxSegments: 64)
-        let (stats, events, runPackets) = try #require(Self.compare(completions, config: Self.config(feedback: feedback)))
+        let config = Self.config(feedback: feedback, retransmission: retransmission)
+        let (stats, events, runPackets) = try #require(Self.compare(completions, config: config))
         let units = events.compactMap { if case .unit(let unit) = $0 { unit } else { nil } }
         #expect(Tests.same(units, frames))
         #expect(stats.received == Tests.packetCount(frames))
@@ -197,13 +220,35 @@ import UringIO
             let completions = Self.completions(frames: 80, seed: seed, damage: true, maxSegments: 24)
             let config = Self.config(feedback: feedback, retransmission: retransmission, rtcpMux: rtcpMux)
             let (stats, _, runPackets) = try #require(Self.compare(completions, config: config))
-            // The damage is there to be seen, and runs were taken through it (none with loss
-            // recovery, which takes each packet its own way).
+            // The damage is there to be seen, and runs were taken through it (with loss recovery
+            // only while nothing is missing: fewer).
             #expect(stats.lost > 0 && stats.duplicate > 0 && stats.rejected[.foreignSSRC, default: 0] > 0)
             #expect(stats.rejected[.rtp(.badVersion), default: 0] > 0 && stats.timestampRestarts >= 1)
             #expect(stats.rejected[.rtp(.tooShort), default: 0] > 0)  // the empty datagrams
             #expect(stats.framesComplete > 0 && stats.framesIncomplete > 0)
-            #expect(retransmission ? runPackets == 0 : runPackets > stats.received / 4)
+            #expect(runPackets > (retransmission ? 0 : stats.received / 4))
+            // With loss recovery the resent packets filled gaps, on the media SSRC (odd seeds) or as RTX (even).
+            #expect(retransmission ? stats.recovered > 0 && stats.rtxReceived > 0 : stats.recovered == 0)
+        }
+    }
+
+    @Test("losses resent and recovered: every frame out whole, runs taken between the gaps")
+    func recoveredLosses() throws {
+        for seed: UInt64 in 1...4 {
+            let frames = Tests.stream(frames: 120, seed: seed)
+            let completions = Self.completions(frames: 120, seed: seed, damage: true, lossOnly: true, maxSegments: 24)
+            let config = Self.config(feedback: true, retransmission: true)
+            let (stats, events, runPackets) = try #require(Self.compare(completions, config: config))
+            let units = events.compactMap { if case .unit(let unit) = $0 { unit } else { nil } }
+            // One packet in 60 lost, each resent within 40 packets: well within the playout latency
+            // (at least 50 ms), so every one is recovered and every frame comes out whole.
+            let losses = (Tests.packetCount(frames) + 29) / 60
+            #expect(losses >= 4)
+            #expect(stats.recovered == losses && stats.rtxReceived == losses && stats.lost == losses)
+            #expect(Tests.same(units, frames))
+            #expect(units.allSatisfy { $0.isComplete && $0.followsIntactChain })
+            // Runs resume once a gap is filled: most packets between the gaps come in runs.
+            #expect(runPackets > stats.received / 4)
         }
     }
 }

@@ -130,6 +130,16 @@ struct LossRecovery: Sendable {
         return true
     }
 
+    /// Whether every packet following `highest` in sequence (the receive tracker's highest
+    /// extended sequence number) would be released at once and alone (`releaseInOrder`) with
+    /// nothing to ask for: the buffer's highest is `highest`, nothing is held or missing and no
+    /// ask is pending. Then a run of such packets changes nothing here but the two numbers
+    /// `releaseInOrder` moves on, and `due` has nothing to give.
+    func isCaughtUp(at highest: Int64) -> Bool {
+        playout.nextSequence == highest + 1 && playout.highestSequence == highest && playout.heldCount == 0
+            && playout.deadlines.isEmpty && nack.asks.isEmpty
+    }
+
     /// The sender's report says it sent packets through `last`, past the highest that came:
     /// missing like a gap (deadline: the report's arrival + the latency), asked for.
     mutating func expectTail(through last: Int64, arrival: Int64, now: Int64) {

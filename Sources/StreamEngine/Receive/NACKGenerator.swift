@@ -36,7 +36,8 @@ struct NACKGenerator: Sendable {
     var burst = 1500.0
 
     private(set) var asks: [Int64: Ask] = [:]
-    private var tokens = 1500.0
+    /// NACK bytes the budget can pay now.
+    private(set) var tokens = 1500.0
     /// Sequence numbers asked for (each ask of each one).
     private(set) var requested = 0
     /// Sequence numbers dropped from the list because no answer could arrive in time.

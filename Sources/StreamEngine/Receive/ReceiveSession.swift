@@ -146,6 +146,8 @@ public struct ReceiveSession: Sendable {
     private var releasedScratch: [PlayoutBuffer.Packet] = []
     /// Packets taken in runs (`takeRun`), for tests: that the runs were taken at all.
     private(set) var runPackets = 0
+    /// The NACK byte budget left, for tests: runs fill it as `accept` does.
+    var nackTokens: Double { recovery.nack.tokens }
     /// With a multicast `listen` group and feedback: when the regular reports go.
     private var multicastTiming: MulticastReportTiming?
     /// `multicastTiming != nil`, fixed at init (per packet, as `recovers`).
@@ -339,22 +341,29 @@ public struct ReceiveSession: Sendable {
 
     /// Takes the datagrams from `start` on while each is the stream's next packet, as
     /// `handleDatagram` and `accept` would; returns the offset of the first datagram not taken.
-    /// What `handleDatagram` checks per packet is checked here once for the run: no loss recovery
-    /// or group reports (both take every packet their own way), the stream locked, no packet kept
-    /// aside as the start of a new clock or a new sequence, the payload type not one RTCP
-    /// multiplexing would claim, the completion's source the stream's (compared once per
-    /// completion, where `handleDatagram` compares it: at its first valid RTP packet); per packet
-    /// only its header (fixed 12 bytes: version 2, no padding, extension or CSRC), its SSRC and
-    /// payload type, a timestamp near the last one and the next sequence number
-    /// (`RTPSequenceTracker.trackNext`).
+    /// What `handleDatagram` checks per packet is checked here once for the run: no group reports
+    /// (they take every packet their own way), with loss recovery nothing held, missing or asked
+    /// for (`LossRecovery.isCaughtUp`: no packet of the run is then a retransmission on the media
+    /// SSRC, each is released at once and no NACK comes due), the stream locked, no packet kept aside as the start of a
+    /// new clock or a new sequence, the payload type not one RTCP multiplexing would claim, the
+    /// completion's source the stream's (compared once per completion, where `handleDatagram`
+    /// compares it: at its first valid RTP packet); per packet only its header (fixed 12 bytes:
+    /// version 2, no padding, extension or CSRC), its SSRC and payload type, a timestamp near the
+    /// last one and the next sequence number (`RTPSequenceTracker.trackNext`).
     private mutating func takeRun(_ segments: UnsafeRawBufferPointer, from start: Int, segmentSize: Int,
                                   source: () -> SocketAddress?, tos: UInt8, arrival: Int64, now: Int64,
                                   completion: Int) -> Int {
-        guard !recovers, !reportsToGroup, sourceIsLocked, let ssrc = lockedSSRC, let payloadType = lockedPayloadType,
+        guard !reportsToGroup, sourceIsLocked, let ssrc = lockedSSRC, let payloadType = lockedPayloadType,
               var last = lastAcceptedTimestamp, timestampJumpCandidate == nil, sequenceJumpCandidate == nil,
               !(config.rtcpMux && (64...95).contains(payloadType)), let base = segments.baseAddress else { return start }
+        if recovers {
+            // Loss recovery with nothing held, missing or asked for: each next packet is released
+            // at once and alone (`push`'s usual case), and no NACK comes due (`accept`'s ask).
+            guard let highest = tracker.extendedHighestSequence, recovery.isCaughtUp(at: Int64(highest)) else { return start }
+        }
         let ecn = TrafficMark.ecnBits(of: tos)
         let arrival90kHz = Self.in90kHz(arrival)
+        let frameArrival = arrival > 0 ? arrival : now
         var offset = start
         var taken = 0
         while offset < segments.count {
@@ -375,6 +384,17 @@ public struct ReceiveSession: Sendable {
             taken += 1
             last = header.timestamp
             feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
+            if recovers {
+                // As `accept` and `push` with loss recovery, in one place.
+                recovery.nack.noteMediaBytes(count)
+                recovery.jitter = tracker.jitter
+                // Not a retransmission on the media SSRC (`accept`'s first test): nothing is
+                // missing, and every number recovered is below the next (`restartSequence`).
+                assert(!recovery.isSameSSRCRetransmission(extended), "a caught-up stream's next packet is an original")
+                recovery.frames.noteArrival(timestamp: header.timestamp, arrival: frameArrival)
+                let released = recovery.releaseInOrder(extended)
+                assert(released, "a caught-up playout buffer releases the next packet at once")
+            }
             let body = UnsafeRawBufferPointer(start: packet + RTPHeader.fixedSize, count: count - RTPHeader.fixedSize)
             if !depacketizer.pushFragment(header, payload: body, sequence: extended, into: &depacketized) {
                 depacketizer.push(header, payload: body, tracked: .init(outcome: .inOrder, extendedSequence: extended),
