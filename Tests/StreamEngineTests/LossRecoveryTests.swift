@@ -387,6 +387,43 @@ import UringIO
         #expect(link.asked.map(\.sequence) == [10_008])
     }
 
+    /// Frames wait for their playout time while later ones arrive (the usual state with loss
+    /// recovery): a frame handed out is not kept behind by the playout, so the NAL units the
+    /// caller gives back (`recycle`) are rebuilt in place, as `MediaReceiver` gives them back.
+    /// A copy kept behind made every one given back be reallocated on its first write.
+    @Test func framesGivenBackAreRebuiltInPlaceWhileOthersWait() {
+        let frames = ReceiveSessionTests.stream(frames: 60, keyframeEvery: 30)
+        var link = Link(latency: .milliseconds(50))
+        var givenBack: Set<UnsafeRawPointer> = []
+        var (reused, built, maxWaiting) = (0, 0, 0)
+        for (index, frame) in frames.enumerated() {
+            for datagram in frame.datagrams {
+                link.harness.deliver(datagram, step: index == 0 ? 0 : 10 * Self.millisecond / Int64(frame.datagrams.count))
+            }
+            maxWaiting = max(maxWaiting, link.harness.session.waitingFrames)
+            var delivered: [[[UInt8]]] = []
+            while var unit = link.harness.units.popLast() {
+                // Fragmented NAL units (larger than a packet) are built in the buffers given back.
+                for nal in unit.nalUnits where nal.count > 1200 {
+                    let address = nal.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) }
+                    if index >= 10 {
+                        built += 1
+                        if givenBack.contains(address) { reused += 1 }
+                    }
+                    givenBack.insert(address)
+                }
+                delivered.append(unit.nalUnits)
+                unit.nalUnits = []
+            }
+            while var nalUnits = delivered.popLast() { link.harness.session.recycle(&nalUnits) }
+        }
+        // Four or five frames wait at 10 ms apart and 50 ms of latency.
+        #expect(maxWaiting >= 4)
+        #expect(built > 30)
+        // Most (the others grew past a buffer's room); none at all while a copy was kept behind.
+        #expect(reused * 2 > built, "\(reused) of \(built) NAL units built in a buffer given back")
+    }
+
     @Test func aSecondSameSSRCAnswerIsADuplicateNotAnOriginal() {
         let frames = Self.stream(frames: 10)
         let datagrams = frames.flatMap(\.datagrams)

@@ -13,8 +13,16 @@ import MediaFormats
 struct FramePlayout: Sendable {
     /// The earliest arrival of a packet of each frame not yet out, by RTP timestamp.
     private var firstArrivals: [UInt32: Int64] = [:]
-    /// Frames out of the depacketizer, waiting for their playout time, oldest first.
-    private var waiting: [(unit: DepacketizedAccessUnit, firstArrival: Int64)] = []
+    /// A frame out of the depacketizer and the arrival of its first packet; its unit is taken
+    /// out (nil) when released.
+    private struct Waiting {
+        var unit: DepacketizedAccessUnit?
+        let firstArrival: Int64
+    }
+
+    /// Frames waiting for their playout time, oldest first, from `head` on (those before it
+    /// were released, their units taken out).
+    private var waiting: [Waiting] = []
     private var head = 0
     /// Delay from the first packet's arrival to release, per frame (milliseconds).
     private(set) var addedLatency = RTTDistribution()
@@ -54,7 +62,7 @@ struct FramePlayout: Sendable {
         for timestamp in firstArrivals.keys where Int32(bitPattern: timestamp &- unit.timestamp) < 0 {
             firstArrivals[timestamp] = nil
         }
-        waiting.append((unit, first))
+        waiting.append(Waiting(unit: unit, firstArrival: first))
     }
 
     /// When the oldest waiting frame is due, with `latency`; nil when none waits.
@@ -67,10 +75,13 @@ struct FramePlayout: Sendable {
     mutating func release(now: Int64, latency: Int64, all: Bool = false,
                           into output: (consuming DepacketizedAccessUnit) -> Void) {
         while head < waiting.count, all || waiting[head].firstArrival + latency <= now {
-            // The last one waiting (usually the only one) is moved out, not copied; the
-            // others are left behind `head` until the list is cleared below.
-            let (unit, first) = head == waiting.count - 1 ? waiting.removeLast() : waiting[head]
-            if head < waiting.count { head += 1 }
+            // Moved out, not copied: a copy left behind `head` kept the frame's arrays alive
+            // (and shared) until the list was compacted, so every array the caller gave back
+            // for reuse was reallocated on its first write: a new allocation per NAL unit, its pages
+            // faulted in (results/profile.md section 40).
+            let unit = waiting[head].unit.take()!
+            let first = waiting[head].firstArrival
+            head += 1
             let added = max(0, now - first)
             addedLatency.record(Double(added) / 1e6)
             maxAddedLatency = max(maxAddedLatency, added)

@@ -146,6 +146,8 @@ public struct ReceiveSession: Sendable {
     private var releasedScratch: [PlayoutBuffer.Packet] = []
     /// Packets taken in runs (`takeRun`), for tests: that the runs were taken at all.
     private(set) var runPackets = 0
+    /// Frames waiting for their playout time, for tests.
+    var waitingFrames: Int { recovery.frames.waitingCount }
     /// The NACK byte budget left, for tests: runs fill it as `accept` does.
     var nackTokens: Double { recovery.nack.tokens }
     /// With a multicast `listen` group and feedback: when the regular reports go.
