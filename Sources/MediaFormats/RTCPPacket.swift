@@ -233,17 +233,29 @@ public struct RTCPCompoundBuilder: Sendable {
     /// Makes an empty builder.
     public init() {}
 
+    /// Makes an empty builder with room for `capacity` bytes: a compound packet of about that
+    /// size is built without growing its bytes again and again.
+    public init(reservingCapacity capacity: Int) {
+        bytes.reserveCapacity(capacity)
+    }
+
     /// Appends one packet (`.unknown` appends nothing).
     public mutating func append(_ packet: RTCPPacket) {
         packet.serialize(into: &bytes)
     }
 
+    /// Appends packets serialized before (the bytes of a compound packet this builder or
+    /// `build` made): one that goes unchanged into every report, such as its SDES, is
+    /// serialized once.
+    public mutating func append(serialized compound: [UInt8]) {
+        bytes.append(contentsOf: compound)
+    }
+
     /// Serializes `packets` back to back into one compound packet.
     public static func build(_ packets: [RTCPPacket]) -> [UInt8] {
-        var builder = RTCPCompoundBuilder()
         // A receiver's compound report is about 1 KB at most (`ReceiverFeedback`): grown once,
         // not at every doubling of its bytes appended one by one.
-        builder.bytes.reserveCapacity(1280)
+        var builder = RTCPCompoundBuilder(reservingCapacity: 1280)
         for packet in packets { builder.append(packet) }
         return builder.bytes
     }

@@ -47,15 +47,15 @@ struct ReceiverFeedback: Sendable {
 
     /// The CNAME every report carries after its receiver report (RFC 3550 6.1).
     let cname: String
-    /// Its SDES packet, built once.
-    private let sourceDescription: RTCPPacket
+    /// Its SDES packet, serialized once.
+    private let sourceDescription: [UInt8]
 
     /// Makes the feedback state of a receiver with SSRC `ssrc` (and CNAME `cname`: by default
     /// a random one, RFC 7022).
     init(ssrc: UInt32, cname: String = RTCPSourceDescription.randomCNAME(), maxPending: Int = 8192) {
         self.ssrc = ssrc
         self.cname = cname
-        sourceDescription = .sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: cname))
+        sourceDescription = RTCPCompoundBuilder.build([.sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: cname))])
         self.maxPending = maxPending
     }
 
@@ -160,11 +160,13 @@ struct ReceiverFeedback: Sendable {
                                      tracker: inout RTPSequenceTracker) -> [UInt8] {
         reportsBuilt += 1
         let nowNTP = NTPTime(unixSeconds: now / 1_000_000_000, nanoseconds: UInt32(now % 1_000_000_000))
-        var packets: [RTCPPacket] = []
+        // Serialized packet by packet into one buffer (a list of the packets grew, copied and
+        // released them at every report: results/profile.md section 40).
+        var packets = RTCPCompoundBuilder(reservingCapacity: 1280)
         let delay = lastSRCompact == 0 ? 0 : UInt32(clamping: (now - lastSRArrival) * 65_536 / 1_000_000_000)
         let block = tracker.makeReportBlock(ssrc: mediaSSRC, lastSR: lastSRCompact, delaySinceLastSR: delay)
         packets.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reportBlocks: block.map { [$0] } ?? [])))
-        packets.append(sourceDescription)
+        packets.append(serialized: sourceDescription)
         var reports = Self.streamReports(pending, ssrc: mediaSSRC, now: now)
         if let rtxSSRC, !retransmissionsPending.isEmpty {
             retransmissionsPending.sort { $0.sequence < $1.sequence }
@@ -191,7 +193,7 @@ struct ReceiverFeedback: Sendable {
             packets.append(.application(RTCPPathMTUConfirmation(senderSSRC: ssrc, entries: probesToConfirm).applicationPacket))
             probesToConfirm.removeAll()
         }
-        return RTCPCompoundBuilder.build(packets)
+        return packets.bytes
     }
 
     /// RFC 8888 stream reports of `arrivals` (sorted by sequence number) for `ssrc`: one per
