@@ -11,8 +11,10 @@ import MediaFormats
 /// Memory is bounded: the first arrivals of at most `maxFrames` frames, and the frames of
 /// one playout latency.
 struct FramePlayout: Sendable {
-    /// The earliest arrival of a packet of each frame not yet out, by RTP timestamp.
-    private var firstArrivals: [UInt32: Int64] = [:]
+    /// The earliest arrival of a packet of each frame not yet out, with its RTP timestamp: in a
+    /// stream in order, the frame under assembly and perhaps the next one's first packets. A list,
+    /// not a dictionary: a frame's lookups were three hashes of its timestamp.
+    private var firstArrivals: [(timestamp: UInt32, first: Int64)] = []
     /// A frame out of the depacketizer and the arrival of its first packet; its unit is taken
     /// out (nil) when released.
     private struct Waiting {
@@ -38,15 +40,16 @@ struct FramePlayout: Sendable {
     /// A packet of the frame with RTP timestamp `timestamp` arrived at `arrival`.
     mutating func noteArrival(timestamp: UInt32, arrival: Int64) {
         if let last = lastNoted, last.timestamp == timestamp, arrival >= last.first { return }
-        if let first = firstArrivals[timestamp] {
-            if arrival < first { firstArrivals[timestamp] = arrival }
-            lastNoted = (timestamp, min(first, arrival))
+        if let index = firstArrivals.firstIndex(where: { $0.timestamp == timestamp }) {
+            firstArrivals[index].first = min(firstArrivals[index].first, arrival)
+            lastNoted = firstArrivals[index]
             return
         }
-        if firstArrivals.count >= Self.maxFrames, let oldest = firstArrivals.min(by: { $0.value < $1.value }) {
-            firstArrivals[oldest.key] = nil
+        if firstArrivals.count >= Self.maxFrames,
+           let oldest = firstArrivals.indices.min(by: { firstArrivals[$0].first < firstArrivals[$1].first }) {
+            firstArrivals.remove(at: oldest)
         }
-        firstArrivals[timestamp] = arrival
+        firstArrivals.append((timestamp, arrival))
         lastNoted = (timestamp, arrival)
     }
 
@@ -57,11 +60,10 @@ struct FramePlayout: Sendable {
     /// earlier timestamps whose first arrival is still remembered never came out (rejected
     /// whole): forgotten.
     mutating func hold(_ unit: consuming DepacketizedAccessUnit, now: Int64) {
-        let first = firstArrivals.removeValue(forKey: unit.timestamp) ?? now
+        let timestamp = unit.timestamp
+        let first = firstArrivals.firstIndex { $0.timestamp == timestamp }.map { firstArrivals.remove(at: $0).first } ?? now
         if lastNoted != nil { lastNoted = nil }
-        for timestamp in firstArrivals.keys where Int32(bitPattern: timestamp &- unit.timestamp) < 0 {
-            firstArrivals[timestamp] = nil
-        }
+        if !firstArrivals.isEmpty { firstArrivals.removeAll { Int32(bitPattern: $0.timestamp &- timestamp) < 0 } }
         waiting.append(Waiting(unit: unit, firstArrival: first))
     }
 

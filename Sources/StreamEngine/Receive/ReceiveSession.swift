@@ -910,10 +910,12 @@ public struct ReceiveSession: Sendable {
     /// Outputs the frames whose playout time came (all of them with `all`).
     private mutating func releaseFrames(now: Int64, all: Bool = false) {
         let latency = recovery.latency
-        var released: [DepacketizedAccessUnit] = []
-        recovery.frames.release(now: now, latency: latency, all: all) { released.append($0) }
-        if released.count > 1 { released.reverse() }
-        while let unit = released.popLast() { outputs.append(.accessUnit(unit)) }
+        // Each frame moved straight into the outputs (a list of the frames released was
+        // allocated and freed per frame).
+        var out: [Output] = []
+        swap(&out, &outputs)
+        recovery.frames.release(now: now, latency: latency, all: all) { out.append(.accessUnit($0)) }
+        swap(&out, &outputs)
     }
 
     /// Whether `unit` starts an unbroken chain of references: a complete keyframe, and, for the
