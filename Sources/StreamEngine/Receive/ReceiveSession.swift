@@ -346,12 +346,13 @@ public struct ReceiveSession: Sendable {
     /// What `handleDatagram` checks per packet is checked here once for the run: no group reports
     /// (they take every packet their own way), with loss recovery nothing held, missing or asked
     /// for (`LossRecovery.isCaughtUp`: no packet of the run is then a retransmission on the media
-    /// SSRC, each is released at once and no NACK comes due), the stream locked, no packet kept aside as the start of a
-    /// new clock or a new sequence, the payload type not one RTCP multiplexing would claim, the
-    /// completion's source the stream's (compared once per completion, where `handleDatagram`
-    /// compares it: at its first valid RTP packet); per packet only its header (fixed 12 bytes:
-    /// version 2, no padding, extension or CSRC), its SSRC and payload type, a timestamp near the
-    /// last one and the next sequence number (`RTPSequenceTracker.trackNext`).
+    /// SSRC, each is released at once and no NACK comes due), the stream locked, no packet kept
+    /// aside as the start of a new clock or a new sequence, the payload type not one RTCP
+    /// multiplexing would claim, the completion's source the stream's (compared once per
+    /// completion, where `handleDatagram` compares it: at its first valid RTP packet); per packet
+    /// only its header (fixed 12 bytes: version 2, no padding, extension or CSRC), its SSRC and
+    /// payload type, a timestamp near the last one and the next sequence number
+    /// (`RTPSequenceTracker.trackNext`).
     private mutating func takeRun(_ segments: UnsafeRawBufferPointer, from start: Int, segmentSize: Int,
                                   source: () -> SocketAddress?, tos: UInt8, arrival: Int64, now: Int64,
                                   completion: Int) -> Int {
