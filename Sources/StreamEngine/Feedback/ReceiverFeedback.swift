@@ -162,11 +162,11 @@ struct ReceiverFeedback: Sendable {
         let nowNTP = NTPTime(unixSeconds: now / 1_000_000_000, nanoseconds: UInt32(now % 1_000_000_000))
         // Serialized packet by packet into one buffer (a list of the packets grew, copied and
         // released them at every report: results/profile.md section 40).
-        var packets = RTCPCompoundBuilder(reservingCapacity: 1280)
+        var compound = RTCPCompoundBuilder(reservingCapacity: 1280)
         let delay = lastSRCompact == 0 ? 0 : UInt32(clamping: (now - lastSRArrival) * 65_536 / 1_000_000_000)
         let block = tracker.makeReportBlock(ssrc: mediaSSRC, lastSR: lastSRCompact, delaySinceLastSR: delay)
-        packets.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reportBlocks: block.map { [$0] } ?? [])))
-        packets.append(serialized: sourceDescription)
+        compound.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reportBlocks: block.map { [$0] } ?? [])))
+        compound.append(serialized: sourceDescription)
         var reports = Self.streamReports(pending, ssrc: mediaSSRC, now: now)
         if let rtxSSRC, !retransmissionsPending.isEmpty {
             retransmissionsPending.sort { $0.sequence < $1.sequence }
@@ -174,26 +174,26 @@ struct ReceiverFeedback: Sendable {
             retransmissionsPending.removeAll(keepingCapacity: true)
         }
         if !reports.isEmpty {
-            packets.append(.congestionControlFeedback(RTCPCongestionControlFeedback(
+            compound.append(.congestionControlFeedback(RTCPCongestionControlFeedback(
                 senderSSRC: ssrc, reports: reports, reportTimestamp: nowNTP.compact)))
             recent += pending
             if recent.count > 2 * Self.maxRecent { recent.removeFirst(recent.count - Self.maxRecent) }
             pending.removeAll(keepingCapacity: true)
         }
         if pictureLossPending {
-            packets.append(.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: ssrc, mediaSSRC: mediaSSRC)))
+            compound.append(.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: ssrc, mediaSSRC: mediaSSRC)))
             pictureLossPending = false
             pictureLossIndications += 1
         }
         if !retransmissionRequests.isEmpty {
-            packets.append(.genericNACK(RTCPGenericNACK(senderSSRC: ssrc, mediaSSRC: mediaSSRC, entries: retransmissionRequests)))
+            compound.append(.genericNACK(RTCPGenericNACK(senderSSRC: ssrc, mediaSSRC: mediaSSRC, entries: retransmissionRequests)))
             retransmissionRequests.removeAll()
         }
         if !probesToConfirm.isEmpty {
-            packets.append(.application(RTCPPathMTUConfirmation(senderSSRC: ssrc, entries: probesToConfirm).applicationPacket))
+            compound.append(.application(RTCPPathMTUConfirmation(senderSSRC: ssrc, entries: probesToConfirm).applicationPacket))
             probesToConfirm.removeAll()
         }
-        return packets.bytes
+        return compound.bytes
     }
 
     /// RFC 8888 stream reports of `arrivals` (sorted by sequence number) for `ssrc`: one per

@@ -135,10 +135,7 @@ struct LossRecovery: Sendable {
     /// nothing to ask for: the buffer's highest is `highest`, nothing is held or missing and no
     /// ask is pending. Then a run of such packets changes nothing here but the two numbers
     /// `releaseInOrder` moves on, and `due` has nothing to give.
-    func isCaughtUp(at highest: Int64) -> Bool {
-        playout.nextSequence == highest + 1 && playout.highestSequence == highest && playout.heldCount == 0
-            && playout.deadlines.isEmpty && nack.asks.isEmpty
-    }
+    func isCaughtUp(at highest: Int64) -> Bool { playout.isCaughtUp(at: highest) && nack.asks.isEmpty }
 
     /// The sender's report says it sent packets through `last`, past the highest that came:
     /// missing like a gap (deadline: the report's arrival + the latency), asked for.

@@ -109,10 +109,16 @@ struct PlayoutBuffer: Sendable {
     /// nothing, otherwise (then `insert` takes it). The caller keeps the packet's bytes: no
     /// `Packet` is made, none goes through a list of released packets.
     mutating func releaseInOrder(_ sequence: Int64) -> Bool {
-        guard held.isEmpty, deadlines.isEmpty, nextSequence == sequence, sequence == highestSequence + 1 else { return false }
+        guard isCaughtUp(at: sequence - 1) else { return false }
         nextSequence = sequence + 1
         highestSequence = sequence
         return true
+    }
+
+    /// Whether the buffer is at `highest` with nothing held or missing: the packet after it is
+    /// released at once and alone (`releaseInOrder`).
+    func isCaughtUp(at highest: Int64) -> Bool {
+        held.isEmpty && deadlines.isEmpty && nextSequence == highest + 1 && highestSequence == highest
     }
 
     /// Gives up the gaps whose deadline is at or before `now`, releasing what waited behind them.
