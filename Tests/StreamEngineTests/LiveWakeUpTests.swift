@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import MediaFormats
 @testable import StreamEngine
+import Synchronization
 import Testing
 import UringIO
 
@@ -16,36 +17,23 @@ struct LiveWakeUpTests {
     /// may be that late before it fails. Every packet arrives.
     @Test func aLiveFrameCostsOneEnter() throws {
         let frames = 30
-        let counter = try UDPSocket(family: .ipv4)
-        try counter.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
-        var config = MediaSenderConfig(destination: try counter.localAddress())
-        config.feedback = false
-        config.watchesPath = false
-        config.mtu = .fixed(1228)
-        config.paceBitsPerSecond = 100_000_000
+        let (counter, config) = try Self.counterAndConfig(pace: 100_000_000)
         let sender = try MediaSender(config: config)
-        // One datagram per frame (30 of about 1 KB: the socket's default buffer holds them all).
+        // One datagram per frame (30 of about 1 KB: the socket's buffer holds them all).
         let source = Thread {
             for index in 0..<frames {
                 usleep(33_333)
-                let unit = AccessUnit(nalUnits: [[0x02, 0x01] + [UInt8](repeating: UInt8(index), count: 900)],
-                                      timestamp: UInt32(index * 3000), isKeyframe: false)
-                sender.send(unit)
+                sender.send(Self.smallFrame(index))
             }
             sender.finish()
         }
         source.start()
         try sender.run()
 
-        var received = 0
-        var datagram = [UInt8](repeating: 0, count: 2048)
-        while datagram.withUnsafeMutableBytes({ recv(counter.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {
-            received += 1
-        }
         let stats = sender.stats
         #expect(stats.framesSent == frames)
         #expect(stats.packetsSent == frames)
-        #expect(received == frames)
+        #expect(Self.receivedFrames(counter).count == frames)
         #expect(stats.enterCalls <= frames * 3 / 2 + 4, "\(stats.enterCalls) io_uring_enter calls for \(frames) frames")
     }
 
@@ -86,5 +74,71 @@ struct LiveWakeUpTests {
         // `finish` writes one more.
         #expect(sender.wakeSignals <= frames / 4 + 1,
                 "\(sender.wakeSignals) eventfd writes for \(frames) frames")
+    }
+
+    /// A source faster than the pace, against a queue of 4 frames: the flow takes from its
+    /// inbox only what its queue has room for (`SenderFlow.takeInput`: all of it when it fits,
+    /// the first ones otherwise, the rest left for a later wake-up), and the source, refused
+    /// while the inbox is full, hands the same frame over again. Every frame goes out once, in
+    /// the order handed over, and every refusal is counted. One datagram per frame, its payload
+    /// the frame's index: at 1 Mbit/s a frame of ~930 B takes ~7.5 ms, so the source (a frame
+    /// every 1 ms when accepted) keeps queue and inbox full for most of the run.
+    @Test func framesBeyondTheQueuesRoomWaitInTheInboxInOrder() throws {
+        let frames = 40
+        let (counter, base) = try Self.counterAndConfig(pace: 1_000_000)
+        var config = base
+        config.maxQueuedFrames = 4
+        let sender = try MediaSender(config: config)
+        let refused = Mutex(0)
+        let source = Thread {
+            for index in 0..<frames {
+                while !sender.send(Self.smallFrame(index)) {
+                    refused.withLock { $0 += 1 }
+                    usleep(1_000)
+                }
+                usleep(1_000)
+            }
+            sender.finish()
+        }
+        source.start()
+        try sender.run()
+
+        let stats = sender.stats
+        #expect(Self.receivedFrames(counter) == Array(0..<frames))
+        #expect(stats.framesSent == frames && stats.packetsSent == frames)
+        #expect(stats.framesDroppedQueueFull == refused.withLock { $0 })
+        #expect(refused.withLock { $0 } > 0, "the source was never refused: the queue never filled")
+    }
+
+    /// A socket on the loopback that counts what a sender sends it, and a sender's
+    /// configuration for it: no feedback, no path watch, datagrams of at most 1,200 B, `pace`.
+    static func counterAndConfig(pace: Double) throws -> (UDPSocket, MediaSenderConfig) {
+        let counter = try UDPSocket(family: .ipv4)
+        counter.setReceiveBufferSize(1 << 20)
+        try counter.bind(SocketAddress(ip: "127.0.0.1", port: 0)!)
+        var config = MediaSenderConfig(destination: try counter.localAddress())
+        config.feedback = false
+        config.watchesPath = false
+        config.mtu = .fixed(1228)
+        config.paceBitsPerSecond = pace
+        return (counter, config)
+    }
+
+    /// Frame `index`: one NAL unit of 902 B, one datagram, its payload the index repeated.
+    static func smallFrame(_ index: Int) -> AccessUnit {
+        AccessUnit(nalUnits: [[0x02, 0x01] + [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 900)],
+                   timestamp: UInt32(index * 3000), isKeyframe: false)
+    }
+
+    /// The indices of the `smallFrame`s waiting at `counter`, in the order they arrived.
+    static func receivedFrames(_ counter: UDPSocket) -> [Int] {
+        var order: [Int] = []
+        var datagram = [UInt8](repeating: 0, count: 2048)
+        while true {
+            let count = datagram.withUnsafeMutableBytes { recv(counter.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            guard count > 0 else { return order }
+            // RTP header (12 bytes), the NAL unit header (2), then the index repeated.
+            order.append(count > 14 ? Int(datagram[14]) : -1)
+        }
     }
 }
