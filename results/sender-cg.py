@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+# User-space instructions per packet of `streamer send` with a file source (callgrind's Ir: this
+# machine has no hardware counters for perf stat), live at FPS (default 30): the first 240 and
+# the first 480 frames of a .hevc file, (Ir(480) - Ir(240)) / (packets(480) - packets(240)), so
+# start-up cancels out. Under valgrind the ring thread's waits would keep the source's thread
+# from running (results/profile.md sections 39 and 41): tools/valgrind-uring-wait.c, built here
+# with gcc and preloaded, turns them into polls, whose instructions (its `syscall`, inclusive) are
+# taken out of the totals.
+# usage: sender-cg.py HEVC NAME=STREAMER...   env FPS (30), OUT (a directory for the .out files)
+# The receiver is a UDP socket in this script, which counts the datagrams.
+import os, socket, subprocess, sys, tempfile, threading, time
+here = os.path.dirname(os.path.abspath(__file__))
+hevc = sys.argv[1]; variants = [a.split("=", 1) for a in sys.argv[2:]]
+fps = os.environ.get("FPS", "30")
+out = os.environ.get("OUT") or tempfile.mkdtemp(prefix="sender-cg-")
+shim = os.path.join(out, "valgrind-uring-wait.so")
+subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", shim, os.path.join(here, "..", "tools", "valgrind-uring-wait.c"), "-ldl"],
+               check=True)
+
+def one(name, path, frames):
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    sink.bind(("127.0.0.1", 0)); sink.settimeout(0.5)
+    counted = [0]; done = threading.Event()
+    def count():
+        while not done.is_set():
+            try: sink.recv(65536); counted[0] += 1
+            except socket.timeout: pass
+    reader = threading.Thread(target=count); reader.start()
+    file = os.path.join(out, f"cgs-{name}-{frames}.out")
+    env = dict(os.environ, LD_PRELOAD=shim)
+    subprocess.run(["taskset", "-c", "0", "valgrind", "--tool=callgrind",
+                    f"--callgrind-out-file={file}", path, "send", "--to", f"127.0.0.1:{sink.getsockname()[1]}",
+                    "--source", hevc, "--fps", fps, "--frames", str(frames), "--no-feedback", "--cc", "off",
+                    "--pace", "2G", "--mtu", "1428", "--quiet"],
+                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    time.sleep(1); done.set(); reader.join()
+    ir = next(int(line.split()[1]) for line in open(file) if line.startswith(("totals:", "summary:")))
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", file],
+                               capture_output=True, text=True, check=True).stdout
+    polls = sum(int(line.split()[0].replace(",", "")) for line in annotated.splitlines()
+                if ":syscall [" in line and "valgrind-uring-wait.so" in line)
+    return ir - polls, counted[0]
+
+for name, path in variants:
+    (ir1, p1), (ir2, p2) = one(name, path, 240), one(name, path, 480)
+    print(f"{name}: Ir {ir1} ({p1} datagrams) / {ir2} ({p2}): {(ir2 - ir1) / (p2 - p1):.0f} instructions per packet "
+          f"({(ir2 - ir1) / 240:.0f} per frame); callgrind files in {out}", flush=True)
