@@ -9,6 +9,9 @@ import UringIO
 /// anything else are rejected and counted.
 final class SenderFeedback {
     let ssrc: UInt32
+    // `@exclusivity(unchecked)` on what each publication of the stats reads: the engine thread
+    // alone touches this, and the runtime's dynamic check (`swift_beginAccess`, ~60
+    // instructions) was most of a read's cost (results/profile.md section 41).
     /// Round-trip time, milliseconds.
     private(set) var rttLast: Double?
     private(set) var rttMin: Double?
@@ -20,7 +23,7 @@ final class SenderFeedback {
     /// The samples that measured the path while media flowed (their sender report left
     /// while the flow was sending media): the run's median and 95th percentile. Samples
     /// after the stream stopped (the final feedback wait) see an empty queue and are left out.
-    private(set) var rttWhileSending = RTTDistribution()
+    @exclusivity(unchecked) private(set) var rttWhileSending = RTTDistribution()
     /// The last sender reports sent (their LSR, as receivers echo it) and whether media
     /// was flowing when each left; a few suffice, reports are answered within an RTT or two.
     private var recentReports: [(lastSR: UInt32, mediaFlowing: Bool)] = []
@@ -37,10 +40,10 @@ final class SenderFeedback {
     private(set) var ceReported = 0
     /// What a receiver that sends only receiver reports says it lost (cumulative, up to its
     /// highest sequence number): `confirmThrough` confirmed those packets with the rest.
-    private(set) var reportedLost = 0
+    @exclusivity(unchecked) private(set) var reportedLost = 0
     private(set) var reportsAccepted = 0
     private(set) var keyframeRequests = 0
-    private(set) var rejected: [FeedbackRejection: Int] = [:]
+    @exclusivity(unchecked) private(set) var rejected: [FeedbackRejection: Int] = [:]
     /// Generic NACKs about this flow's SSRC received and not yet taken (at most 256).
     private(set) var nacks: [RTCPGenericNACK] = []
     /// Generic NACKs about another SSRC.

@@ -41,7 +41,9 @@ final class AccessUnitPlans {
 
     /// How many recent plans are kept: flows a few frames apart still share them.
     static let capacity = 8
-    private var entries: [Entry] = []
+    /// `@exclusivity(unchecked)`: one engine thread plans, and no access stays open across a
+    /// call out (the dynamic check cost ~60 instructions a frame: results/profile.md section 41).
+    @exclusivity(unchecked) private var entries: [Entry] = []
     private var oldest = 0
     /// Plans made, and plans found made already (counters for tests and profiles).
     private(set) var planned = 0

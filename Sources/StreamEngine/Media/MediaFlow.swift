@@ -51,7 +51,7 @@ final class MediaFlow: DatagramProducer {
         didSet { try? setMaxDatagramSize(maxDatagramSize) }
     }
     /// Every packet sent and what became of it (kept only when feedback is expected).
-    var log: SentPacketLog
+    @exclusivity(unchecked) var log: SentPacketLog
     /// Record packets in `log`: off when no feedback will ever confirm them.
     @exclusivity(unchecked) var tracksPackets: Bool
     @exclusivity(unchecked) private var extendedSequence: Int64
@@ -60,7 +60,7 @@ final class MediaFlow: DatagramProducer {
     /// After a frame was dropped for the bound, frames are dropped until a keyframe.
     @exclusivity(unchecked) private(set) var awaitingKeyframe = false
     /// The congestion controller the flow obeys (nil: none).
-    var congestion: (any CongestionController)?
+    @exclusivity(unchecked) var congestion: (any CongestionController)?
     /// The flow obeys `congestion` now: its window holds packets back, and frames that waited
     /// `maxFrameWait` are dropped. Off while the receiver gives no per-packet feedback.
     @exclusivity(unchecked) var congestionActive = false

@@ -110,14 +110,17 @@ final class SenderFlow {
     @exclusivity(unchecked) var local = SenderStats()
     /// Feedback came in since the last `tick`: the engine ticks this flow at its next wake-up.
     private(set) var feedbackSinceTick = false
+    // `@exclusivity(unchecked)` here and below on what `tick` and the publication touch at each
+    // wake-up: the engine thread's alone, no access kept open across a call out
+    // (results/profile.md section 41).
     /// The flow's path as the route monitor last reported it.
-    var pathState = FlowPathState()
+    @exclusivity(unchecked) var pathState = FlowPathState()
     /// The engine's route query (nil when the path is not watched).
     var pathQuery: RouteQuery?
     /// The engine's route monitor, for its counters (nil when the path is not watched).
     var pathMonitor: RouteMonitor?
     /// The events between one publication of `local` and the next.
-    private var eventDetector: SenderEventDetector
+    @exclusivity(unchecked) private var eventDetector: SenderEventDetector
     private let bound: Int?
     private(set) var destination: SocketAddress
     private var lastForcedKeyframe: Int64 = -1 << 62
@@ -125,7 +128,7 @@ final class SenderFlow {
     /// forced once the interval has passed (`tick`), not dropped.
     private var keyframeDeferred = false
     /// With a multicast destination: the receivers that report (nil for unicast).
-    private var multicastReceivers: MulticastReceivers?
+    @exclusivity(unchecked) private var multicastReceivers: MulticastReceivers?
     private var firstSend: Int64?
     private var lingerDeadline: Int64?
     private var nextSenderReport: Int64 = 0
