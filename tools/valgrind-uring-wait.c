@@ -5,7 +5,9 @@
 // waiting io_uring_enter is split into its submission and zero-timeout waits separated by
 // 100 µs nanosleeps, which valgrind knows block: the other threads run in between. The waits'
 // timeouts (IORING_ENTER_EXT_ARG) are kept. Every other system call goes through unchanged.
-// Run with callgrind's --toggle-collect=syscall so that the polling is not counted.
+// The polling's instructions are this `syscall`'s, which sender-cg.py takes out of the totals
+// (callgrind's --toggle-collect=syscall does not do it: its switch is not per thread, so the
+// source thread's work went uncounted while the ring thread polled).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

@@ -42,7 +42,8 @@ final class AccessUnitPlans {
     /// How many recent plans are kept: flows a few frames apart still share them.
     static let capacity = 8
     /// `@exclusivity(unchecked)`: one engine thread plans, and no access stays open across a
-    /// call out (the dynamic check cost ~60 instructions a frame: results/profile.md section 41).
+    /// call out (the dynamic checks cost ~60 instructions each, three a frame: results/profile.md
+    /// section 41).
     @exclusivity(unchecked) private var entries: [Entry] = []
     private var oldest = 0
     /// Plans made, and plans found made already (counters for tests and profiles).
