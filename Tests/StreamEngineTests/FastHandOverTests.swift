@@ -69,15 +69,7 @@ struct FastHandOverTests {
         try sender.run()
         #expect(live.failure == nil)
 
-        var received: [RTPHeader] = []
-        var datagram = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = datagram.withUnsafeMutableBytes {
-                recv(counter.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
-            }
-            guard count > 0 else { break }
-            received.append(try RTPHeader.parse(Array(datagram[0..<count])).header)
-        }
+        let received = try pendingDatagrams(at: counter).map { try RTPHeader.parse($0).header }
         let stats = sender.stats
         let counts = sink.counts.withLock { $0 }
         #expect(counts.handed == frames)

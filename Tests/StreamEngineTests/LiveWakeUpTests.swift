@@ -132,13 +132,7 @@ struct LiveWakeUpTests {
 
     /// The indices of the `smallFrame`s waiting at `counter`, in the order they arrived.
     static func receivedFrames(_ counter: UDPSocket) -> [Int] {
-        var order: [Int] = []
-        var datagram = [UInt8](repeating: 0, count: 2048)
-        while true {
-            let count = datagram.withUnsafeMutableBytes { recv(counter.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            guard count > 0 else { return order }
-            // RTP header (12 bytes), the NAL unit header (2), then the index repeated.
-            order.append(count > 14 ? Int(datagram[14]) : -1)
-        }
+        // RTP header (12 bytes), the NAL unit header (2), then the index repeated.
+        pendingDatagrams(at: counter).map { $0.count > 14 ? Int($0[14]) : -1 }
     }
 }

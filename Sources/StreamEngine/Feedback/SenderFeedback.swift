@@ -9,8 +9,8 @@ import UringIO
 /// anything else are rejected and counted.
 final class SenderFeedback {
     let ssrc: UInt32
-    // `@exclusivity(unchecked)` below on what each publication of the stats reads: the engine
-    // thread alone touches this, and the runtime's dynamic check (`swift_beginAccess`, ~60
+    // `@exclusivity(unchecked)` on `rttWhileSending`, `reportedLost` and `rejected`, which each
+    // publication of the stats reads: the engine thread alone touches them, and the runtime's dynamic check (`swift_beginAccess`, ~60
     // instructions) was most of a read's cost (results/profile.md section 41).
     /// Round-trip time, milliseconds.
     private(set) var rttLast: Double?

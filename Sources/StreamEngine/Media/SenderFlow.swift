@@ -110,9 +110,9 @@ final class SenderFlow {
     @exclusivity(unchecked) var local = SenderStats()
     /// Feedback came in since the last `tick`: the engine ticks this flow at its next wake-up.
     private(set) var feedbackSinceTick = false
-    // `@exclusivity(unchecked)` here and below on what `tick` and the publication touch at each
-    // wake-up: the engine thread's alone, no access kept open across a call out
-    // (results/profile.md section 41).
+    // `@exclusivity(unchecked)` on `pathState`, `eventDetector` and `multicastReceivers`, which
+    // `tick` and the publication touch at each wake-up: the engine thread's alone, no access
+    // kept open across a call out (results/profile.md section 41).
     /// The flow's path as the route monitor last reported it.
     @exclusivity(unchecked) var pathState = FlowPathState()
     /// The engine's route query (nil when the path is not watched).
