@@ -315,7 +315,12 @@ struct LabPathMonitorTests {
         // (Such a packet may yet arrive after it was counted lost: then it is received as well.)
         #expect((intField(send, "packets.confirmed") ?? 0) >= (intField(send, "packets.sent") ?? 0) - lost)
         #expect((intField(recv, "packets.received") ?? 0) >= (intField(send, "packets.sent") ?? 0) - lost)
-        #expect(intField(recv, "frames.complete") == intField(send, "frames.sent"))
+        // A send under way as the old address goes fails (counted in `packets.failed`, lost at
+        // both ends); its frame may then go out incomplete (seen once in a full CI run: 1 failed,
+        // 209 of 210 frames whole). Every other frame arrives whole.
+        let failed = intField(send, "packets.failed") ?? 0
+        #expect(failed <= 2)
+        #expect((intField(recv, "frames.complete") ?? 0) >= (intField(send, "frames.sent") ?? 0) - failed)
         #expect(intField(send, "receiverGoneEvents") == 0)
     }
     /// The sender's link loses its carrier for 2 s (the router's end of the veth set down: the
