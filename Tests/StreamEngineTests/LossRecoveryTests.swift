@@ -20,7 +20,9 @@ import UringIO
         var answer: (UInt16) -> Bool = { _ in true }
         /// Originals by sequence number (what a sender's history holds).
         var history: [UInt16: [UInt8]] = [:]
-        var pending: [(time: Int64, datagram: [UInt8])] = []
+        /// Where the sender sends from (originals and answers alike).
+        var source = ReceiveSessionTests.sender
+        var pending: [(time: Int64, datagram: [UInt8], source: SocketAddress)] = []
         var rtxSequence: UInt16 = 500
         /// Every sequence number a NACK asked for, with the time.
         var asked: [(time: Int64, sequence: UInt16)] = []
@@ -50,9 +52,12 @@ import UringIO
             for (index, datagram) in datagrams.enumerated() {
                 let header = try! RTPHeader.parse(datagram).header
                 history[header.sequenceNumber] = datagram
-                if !drop.contains(index) { pending.append((start + Int64(index + 1) * interval, datagram)) }
+                if !drop.contains(index) { pending.append((start + Int64(index + 1) * interval, datagram, source)) }
             }
         }
+
+        /// `datagram` arrives at `time` (from `source`), whatever was sent.
+        mutating func arrive(_ datagram: [UInt8], at time: Int64) { pending.append((time, datagram, source)) }
 
         /// Runs events (arrivals and the session's timeouts) until nothing is pending and
         /// `quiet` has passed after the last one, then finishes the stream.
@@ -70,20 +75,20 @@ import UringIO
                     harness.session.handleTimeout(now: harness.now)
                 } else if let arrival {
                     harness.now = max(harness.now, arrival)
-                    let datagram = pending.removeFirst().datagram
+                    let (_, datagram, source) = pending.removeFirst()
                     if reusesOneBuffer {
                         let count = datagram.count
                         receiveBuffer.replaceSubrange(0..<count, with: datagram)
                         receiveBuffer.withUnsafeBytes {
                             harness.session.handleDatagram(UnsafeRawBufferPointer(rebasing: $0[0..<count]),
-                                                           from: ReceiveSessionTests.sender, tos: 0,
+                                                           from: source, tos: 0,
                                                            arrival: harness.now, now: harness.now)
                         }
                         receiveBuffer.replaceSubrange(0..<count, with: repeatElement(0x55, count: count))
                     } else {
                         // The sender's RTCP (reports, BYE) comes on the RTCP port.
                         let port: ReceiveSession.Port = datagram.withUnsafeBytes { ReceiveSession.isMultiplexedRTCP($0) } ? .rtcp : .rtp
-                        harness.session.handleDatagram(datagram, from: ReceiveSessionTests.sender, arrival: harness.now,
+                        harness.session.handleDatagram(datagram, from: source, arrival: harness.now,
                                                        port: port, now: harness.now)
                     }
                     end = max(end, harness.now + quiet)
@@ -106,7 +111,7 @@ import UringIO
                     for sequence in nack.sequenceNumbers {
                         asked.append((harness.now, sequence))
                         guard answer(sequence), let original = history[sequence] else { continue }
-                        pending.append((harness.now + rtxDelay, sameSSRC ? original : rtx(of: original)))
+                        pending.append((harness.now + rtxDelay, sameSSRC ? original : rtx(of: original), source))
                     }
                 }
             }
@@ -165,6 +170,34 @@ import UringIO
         let rtt = stats.retransmissionRTTMs ?? 0
         #expect(rtt >= 20 && rtt < 22)
         #expect(stats.playoutLatencyDerived && (stats.playoutLatencyMs ?? 0) >= 50)
+    }
+
+    /// The last packet sent from the sender's old source address is lost (its send failed as
+    /// the address went) and the stream goes on from a new one: the receiver follows the stream
+    /// there, asks for the packet there, and the answer from there completes the frame.
+    @Test(arguments: [false, true]) func aPacketLostAsTheSenderMovesIsRecoveredFromItsNewAddress(sameSSRC: Bool) {
+        let frames = Self.stream(frames: 30)
+        let moved = SocketAddress(ip: "10.0.0.4", port: 40_000)!
+        var link = Link()
+        link.sameSSRC = sameSSRC
+        let before = frames.prefix(10).flatMap(\.datagrams)
+        link.send(before, drop: [before.count - 1])
+        link.source = moved
+        link.send(frames.dropFirst(10).flatMap(\.datagrams))
+        link.run()
+        let stats = link.stats
+        #expect(stats.sourceMoves == 1 && stats.source == moved.description)
+        #expect(ReceiveSessionTests.same(link.units, frames))
+        #expect(stats.lost == 1 && stats.recovered == 1)
+        #expect(stats.framesComplete == 30 && stats.framesIncomplete == 0 && stats.framesLate == 0)
+        #expect(link.asked.map(\.sequence) == [UInt16(1000 + before.count - 1)])
+        // The request went to the new address (its RTCP port).
+        let nackDestinations = link.harness.transmits.filter { transmit in
+            transmit.bytes.withUnsafeBytes { RTCPPacket.parseCompound($0).packets }.contains {
+                if case .genericNACK = $0 { return true } else { return false }
+            }
+        }.map(\.destination)
+        #expect(nackDestinations.count == 1 && nackDestinations.allSatisfy { $0.host == moved.host && $0.port == moved.port + 1 })
     }
 
     @Test func packetsAreReadOnlyDuringTheirInput() {
@@ -431,7 +464,7 @@ import UringIO
         link.sameSSRC = true
         link.send(datagrams, drop: [6])
         // The sender answers once more, later (a re-ask crossed the first answer).
-        link.pending.append((ReceiveSessionTests.start + 40 * Self.millisecond, datagrams[6]))
+        link.arrive(datagrams[6], at: ReceiveSessionTests.start + 40 * Self.millisecond)
         link.run()
         let stats = link.stats
         #expect(stats.lost == 1 && stats.recovered == 1 && stats.received == datagrams.count - 1)
@@ -489,8 +522,8 @@ import UringIO
         var link = Link(rtxDelay: 5 * Self.millisecond)
         link.send(datagrams, drop: [6])
         // The sender retransmits packet 6 twice, and packet 2 which was never lost.
-        link.pending.append((ReceiveSessionTests.start + 40 * Self.millisecond, link.rtx(of: datagrams[6])))
-        link.pending.append((ReceiveSessionTests.start + 41 * Self.millisecond, link.rtx(of: datagrams[2])))
+        link.arrive(link.rtx(of: datagrams[6]), at: ReceiveSessionTests.start + 40 * Self.millisecond)
+        link.arrive(link.rtx(of: datagrams[2]), at: ReceiveSessionTests.start + 41 * Self.millisecond)
         link.run()
         let stats = link.stats
         #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
@@ -511,7 +544,7 @@ import UringIO
         short.removeLast(short.count - 13)  // one byte of payload: no room for the original sequence number
         good[1] = good[1] & 0x80 | 98  // another payload type: not RTX, a foreign SSRC
         for (offset, datagram) in [good, link.rtx(of: datagrams[3]), foreign, short].enumerated() {
-            link.pending.append((ReceiveSessionTests.start + Int64(7 + offset) * Self.millisecond, datagram))
+            link.arrive(datagram, at: ReceiveSessionTests.start + Int64(7 + offset) * Self.millisecond)
         }
         link.run()
         let stats = link.stats

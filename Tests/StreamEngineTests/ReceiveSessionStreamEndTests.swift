@@ -21,7 +21,7 @@ extension ReceiveSessionTests {
     static func reportsAfterTheLastPacket(_ link: inout Link, packets: Int, count: Int = 5) {
         let last = link.pending.map(\.time).max() ?? link.harness.now
         for index in 1...count {
-            link.pending.append((last + Int64(index) * 100 * millisecond, senderReport(packets: packets)))
+            link.arrive(senderReport(packets: packets), at: last + Int64(index) * 100 * millisecond)
         }
     }
 
@@ -30,7 +30,7 @@ extension ReceiveSessionTests {
     static func send(_ datagrams: [[UInt8]], drop: Set<Int>, on link: inout Link) {
         let half = datagrams.count / 2
         link.send(Array(datagrams[..<half]), drop: drop.filter { $0 < half })
-        link.pending.append(((link.pending.map(\.time).max() ?? 0) + millisecond / 2, senderReport(packets: half)))
+        link.arrive(senderReport(packets: half), at: (link.pending.map(\.time).max() ?? 0) + millisecond / 2)
         link.send(Array(datagrams[half...]), drop: Set(drop.filter { $0 >= half }.map { $0 - half }))
     }
 
@@ -123,8 +123,8 @@ extension ReceiveSessionTests {
         // Two reports that overtook the next packets (a queue that favours RTCP), counting
         // three and then six of them; those come after.
         let last = link.pending.map(\.time).max() ?? 0
-        link.pending.append((last + Self.millisecond / 2, Self.senderReport(packets: half + 3)))
-        link.pending.append((last + Self.millisecond, Self.senderReport(packets: half + 6)))
+        link.arrive(Self.senderReport(packets: half + 3), at: last + Self.millisecond / 2)
+        link.arrive(Self.senderReport(packets: half + 6), at: last + Self.millisecond)
         link.send(Array(datagrams[half...]), interval: 2 * Self.millisecond)
         link.run(quiet: 200 * Self.millisecond, finish: false)
         #expect(link.asked.isEmpty && link.stats.nackRequested == 0)
@@ -139,7 +139,7 @@ extension ReceiveSessionTests {
         link.send(datagrams, drop: [datagrams.count - 1])
         let bye = (link.pending.map(\.time).max() ?? 0) + 10 * Self.millisecond
         // Its first report, so it shows no tail: only the BYE ends the waits.
-        link.pending.append((bye, Self.senderReport(packets: datagrams.count, bye: true)))
+        link.arrive(Self.senderReport(packets: datagrams.count, bye: true), at: bye)
         link.run(quiet: 100 * Self.millisecond, finish: false)
         #expect(link.units.count == 9 && link.harness.unitTimes.allSatisfy { $0 <= bye })
         #expect(Self.same(Array(link.units.prefix(8)), Array(frames.prefix(8))) && link.units.last?.isComplete == false)
