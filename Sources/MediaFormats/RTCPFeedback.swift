@@ -157,6 +157,7 @@ public struct RTCPCongestionControlFeedback: Sendable, Hashable {
         public var arrivalTimeOffset: UInt16
 
         /// Makes a metric; `ecn` and `arrivalTimeOffset` are masked to their widths when written.
+        @inlinable
         public init(received: Bool, ecn: UInt8, arrivalTimeOffset: UInt16) {
             self.received = received
             self.ecn = ecn
@@ -174,6 +175,7 @@ public struct RTCPCongestionControlFeedback: Sendable, Hashable {
         }
 
         /// The 16-bit metric block.
+        @inlinable
         public var rawValue: UInt16 {
             (received ? 0x8000 : 0) | UInt16(ecn & 0x3) << 13 | (arrivalTimeOffset & 0x1FFF)
         }
@@ -212,6 +214,7 @@ public struct RTCPCongestionControlFeedback: Sendable, Hashable {
 
     /// Converts an arrival-to-report delay in 1/65536 s (compact NTP units) to the ATO
     /// field's 1/1024 s, saturating at `maxArrivalTimeOffset`.
+    @inlinable
     public static func arrivalTimeOffset(compactNTPDelay: UInt32) -> UInt16 {
         let ticks = compactNTPDelay >> 6
         return ticks >= UInt32(maxArrivalTimeOffset) ? maxArrivalTimeOffset : UInt16(ticks)
@@ -219,30 +222,77 @@ public struct RTCPCongestionControlFeedback: Sendable, Hashable {
 
     /// Appends the packet (header included).
     public func serialize(into bytes: inout [UInt8]) {
-        let start = RTCPWire.beginPacket(
-            countOrFormat: Self.format, packetType: RTCPPacketType.transportFeedback, into: &bytes)
-        RTCPWire.appendUInt32(senderSSRC, to: &bytes)
+        let start = Self.beginPacket(senderSSRC: senderSSRC, into: &bytes)
         for report in reports {
             let metrics = report.metrics.prefix(Int(UInt16.max))
-            RTCPWire.appendUInt32(report.mediaSSRC, to: &bytes)
-            RTCPWire.appendUInt16(report.beginSequence, to: &bytes)
-            RTCPWire.appendUInt16(UInt16(metrics.count), to: &bytes)
-            // The metrics (and a zero one to pad an odd count) written in place: one metric per
-            // packet received, and two appends of a byte cost ~75 instructions a metric.
-            let start = bytes.count
-            bytes.append(contentsOf: repeatElement(0, count: (metrics.count + 1) / 2 * 4))
-            bytes.withUnsafeMutableBufferPointer { out in
-                var offset = start
-                for metric in metrics {
-                    let raw = metric.rawValue
-                    out[offset] = UInt8(truncatingIfNeeded: raw >> 8)
-                    out[offset + 1] = UInt8(truncatingIfNeeded: raw)
-                    offset += 2
-                }
+            Self.appendStreamReport(mediaSSRC: report.mediaSSRC, beginSequence: report.beginSequence,
+                                    count: metrics.count, into: &bytes) { out in
+                for (index, metric) in metrics.enumerated() { out.write(metric, at: index) }
             }
         }
+        Self.endPacket(startingAt: start, reportTimestamp: reportTimestamp, in: &bytes)
+    }
+
+    // The packet written in place, a stream report at a time, with no lists of reports or
+    // metrics: what a receiver that reports every frame builds (`serialize(into:)` writes
+    // through the same three calls). Begin, append the stream reports, end.
+
+    /// Begins a feedback packet from `senderSSRC` at the end of `bytes` (a compound packet's);
+    /// returns where it starts, for `endPacket`.
+    public static func beginPacket(senderSSRC: UInt32, into bytes: inout [UInt8]) -> Int {
+        let start = RTCPWire.beginPacket(countOrFormat: format, packetType: RTCPPacketType.transportFeedback, into: &bytes)
+        RTCPWire.appendUInt32(senderSSRC, to: &bytes)
+        return start
+    }
+
+    /// Appends the report on `mediaSSRC`'s `count` sequence numbers from `beginSequence`
+    /// (at most 65535): its header, then `count` metrics, each "not received" until `write`
+    /// sets it (and a zero one to pad an odd count).
+    public static func appendStreamReport(mediaSSRC: UInt32, beginSequence: UInt16, count: Int, into bytes: inout [UInt8],
+                                          write: (MetricWriter) -> Void) {
+        precondition(count >= 0 && count <= Int(UInt16.max), "a stream report holds 0 to 65535 metrics, not \(count)")
+        RTCPWire.appendUInt32(mediaSSRC, to: &bytes)
+        RTCPWire.appendUInt16(beginSequence, to: &bytes)
+        RTCPWire.appendUInt16(UInt16(count), to: &bytes)
+        // Written in place: one metric per packet received, and two appends of a byte cost ~75
+        // instructions a metric. Zeroed from a slice of zeros (a copy; `repeatElement`'s generic
+        // append cost ~270 instructions a report).
+        let start = bytes.count
+        var zeros = (count + 1) / 2 * 4
+        while zeros > 0 {
+            let chunk = min(zeros, Self.zeros.count)
+            bytes.append(contentsOf: Self.zeros[0..<chunk])
+            zeros -= chunk
+        }
+        bytes.withUnsafeMutableBytes { out in
+            write(MetricWriter(metrics: UnsafeMutableRawBufferPointer(rebasing: out[start..<(start + 2 * count)])))
+        }
+    }
+
+    /// Zero bytes a stream report's metrics start as (a report of `ReceiverFeedback`'s at most
+    /// 480 metrics takes one slice of them).
+    private static let zeros = [UInt8](repeating: 0, count: 1024)
+
+    /// Ends the packet begun at `start`: the report timestamp (compact NTP), then its length.
+    public static func endPacket(startingAt start: Int, reportTimestamp: UInt32, in bytes: inout [UInt8]) {
         RTCPWire.appendUInt32(reportTimestamp, to: &bytes)
         RTCPWire.endPacket(startingAt: start, in: &bytes)
+    }
+
+    /// The metrics of one stream report being written (valid only inside `appendStreamReport`'s call).
+    public struct MetricWriter {
+        @usableFromInline let metrics: UnsafeMutableRawBufferPointer
+
+        /// The report's number of metrics.
+        @inlinable public var count: Int { metrics.count / 2 }
+
+        /// Sets the metric of the report's `index`-th sequence number (from its first).
+        /// - Precondition: `index` is in `0..<count`.
+        @inlinable
+        public func write(_ metric: Metric, at index: Int) {
+            precondition(index >= 0 && index < count, "metric \(index) outside the report's \(count)")
+            metrics.storeBytes(of: metric.rawValue.bigEndian, toByteOffset: 2 * index, as: UInt16.self)
+        }
     }
 
     static func parse(body: UnsafeRawBufferPointer) throws(RTCPBodyError) -> RTCPCongestionControlFeedback {

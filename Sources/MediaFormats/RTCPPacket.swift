@@ -251,6 +251,16 @@ public struct RTCPCompoundBuilder: Sendable {
         bytes.append(contentsOf: compound)
     }
 
+    /// Appends an RFC 8888 feedback packet from `senderSSRC` written in place: `streamReports`
+    /// appends its stream reports to the bytes it is given
+    /// (`RTCPCongestionControlFeedback.appendStreamReport`), with no lists of reports or metrics.
+    public mutating func appendCongestionControlFeedback(senderSSRC: UInt32, reportTimestamp: UInt32,
+                                                         streamReports: (inout [UInt8]) -> Void) {
+        let start = RTCPCongestionControlFeedback.beginPacket(senderSSRC: senderSSRC, into: &bytes)
+        streamReports(&bytes)
+        RTCPCongestionControlFeedback.endPacket(startingAt: start, reportTimestamp: reportTimestamp, in: &bytes)
+    }
+
     /// Serializes `packets` back to back into one compound packet.
     public static func build(_ packets: [RTCPPacket]) -> [UInt8] {
         // A receiver's compound report is about 1 KB at most (`ReceiverFeedback`): grown once,

@@ -40,4 +40,50 @@ import Testing
         }
         #expect(!feedback.hasNews)
     }
+
+    /// Each metric says when its packet arrived and with which ECN codepoint: a gap is "not
+    /// received", a duplicate is reported as its first arrival, a packet that arrived longer ago
+    /// than the offset's range saturates it; retransmissions are reported under the RTX SSRC in
+    /// a stream report of their own. The offsets are worked out here in 1/1024 s.
+    @Test func metricsCarryEachArrivalsTimeAndECN() throws {
+        var feedback = ReceiverFeedback(ssrc: 9, cname: "r")
+        var tracker = RTPSequenceTracker()
+        let now: Int64 = 1_800_000_000_000_000_000
+        let millisecond: Int64 = 1_000_000
+        // (sequence, arrival before now, ECN) in arrival order: 3 never, 5 twice, 8 before 7, 9 long ago.
+        let arrivals: [(sequence: UInt16, before: Int64, ecn: UInt8)] = [
+            (1, 90 * millisecond, 2), (2, 80 * millisecond, 0), (4, 60 * millisecond, 1), (5, 50 * millisecond, 2),
+            (5, 45 * millisecond, 3), (6, 30 * millisecond, 3), (8, 20 * millisecond, 2), (7, 10 * millisecond, 1),
+            (9, 9_000 * millisecond, 0),
+        ]
+        for arrival in arrivals {
+            _ = tracker.record(sequence: arrival.sequence, rtpTimestamp: 0, arrival: 0)
+            feedback.record(sequence: arrival.sequence, arrival: now - arrival.before, ecn: arrival.ecn)
+        }
+        feedback.recordRetransmission(sequence: 301, arrival: now - 5 * millisecond, ecn: 2)
+        feedback.recordRetransmission(sequence: 300, arrival: now - 7 * millisecond, ecn: 0)
+        let datagrams = feedback.makeReports(now: now, mediaSSRC: 7, rtxSSRC: 11, tracker: &tracker)
+        #expect(datagrams.count == 1)
+        let ccfbs = datagrams.flatMap { RTCPPacket.parseCompound($0).packets }.compactMap { packet -> RTCPCongestionControlFeedback? in
+            if case .congestionControlFeedback(let ccfb) = packet { return ccfb } else { return nil }
+        }
+        #expect(ccfbs.count == 1)
+        let ccfb = try #require(ccfbs.first)
+        func metric(before: Int64, ecn: UInt8) -> RTCPCongestionControlFeedback.Metric {
+            let offset = min(before * 1024 / 1_000_000_000, 0x1FFE)
+            return .init(received: true, ecn: ecn, arrivalTimeOffset: UInt16(offset))
+        }
+        let media: [RTCPCongestionControlFeedback.Metric] = [
+            metric(before: 90 * millisecond, ecn: 2), metric(before: 80 * millisecond, ecn: 0), .notReceived,
+            metric(before: 60 * millisecond, ecn: 1), metric(before: 50 * millisecond, ecn: 2), metric(before: 30 * millisecond, ecn: 3),
+            metric(before: 10 * millisecond, ecn: 1), metric(before: 20 * millisecond, ecn: 2), metric(before: 9_000 * millisecond, ecn: 0),
+        ]
+        #expect(media[8].arrivalTimeOffset == 0x1FFE && media[0].arrivalTimeOffset == 92)
+        #expect(ccfb.senderSSRC == 9)
+        #expect(ccfb.reports == [
+            .init(mediaSSRC: 7, beginSequence: 1, metrics: media),
+            .init(mediaSSRC: 11, beginSequence: 300, metrics: [metric(before: 7 * millisecond, ecn: 0), metric(before: 5 * millisecond, ecn: 2)]),
+        ])
+        #expect(!feedback.hasNews)
+    }
 }
