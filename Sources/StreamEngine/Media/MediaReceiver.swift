@@ -205,10 +205,8 @@ private struct ReceiveLoopHandler: DatagramHandler {
     /// interval for the deadlines' slack (`MediaReceiver.deadlineSlack`).
     var clock = ReceiveWakeClock()
     var config: MediaReceiverConfig { receiver.config }
-    /// The longest wait, from the report interval (worked out once: a `Duration`'s nanoseconds
-    /// are a 128-bit multiplication, and the code for it cold at each wake-up).
-    let checkInterval: Int64
-    /// The deadlines' most slack (`MediaReceiver.slackLimit`), worked out once likewise.
+    /// The deadlines' most slack (`MediaReceiver.slackLimit`), worked out once: a `Duration`'s
+    /// nanoseconds are a 128-bit multiplication, and the code for it cold at each wake-up.
     let slackLimit: Int64
 
     init(receiver: MediaReceiver, loop: DatagramReceiveLoop, session: ReceiveSession, srtp: SRTPEndpoint?,
@@ -216,23 +214,29 @@ private struct ReceiveLoopHandler: DatagramHandler {
         (self.receiver, self.loop, self.session, self.srtp) = (receiver, loop, session, srtp)
         (self.feedbackSocket, self.frameLimit, self.onAccessUnit) = (feedbackSocket, frameLimit, onAccessUnit)
         let config = receiver.config
-        checkInterval = min(10_000_000, max(config.reportInterval.nanoseconds, 1_000_000))
         slackLimit = MediaReceiver.slackLimit(reportInterval: config.reportInterval)
     }
 
+    /// The longest wait after datagrams while nothing of the session's is due sooner: twice the
+    /// stats' publication interval. While datagrams keep coming, their wake-ups publish (at most
+    /// every 50 ms) and this never runs out; when they stop, it publishes what the last ones
+    /// changed. (The loop used to wake every 10 ms for that, and to poll a session with
+    /// feedback: at 30 fps three wake-ups a frame of their own, ~55 µs of CPU each on this
+    /// project's VMs, results/profile.md section 42.)
+    static let publicationWait: Int64 = 100_000_000
+
     // The session's deadlines (NACKs, playout, reports) are served by the first wake-up at or
-    // after them, at most the slack late: see `MediaReceiver.deadlineSlack`.
+    // after them, at most the slack late: see `MediaReceiver.deadlineSlack`. Between them the
+    // loop sleeps: a stop request wakes it (`MediaReceiver.stop`), and datagrams do.
     mutating func nextWait() -> Int64 {
-        // Nothing of the session's is due (no feedback, or no stream yet): the loop wakes again
-        // only to publish what the last datagrams changed, then rests. A stop request wakes it
-        // (`MediaReceiver.stop`), and datagrams do: a receiver waiting for its stream woke 100
-        // times a second, ~60 µs of CPU each on this project's VMs (results/profile.md section 36).
-        guard let deadline = session.nextDeadline else { return handledSincePublish ? checkInterval : Self.idleWait }
-        guard config.retransmission else { return checkInterval }
+        // No feedback, or no stream yet: nothing of the session's is due. A receiver waiting for its
+        // stream woke 100 times a second, ~60 µs of CPU each (results/profile.md section 36).
+        let longest = handledSincePublish ? Self.publicationWait : Self.idleWait
+        guard let deadline = session.nextDeadline else { return longest }
         let now = realtimeNanoseconds()
         // Past (or Int64.min: feedback to send now): at once.
         let slack = clock.deadlineSlack(limit: slackLimit, now: now)
-        return deadline <= now ? 0 : min(checkInterval, deadline - now + slack)
+        return deadline <= now ? 0 : min(longest, deadline - now + slack)
     }
 
     mutating func shouldStop() -> Bool {
