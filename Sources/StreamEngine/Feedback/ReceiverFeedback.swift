@@ -167,14 +167,15 @@ struct ReceiverFeedback: Sendable {
         let block = tracker.makeReportBlock(ssrc: mediaSSRC, lastSR: lastSRCompact, delaySinceLastSR: delay)
         compound.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reportBlocks: block.map { [$0] } ?? [])))
         compound.append(serialized: sourceDescription)
-        let rtxReported = rtxSSRC != nil && !retransmissionsPending.isEmpty
-        if !pending.isEmpty || rtxReported {
-            if rtxReported { Self.sortBySequence(&retransmissionsPending) }
+        // Retransmissions are reported under the RTX SSRC when there is one and some arrived.
+        let rtxReport = retransmissionsPending.isEmpty ? nil : rtxSSRC
+        if !pending.isEmpty || rtxReport != nil {
+            if rtxReport != nil { Self.sortBySequence(&retransmissionsPending) }
             compound.appendCongestionControlFeedback(senderSSRC: ssrc, reportTimestamp: nowNTP.compact) { bytes in
                 Self.appendStreamReports(pending, ssrc: mediaSSRC, now: now, into: &bytes)
-                if rtxReported, let rtxSSRC { Self.appendStreamReports(retransmissionsPending, ssrc: rtxSSRC, now: now, into: &bytes) }
+                if let rtxReport { Self.appendStreamReports(retransmissionsPending, ssrc: rtxReport, now: now, into: &bytes) }
             }
-            if rtxReported { retransmissionsPending.removeAll(keepingCapacity: true) }
+            if rtxReport != nil { retransmissionsPending.removeAll(keepingCapacity: true) }
             recent += pending
             if recent.count > 2 * Self.maxRecent { recent.removeFirst(recent.count - Self.maxRecent) }
             pending.removeAll(keepingCapacity: true)
