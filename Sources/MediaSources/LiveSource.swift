@@ -143,10 +143,13 @@ public final class LiveSource: Sendable {
     public var bitrateStats: SourceBitrateStats { bitrate.withLock { $0.stats } }
 
     /// How far ahead of their time a file source hands frames to a sink that holds them until
-    /// due: 100 ms, or 32 frame intervals when that is less (a sender queues at most
-    /// `maxQueuedFrames`, 120 by default).
+    /// due: 400 ms, or 32 frame intervals when that is less (a sender queues at most
+    /// `maxQueuedFrames`, 120 by default). The source thread sleeps about half of it at a time:
+    /// at 30 fps once per 6 frames (every wake-up of an idle thread costs 20 – 40 µs of CPU on
+    /// this project's VMs, results/profile.md section 43), and its hand-overs stay well within
+    /// the stall threshold (``SourceStallWatch/threshold(frameRate:)``, at least 500 ms).
     public static func readAheadHorizon(frameRate: Int) -> Duration {
-        min(.milliseconds(100), .nanoseconds(32 * 1_000_000_000 / Int64(max(frameRate, 1))))
+        min(.milliseconds(400), .nanoseconds(32 * 1_000_000_000 / Int64(max(frameRate, 1))))
     }
 
     /// The source thread takes the latest request (nil: none since the last call).

@@ -1,4 +1,4 @@
-import Glibc
+import Dispatch
 import Synchronization
 import UringIO
 
@@ -37,9 +37,13 @@ public struct SourceStallStats: Sendable, Equatable {
 /// that stops sending), counts each stall and its length, and tells its observer once when
 /// it starts and once when it ends (``SourceStallEvent``).
 ///
-/// The source thread reports each frame it delivers; a watch thread of its own looks every
-/// 100 ms, so a stall is noticed while the source thread is still blocked (in `read` or inside
-/// x265). A stall is a gap between two frames longer than ``threshold(frameRate:)``; its
+/// The source thread reports each frame it delivers; a watch thread of its own looks when the
+/// threshold has passed since the last frame it knows of, so a stall is noticed while the
+/// source thread is still blocked (in `read` or inside x265), and a source that delivers
+/// wakes the watch about once per threshold, not at a fixed poll: on this project's VMs every
+/// wake-up of an idle thread costs 20 – 40 µs of CPU (results/profile.md section 43). Before
+/// the first frame and during a stall (when only a frame can end it) it looks every 100 ms.
+/// A stall is a gap between two frames longer than ``threshold(frameRate:)``; its
 /// length runs from the last frame before it to the first one after. The watch starts at the
 /// first frame (opening the encoder or waiting for the first y4m bytes is not a stall) and
 /// ends with the source. ``LiveSource`` runs one for each source.
@@ -58,7 +62,11 @@ public final class SourceStallWatch: Sendable {
 
     private let state = Mutex(State())
     private let onEvent: @Sendable (SourceStallEvent) -> Void
-    private static let pollMicroseconds: useconds_t = 100_000
+    /// How often the watch looks while there is no frame to count from (before the first one,
+    /// during a stall).
+    private static let idlePoll = Duration.milliseconds(100)
+    /// Signalled when the source ends: the watch thread stops at once, not at its next look.
+    private let ended = DispatchSemaphore(value: 0)
 
     /// Makes a watch that tells `onEvent` (on the source's thread or the watch's) when the
     /// source stalls, resumes, or ends while stalled.
@@ -87,18 +95,30 @@ public final class SourceStallWatch: Sendable {
         setFrameRate(frameRate)
         startDetachedThread { [self] in
             while true {
-                usleep(Self.pollMicroseconds)
                 let now = ContinuousClock.now
-                let (ended, silence) = state.withLock { state -> (Bool, Duration?) in
-                    guard !state.ended, !state.stalled, let last = state.lastFrame,
-                          now - last > Self.threshold(frameRate: state.fps) else { return (state.ended, nil) }
-                    state.stalled = true
-                    state.stalls += 1
-                    return (false, now - last)
-                }
-                if ended { return }
+                guard let (silence, next) = look(now: now) else { return }
                 if let silence { onEvent(.stalled(silence: silence)) }
+                // A millisecond past the moment the gap would exceed the threshold.
+                let wait = next.map { max($0 - now, .zero) + .milliseconds(1) } ?? Self.idlePoll
+                let (seconds, attoseconds) = wait.components
+                let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+                if ended.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success { return }
             }
+        }
+    }
+
+    /// One look of the watch thread at `now`: nil once the source has ended; else the silence of
+    /// a stall that starts now (nil: none) and when the current gap would exceed the threshold
+    /// (nil: no gap to time, before the first frame or during a stall).
+    func look(now: ContinuousClock.Instant) -> (silence: Duration?, next: ContinuousClock.Instant?)? {
+        state.withLock { state in
+            guard !state.ended else { return nil }
+            guard !state.stalled, let last = state.lastFrame else { return (nil, nil) }
+            let threshold = Self.threshold(frameRate: state.fps)
+            guard now - last > threshold else { return (nil, last + threshold) }
+            state.stalled = true
+            state.stalls += 1
+            return (now - last, nil)
         }
     }
 
@@ -126,6 +146,7 @@ public final class SourceStallWatch: Sendable {
     /// up to now, and told).
     func sourceEnded(at now: ContinuousClock.Instant = .now) {
         let gap = state.withLock { state -> Duration? in
+            if !state.ended { ended.signal() }
             state.ended = true
             guard state.stalled, let last = state.lastFrame else { return nil }
             state.stalled = false

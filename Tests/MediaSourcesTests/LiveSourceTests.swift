@@ -148,7 +148,8 @@ struct LiveSourceTests {
         let dues = handed.map(\.due)
         #expect(zip(dues, dues.dropFirst()).allSatisfy { $1 - $0 == 4_000_000 })
         let horizon = LiveSource.readAheadHorizon(frameRate: 250).nanoseconds
-        #expect(horizon == 100_000_000)
+        #expect(horizon == 128_000_000)  // 32 frames at 250 fps (400 ms at 30 fps)
+        #expect(LiveSource.readAheadHorizon(frameRate: 30) == .milliseconds(400))
         #expect(handed.allSatisfy { $0.due - $0.at <= horizon })
         #expect(handed.contains { $0.due - $0.at > 50_000_000 })  // read ahead, not frame by frame
     }
@@ -351,6 +352,36 @@ struct SourceStallWatchTests {
                                           threshold: .milliseconds(500)))
         watch.sourceEnded(at: start + .seconds(3))
         #expect(events.all.count == 2)
+    }
+
+    /// The watch thread's looks: none timed before the first frame; while frames come, the next
+    /// look is when the gap since the last one would pass the threshold (not a fixed poll), and
+    /// a look past it starts the stall; during a stall nothing is timed (a frame ends it); none
+    /// after the end.
+    @Test func theWatchLooksWhenTheGapWouldPassTheThreshold() throws {
+        let events = Events()
+        let watch = SourceStallWatch { events.append($0) }
+        watch.setFrameRate(30)
+        let start = ContinuousClock.now
+        let before = try #require(watch.look(now: start))
+        #expect(before.silence == nil && before.next == nil)
+        watch.frameDelivered(at: start)
+        watch.frameDelivered(at: start + .milliseconds(200))
+        let flowing = try #require(watch.look(now: start + .milliseconds(300)))
+        #expect(flowing.silence == nil && flowing.next == start + .milliseconds(700))
+        let atThreshold = try #require(watch.look(now: start + .milliseconds(700)))
+        #expect(atThreshold.silence == nil && atThreshold.next == start + .milliseconds(700))
+        let past = try #require(watch.look(now: start + .milliseconds(701)))
+        #expect(past.silence == .milliseconds(501) && past.next == nil)
+        #expect(watch.stats(now: start + .milliseconds(701)).stalls == 1)
+        let during = try #require(watch.look(now: start + .seconds(2)))
+        #expect(during.silence == nil && during.next == nil)  // counted once
+        #expect(watch.stats(now: start + .seconds(2)).stalls == 1)
+        watch.frameDelivered(at: start + .seconds(3))
+        #expect(events.all == [.resumed(after: .milliseconds(2800))])  // the look's `.stalled` is the thread's to tell
+        #expect(try #require(watch.look(now: start + .seconds(3))).next == start + .milliseconds(3500))
+        watch.sourceEnded(at: start + .seconds(4))
+        #expect(watch.look(now: start + .seconds(4)) == nil)
     }
 
     @Test func theWatchThreadNoticesAStallWhileTheSourceIsBlocked() {
