@@ -356,6 +356,15 @@ public final class MediaSender: Sendable {
         let senderFlows = try flows.enumerated().map { index, handle in
             try SenderFlow(index: index, handle: handle, ring: ring, paced: paced, plans: plans)
         }
+        // The shared pacer's burst: the configured one; without controllers the sum of the
+        // flows' (each flow's own cap keeps to its share); else the pacer's default.
+        func sharedQuantum() -> Int? {
+            if let configured = flowConfigs[0].burstQuantum { return configured }
+            guard senderFlows.allSatisfy({ $0.flow.congestion == nil }) else { return nil }
+            let quanta = senderFlows.compactMap(\.burstQuantum)
+            return quanta.count == senderFlows.count ? min(quanta.reduce(0, +), 65_536) : nil
+        }
+        if let quantum = sharedQuantum() { paced.setRate(sharedRate(), burstQuantum: quantum) }
         // The path monitor: nil where netlink is unavailable (the engine then learns the path
         // from sends and feedback only, as without it).
         let routeMonitor = flowConfigs.contains(where: \.watchesPath) ? try? RouteMonitor(ring: ring) : nil
@@ -371,7 +380,7 @@ public final class MediaSender: Sendable {
         // A flow's turn is about one pacing quantum: with several flows busy, a submission
         // carries some of each instead of one flow's whole frame.
         let scheduler = FlowScheduler(senderFlows.map(\.producer), paces: loop.paces,
-                                      burstQuanta: flowConfigs.map(\.burstQuantum), quantum: paced.pacer.burstQuantum)
+                                      burstQuanta: senderFlows.map(\.burstQuantum), quantum: paced.pacer.burstQuantum)
         // Access units handed over ahead of their time (`send(_:at:)`): the ring's wait ends
         // when the first of them is due.
         scheduler.nextDueIn = { now in senderFlows.lazy.compactMap { $0.flow.dueIn(now: now) }.min() }
@@ -465,7 +474,7 @@ public final class MediaSender: Sendable {
                     flow.flow.now = now
                 }
             }
-            if pacesChanged { paced.setRate(sharedRate(), burstQuantum: flowConfigs[0].burstQuantum) }
+            if pacesChanged { paced.setRate(sharedRate(), burstQuantum: sharedQuantum()) }
             if fullTick {
                 scheduler.wakeAll()  // timers may have queued probes, keyframes, drops
                 try armSenderReportAlarm(now: now)  // no-op while one is armed

@@ -178,7 +178,18 @@ public final class PacedSender {
             // bucket ran 1 Gbit/s 5 % slow).
             let batch = datagramsThisSubmission == 0 ? min(producer.pendingBytes, pacer.burstQuantum / 2) : 0
             let wait = pacer.delay(for: max(first.size, batch), now: now)
-            if wait > 0 { state = .paced(nanoseconds: wait); break }
+            if wait > 0 {
+                // The wait is for the next submission's batch, which the next fill demands, not
+                // for this datagram alone: waiting for the datagram woke the thread once more per
+                // batch for nothing whenever half a quantum is more than a datagram.
+                if datagramsThisSubmission == 0 {
+                    state = .paced(nanoseconds: wait)
+                } else {
+                    let next = min(producer.pendingBytes, pacer.burstQuantum / 2)
+                    state = .paced(nanoseconds: pacer.delay(for: max(first.size, next), now: now))
+                }
+                break
+            }
             guard let slot = queue.acquire() else { state = .slotsExhausted; break }
             let budget = min(pacer.available(now: now), queue.slotCapacity)
             var slotBytes = 0
