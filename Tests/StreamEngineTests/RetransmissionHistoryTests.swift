@@ -102,6 +102,44 @@ import Testing
         #expect(later.count == (64 * 1024 - first.count * 1014 + 10_000) / 1014)
     }
 
+    /// More packets than the history's first slots, of mixed sizes, across the 16-bit wrap and
+    /// past `rtxTime` (expired entries' arrays reused for the next of the same size): every
+    /// packet still in the history is answered with its own bytes, the expired ones are too old.
+    @Test func manyPacketsOfMixedSizesAreEachAnsweredWithTheirOwnBytes() {
+        var history = RetransmissionHistory(ssrc: 1, rtxTime: 500 * Self.millisecond, sameSSRC: true)
+        let first: UInt16 = 64_000
+        let size = { (index: Int) in index % 7 == 6 ? 300 : 1000 }
+        for index in 0..<8_000 {  // 10 a millisecond: 800 ms
+            Self.packet(first &+ UInt16(index), size: size(index)).withUnsafeBytes {
+                history.record($0, at: Int64(index) * Self.millisecond / 10)
+            }
+        }
+        #expect(history.count == 5_001)  // sent at 299.9 ms and later, 500 ms before the last
+        let now = 7_999 * Self.millisecond / 10  // the last one's time: 2,999 is 500 ms old, still in
+        let asked = [0, 2_998, 2_999, 3_000, 4_095, 4_096, 6_006, 7_999]
+        let answers = history.answer(Self.nack(asked.map { first &+ UInt16($0) }), now: now)
+        let expected = asked.filter { $0 >= 2_999 }.map { Self.packet(first &+ UInt16($0), size: size($0)) }
+        let same = answers == expected  // (compared apart: a failure would print every byte)
+        #expect(same && answers.count == 6)
+        #expect(history.rejected == [.tooOld: 2])
+    }
+
+    /// Over 65,536 packets within `rtxTime`: the numbers wrap inside the history, each number
+    /// holds its newest packet, and the history holds one packet per number.
+    @Test func aWrapWithinTheHistoryKeepsTheNewerPacket() {
+        var history = RetransmissionHistory(ssrc: 1, rtxTime: 500 * Self.millisecond, sameSSRC: true, maxBytes: 1 << 30)
+        for index in 0..<70_000 {
+            let sequence = UInt16(truncatingIfNeeded: index)
+            var packet = Self.packet(sequence, size: 4)
+            packet[12] = UInt8(index >> 16)  // which pass of the numbers
+            packet.withUnsafeBytes { history.record($0, at: 0) }
+        }
+        #expect(history.count == 65_536)
+        let answers = history.answer(Self.nack([100, 4_463, 4_464, 65_535]), now: 0)
+        #expect(answers.map { $0[12] } == [1, 1, 0, 0])  // byte 12: the pass of the numbers  // 100 and 4,463 sent again as 65,636 and 69,999
+        #expect(answers.map { UInt16($0[2]) << 8 | UInt16($0[3]) } == [100, 4_463, 4_464, 65_535])
+    }
+
     @Test func theHistoryIsBoundedInBytes() {
         var history = RetransmissionHistory(ssrc: 1, maxBytes: 10 * 1012)
         for sequence: UInt16 in 0..<50 { Self.packet(sequence).withUnsafeBytes { history.record($0, at: 0) } }

@@ -52,7 +52,17 @@ struct RetransmissionHistory: Sendable {
     /// Rate limit of retransmitted bytes (nil: none).
     var rateBytesPerSecond: Double?
 
-    private var entries: [UInt16: Entry] = [:]
+    /// The packets, each in the slot of its 16-bit sequence number (`number & (count - 1)`):
+    /// a power of two that doubles, up to 65,536 (a slot per number), when a packet's slot is
+    /// held by another number still in the history. Not a dictionary: hashing every packet's
+    /// number four times (recorded, expired) was ~800 instructions a packet of a sender with
+    /// feedback (results/profile.md section 43).
+    private var slots = [Entry?](repeating: nil, count: 256)
+    private(set) var count = 0
+    /// Byte arrays of expired entries, refilled by `record` (a datagram of the same size is
+    /// copied into one instead of a new allocation). At most `maxSpare`.
+    private var spare: [[UInt8]] = []
+    private static let maxSpare = 64
     /// Sequence numbers (16-bit and extended) in sending order from `orderHead` on.
     private var order: [(UInt16, Int64)] = []
     private var orderHead = 0
@@ -84,9 +94,6 @@ struct RetransmissionHistory: Sendable {
         nextSequence = firstSequence
     }
 
-    /// Packets in the history.
-    var count: Int { entries.count }
-
     /// A media packet went on the wire (`bytes`: the whole datagram, RTP header first).
     mutating func record(_ bytes: UnsafeRawBufferPointer, at now: Int64) {
         guard bytes.count >= RTPHeader.fixedSize else { return }
@@ -95,8 +102,26 @@ struct RetransmissionHistory: Sendable {
             : newest + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: newest)))
         if first < 0 { first = extended }
         newest = max(newest, extended)
-        if let old = entries[sequence] { keptBytes -= old.bytes.count }
-        entries[sequence] = Entry(extendedSequence: extended, sentAt: now, bytes: Array(bytes))
+        var index = slot(of: sequence)
+        while let old = slots[index] {
+            if UInt16(truncatingIfNeeded: old.extendedSequence) == sequence {
+                // The same number sent again within the history (a wrap): the newer packet's.
+                slots[index] = nil
+                count -= 1
+                keptBytes -= old.bytes.count
+                break
+            }
+            growSlots()
+            index = slot(of: sequence)
+        }
+        var copy = spare.popLast() ?? []
+        if copy.count == bytes.count {
+            copy.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+        } else {
+            copy = Array(bytes)
+        }
+        slots[index] = Entry(extendedSequence: extended, sentAt: now, bytes: copy)
+        count += 1
         keptBytes += bytes.count
         order.append((sequence, extended))
         expire(now: now)
@@ -107,10 +132,13 @@ struct RetransmissionHistory: Sendable {
         while orderHead < order.count {
             let (sequence, extended) = order[orderHead]
             // A number sent again since (a wrap within the history) is the newer entry's.
-            guard let entry = entries[sequence], entry.extendedSequence == extended else { orderHead += 1; continue }
+            let index = slot(of: sequence)
+            guard let entry = slots[index], entry.extendedSequence == extended else { orderHead += 1; continue }
             guard now - entry.sentAt > rtxTime || keptBytes > maxBytes else { break }
-            entries[sequence] = nil
+            slots[index] = nil
+            count -= 1
             keptBytes -= entry.bytes.count
+            if spare.count < Self.maxSpare { spare.append(entry.bytes) }
             orderHead += 1
         }
         if orderHead > 4096 && orderHead * 2 > order.count {
@@ -129,7 +157,8 @@ struct RetransmissionHistory: Sendable {
         var datagrams: [[UInt8]] = []
         for sequence in nack.sequenceNumbers where seen.insert(sequence).inserted {
             requested += 1
-            guard var entry = entries[sequence] else {
+            let index = slot(of: sequence)
+            guard var entry = slots[index], UInt16(truncatingIfNeeded: entry.extendedSequence) == sequence else {
                 rejected[classifyMissing(sequence), default: 0] += 1
                 continue
             }
@@ -150,7 +179,7 @@ struct RetransmissionHistory: Sendable {
                 tokens -= Double(size)
             }
             entry.lastRetransmission = now
-            entries[sequence] = entry
+            slots[index] = entry
             let datagram = sameSSRC ? entry.bytes : rtxPacket(of: entry.bytes)
             retransmitted += 1
             retransmittedBytes += datagram.count
@@ -158,6 +187,17 @@ struct RetransmissionHistory: Sendable {
             datagrams.append(datagram)
         }
         return datagrams
+    }
+
+    private func slot(of sequence: UInt16) -> Int { Int(sequence) & (slots.count - 1) }
+
+    /// Twice the slots, every entry moved to its slot among them.
+    private mutating func growSlots() {
+        var bigger = [Entry?](repeating: nil, count: slots.count * 2)
+        for case let entry? in slots {
+            bigger[Int(UInt16(truncatingIfNeeded: entry.extendedSequence)) & (bigger.count - 1)] = entry
+        }
+        slots = bigger
     }
 
     /// Counts a NACK that was not for this flow (another SSRC, another address).
