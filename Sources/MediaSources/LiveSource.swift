@@ -145,7 +145,7 @@ public final class LiveSource: Sendable {
     /// How far ahead of their time a file source hands frames to a sink that holds them until
     /// due: 400 ms, or 32 frame intervals when that is less (a sender queues at most
     /// `maxQueuedFrames`, 120 by default). The source thread sleeps about half of it at a time:
-    /// at 30 fps once per 6 frames (every wake-up of an idle thread costs 20 – 40 µs of CPU on
+    /// at 30 fps once per 6 frames (every wake-up of an idle thread costs 20 – 47 µs of CPU on
     /// this project's VMs, results/profile.md section 43), and its hand-overs stay well within
     /// the stall threshold (``SourceStallWatch/threshold(frameRate:)``, at least 500 ms).
     public static func readAheadHorizon(frameRate: Int) -> Duration {

@@ -41,7 +41,7 @@ public struct SourceStallStats: Sendable, Equatable {
 /// threshold has passed since the last frame it knows of, so a stall is noticed while the
 /// source thread is still blocked (in `read` or inside x265), and a source that delivers
 /// wakes the watch about once per threshold, not at a fixed poll: on this project's VMs every
-/// wake-up of an idle thread costs 20 – 40 µs of CPU (results/profile.md section 43). Before
+/// wake-up of an idle thread costs 20 – 47 µs of CPU (results/profile.md section 43). Before
 /// the first frame and during a stall (when only a frame can end it) it looks every 100 ms.
 /// A stall is a gap between two frames longer than ``threshold(frameRate:)``; its
 /// length runs from the last frame before it to the first one after. The watch starts at the

@@ -56,8 +56,10 @@ struct RetransmissionHistory: Sendable {
     /// a power of two that doubles, up to 65,536 (a slot per number), when a packet's slot is
     /// held by another number still in the history. Not a dictionary: hashing every packet's
     /// number four times (recorded, expired) was ~800 instructions a packet of a sender with
-    /// feedback (results/profile.md section 43).
+    /// feedback (results/profile.md section 43). At most 65,536 slots (~3 MB), as many entries
+    /// as the dictionary held at most.
     private var slots = [Entry?](repeating: nil, count: 256)
+    /// Packets in the history.
     private(set) var count = 0
     /// Byte arrays of expired entries, refilled by `record` (a datagram of the same size is
     /// copied into one instead of a new allocation). At most `maxSpare`.

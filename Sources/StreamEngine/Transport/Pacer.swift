@@ -22,10 +22,10 @@ public struct Pacer: Sendable {
     /// at least eight datagrams of `datagram` bytes where 10 ms of the rate holds them (less
     /// where it does not), at most 64 KiB. A submission waits for half a quantum of budget, so
     /// at a few Mbit/s, where 2 ms of the rate is about one datagram, a frame went out one
-    /// datagram per wake-up (a 5 Mbit/s stream at 30 fps: ~16 wake-ups per frame, each 20 – 40
+    /// datagram per wake-up (a 5 Mbit/s stream at 30 fps: ~16 wake-ups per frame, each 20 – 47
     /// µs of CPU on this project's VMs, results/profile.md section 43); with this, three or
     /// four per wake-up. Bursts stay within 10 ms of the rate (Chrome's pacer sends up to 40 ms
-    /// of it early, Open Screen's Cast sender 10 ms); above ~48 Mbit/s 2 ms is more and rules.
+    /// of it early, Open Screen's Cast sender 10 ms); above ~45 Mbit/s 2 ms is more and rules.
     public static func fixedPaceQuantum(rateBitsPerSecond: Double, datagram: Int) -> Int {
         let tenMilliseconds = Int(rateBitsPerSecond / 8 * 0.010)
         let batchFloor = min(8 * datagram, tenMilliseconds)
