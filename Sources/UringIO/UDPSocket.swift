@@ -23,10 +23,13 @@ public final class UDPSocket {
     /// The address connected to, if any.
     public private(set) var connectedPeer: SocketAddress?
     /// False once a GSO send failed on this socket (EIO, EINVAL...): segments then go one by one.
-    public var gsoEnabled: Bool
+    // Both read for every send slot (`UDPSendQueue.prepareSends`): unchecked, as the send
+    // queue's own per-datagram state, for a socket is owned by one thread (not `Sendable`) and
+    // no access to them stays open across a call (results/profile.md section 43).
+    @exclusivity(unchecked) public var gsoEnabled: Bool
     /// The TOS byte / traffic class set with `setTrafficMark` (nil until then): a send with
     /// this mark needs no per-send cmsg.
-    public private(set) var defaultTOS: UInt8?
+    @exclusivity(unchecked) public private(set) var defaultTOS: UInt8?
 
     /// Opens a UDP socket. `socket(2)`.
     public init(family: SocketAddress.Family) throws(SystemError) {

@@ -148,10 +148,12 @@ final class SenderFlow {
     /// What `storeFramesFinished()` stored last.
     private var storedFramesFinished = 0
     /// With `config.paceStreamMultiple`: the stream's rate, from the access units taken in.
-    private var streamRate = StreamRateMeter()
+    /// (Unchecked, as the state above: read at every tick, and with feedback a tick follows
+    /// each report; results/profile.md section 43.)
+    @exclusivity(unchecked) private var streamRate = StreamRateMeter()
     /// With `config.paceStreamMultiple`: the pace the stream asks for (`followStream()`), nil
     /// while it asks for no more than `config.paceBitsPerSecond`.
-    private var streamPace: Double?
+    @exclusivity(unchecked) private var streamPace: Double?
 
     /// Opens the flow's sockets on `ring`, its routes in `paced`; its packetizer shares `plans`
     /// with the engine's other flows.
