@@ -136,7 +136,8 @@ import Testing
         }
         #expect(history.count == 65_536)
         let answers = history.answer(Self.nack([100, 4_463, 4_464, 65_535]), now: 0)
-        #expect(answers.map { $0[12] } == [1, 1, 0, 0])  // byte 12: the pass of the numbers  // 100 and 4,463 sent again as 65,636 and 69,999
+        // Byte 12 says the pass: 100 and 4,463 were sent again (as packets 65,636 and 69,999).
+        #expect(answers.map { $0[12] } == [1, 1, 0, 0])
         #expect(answers.map { UInt16($0[2]) << 8 | UInt16($0[3]) } == [100, 4_463, 4_464, 65_535])
     }
 
