@@ -100,9 +100,7 @@ public final class SourceStallWatch: Sendable {
                 if let silence { onEvent(.stalled(silence: silence)) }
                 // A millisecond past the moment the gap would exceed the threshold.
                 let wait = next.map { max($0 - now, .zero) + .milliseconds(1) } ?? Self.idlePoll
-                let (seconds, attoseconds) = wait.components
-                let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-                if ended.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success { return }
+                if ended.wait(timeout: .now() + .nanoseconds(Int(wait.nanoseconds))) == .success { return }
             }
         }
     }

@@ -32,6 +32,8 @@ struct RetransmissionHistory: Sendable {
         var sentAt: Int64
         var bytes: [UInt8]
         var lastRetransmission: Int64?
+        /// The 16-bit number on the wire.
+        var sequence: UInt16 { UInt16(truncatingIfNeeded: extendedSequence) }
     }
 
     /// How long a sent packet can be retransmitted (nanoseconds).
@@ -65,8 +67,8 @@ struct RetransmissionHistory: Sendable {
     /// copied into one instead of a new allocation). At most `maxSpare`.
     private var spare: [[UInt8]] = []
     private static let maxSpare = 64
-    /// Sequence numbers (16-bit and extended) in sending order from `orderHead` on.
-    private var order: [(UInt16, Int64)] = []
+    /// Extended sequence numbers in sending order from `orderHead` on.
+    private var order: [Int64] = []
     private var orderHead = 0
     private var keptBytes = 0
     /// The newest extended sequence number recorded (-1: none) and the first ever.
@@ -106,7 +108,7 @@ struct RetransmissionHistory: Sendable {
         newest = max(newest, extended)
         var index = slot(of: sequence)
         while let old = slots[index] {
-            if UInt16(truncatingIfNeeded: old.extendedSequence) == sequence {
+            if old.sequence == sequence {
                 // The same number sent again within the history (a wrap): the newer packet's.
                 slots[index] = nil
                 count -= 1
@@ -125,16 +127,16 @@ struct RetransmissionHistory: Sendable {
         slots[index] = Entry(extendedSequence: extended, sentAt: now, bytes: copy)
         count += 1
         keptBytes += bytes.count
-        order.append((sequence, extended))
+        order.append(extended)
         expire(now: now)
     }
 
     /// Drops what is older than `rtxTime` or beyond `maxBytes`.
     mutating func expire(now: Int64) {
         while orderHead < order.count {
-            let (sequence, extended) = order[orderHead]
+            let extended = order[orderHead]
             // A number sent again since (a wrap within the history) is the newer entry's.
-            let index = slot(of: sequence)
+            let index = slot(of: UInt16(truncatingIfNeeded: extended))
             guard let entry = slots[index], entry.extendedSequence == extended else { orderHead += 1; continue }
             guard now - entry.sentAt > rtxTime || keptBytes > maxBytes else { break }
             slots[index] = nil
@@ -160,7 +162,7 @@ struct RetransmissionHistory: Sendable {
         for sequence in nack.sequenceNumbers where seen.insert(sequence).inserted {
             requested += 1
             let index = slot(of: sequence)
-            guard var entry = slots[index], UInt16(truncatingIfNeeded: entry.extendedSequence) == sequence else {
+            guard var entry = slots[index], entry.sequence == sequence else {
                 rejected[classifyMissing(sequence), default: 0] += 1
                 continue
             }
@@ -197,7 +199,7 @@ struct RetransmissionHistory: Sendable {
     private mutating func growSlots() {
         var bigger = [Entry?](repeating: nil, count: slots.count * 2)
         for case let entry? in slots {
-            bigger[Int(UInt16(truncatingIfNeeded: entry.extendedSequence)) & (bigger.count - 1)] = entry
+            bigger[Int(entry.sequence) & (bigger.count - 1)] = entry
         }
         slots = bigger
     }
