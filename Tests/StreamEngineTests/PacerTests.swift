@@ -14,12 +14,13 @@ import Testing
         #expect(Pacer.defaultQuantum(rateBitsPerSecond: 10_000_000_000, minimum: 1500) == 65_536)
     }
 
-    /// A fixed pace's quantum: eight datagrams where 10 ms of the rate holds them, 10 ms of it
+    /// A fixed pace's quantum: sixteen datagrams where 20 ms of the rate holds them, 20 ms of it
     /// where it does not (never below a datagram), 2 ms of it where that is more, at most 64 KiB.
-    @Test func fixedPaceQuantumHoldsSeveralDatagramsWithinTenMillisecondsOfTheRate() {
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 8_000_000, datagram: 1400) == 10_000)  // 10 ms < 8 datagrams
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 20_000_000, datagram: 1400) == 11_200)  // 8 datagrams
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 1_000_000, datagram: 1400) == 1400)  // 1,250 B: one datagram
+    @Test func fixedPaceQuantumHoldsSeveralDatagramsWithinTwentyMillisecondsOfTheRate() {
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 8_000_000, datagram: 1400) == 20_000)  // 20 ms < 16 datagrams
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 20_000_000, datagram: 1400) == 22_400)  // 16 datagrams
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 1_000_000, datagram: 1400) == 2_500)  // 20 ms: under two datagrams
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 400_000, datagram: 1400) == 1400)  // 1,000 B: one datagram
         #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 100_000_000, datagram: 1400) == 25_000)  // 2 ms rules
         #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 10_000_000_000, datagram: 1400) == 65_536)
     }

@@ -19,16 +19,19 @@ public struct Pacer: Sendable {
     }
 
     /// The quantum of a fixed pace (a flow without a congestion controller): the default, but
-    /// at least eight datagrams of `datagram` bytes where 10 ms of the rate holds them (less
+    /// at least sixteen datagrams of `datagram` bytes where 20 ms of the rate holds them (less
     /// where it does not), at most 64 KiB. A submission waits for half a quantum of budget, so
     /// at a few Mbit/s, where 2 ms of the rate is about one datagram, a frame went out one
     /// datagram per wake-up (a 5 Mbit/s stream at 30 fps: ~16 wake-ups per frame, each 20 – 47
-    /// µs of CPU on this project's VMs, results/profile.md section 43); with this, three or
-    /// four per wake-up. Bursts stay within 10 ms of the rate (Chrome's pacer sends up to 40 ms
-    /// of it early, Open Screen's Cast sender 10 ms); above ~45 Mbit/s 2 ms is more and rules.
+    /// µs of CPU on this project's VMs, results/profile.md section 43), and with 10 ms of the
+    /// rate in four batches of three or four datagrams, each a wake-up of the sender and one of
+    /// the receiver (section 44); with this, a frame of the average size goes out in one or two.
+    /// A fixed pace only smooths the stream's own bursts (a file's pace is 1.5 x its rate:
+    /// larger frames, keyframes, go out at the pace); bursts stay within 20 ms of the rate
+    /// (Chrome's pacer sends up to 40 ms of it early). Above ~90 Mbit/s 2 ms is more and rules.
     public static func fixedPaceQuantum(rateBitsPerSecond: Double, datagram: Int) -> Int {
-        let tenMilliseconds = Int(rateBitsPerSecond / 8 * 0.010)
-        let batchFloor = min(8 * datagram, tenMilliseconds)
+        let twentyMilliseconds = Int(rateBitsPerSecond / 8 * 0.020)
+        let batchFloor = min(16 * datagram, twentyMilliseconds)
         return min(max(defaultQuantum(rateBitsPerSecond: rateBitsPerSecond, minimum: datagram), batchFloor), 65_536)
     }
 
