@@ -14,7 +14,8 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
   --stats PATH|-   final stats as JSON;  --stats-every S  also rewrite it while running
   --no-feedback    send no RTCP to the sender
   --feedback-interval S  feedback (RFC 8888, receiver report) at most every S seconds while packets
-                   or sender reports arrive, default 0.02 (at least 0.001)
+                   or sender reports arrive: at a frame's last packet once S has passed, or S
+                   after the first packet not yet reported; default 0.02 (at least 0.001)
   --rtcp-mux       RTCP on the RTP port itself (RFC 5761), both ways, not RTP port + 1
   --from HOST:PORT accept the stream only from this address (default: the first valid stream)
   --srtp-key @FILE SRTP/SRTCP with the key in FILE (base64 of key and salt, as send's); refused if

@@ -538,6 +538,83 @@ import UringIO
         #expect(harness.session.stats.feedbackSent == last + 3)
     }
 
+    /// A file at 30 fps paced out in bursts (`Pacer.fixedPaceQuantum`): each frame of two or more
+    /// packets comes in two bursts 10 ms apart, frames 33.3 ms apart, and a sender report now
+    /// and then between them. The loop serves every deadline at its time (as
+    /// `MediaReceiver`'s would). One report per frame, each at the arrival of the frame's last
+    /// packet, none between frames (each would be a wake-up of the receiver and one of the
+    /// sender): each frame's first burst used to be reported at once and its tail 20 ms later,
+    /// and a sender report 20 ms after the last report. Every packet is reported, and every sender
+    /// report answered (its LSR in the next report), its hold time in the DLSR.
+    @Test func aFramePacedInBurstsIsReportedOnceAtItsEnd() throws {
+        let frames = Self.stream(frames: 30, keyframeEvery: 1000)
+        var harness = Harness()
+        var rtcpSource = Self.sender
+        rtcpSource.port += 1
+        let frameInterval: Int64 = 33_333_333
+        var events: [(time: Int64, datagram: [UInt8], port: ReceiveSession.Port, frameEnd: Bool)] = []
+        var senderReports: [(time: Int64, ntp: UInt64)] = []
+        for (index, frame) in frames.enumerated() {
+            let start = Self.start + Int64(index) * frameInterval
+            let firstBurst = max(1, frame.datagrams.count / 2)
+            for (position, datagram) in frame.datagrams.enumerated() {
+                let time = start + (position < firstBurst ? 0 : 10 * Self.millisecond) + Int64(position) * 10_000
+                events.append((time, datagram, .rtp, position == frame.datagrams.count - 1))
+            }
+            if index % 3 == 1 {  // a sender report 15 ms after a frame began: 5 ms after its tail
+                let ntp = UInt64(0x1000_0000_0000 + index) << 16
+                senderReports.append((start + 15 * Self.millisecond, ntp))
+                events.append((start + 15 * Self.millisecond, RTCPCompoundBuilder.build([.senderReport(RTCPSenderReport(
+                    ssrc: Self.ssrc, ntpTimestamp: ntp, rtpTimestamp: 0, packetCount: 1, octetCount: 1))]), .rtcp, false))
+            }
+        }
+        events.sort { $0.time < $1.time }
+        var frameEnds: Set<Int64> = []
+        for event in events {
+            // Deadlines up to the event, each at its own time.
+            while let deadline = harness.session.nextDeadline, deadline < event.time {
+                harness.now = max(harness.now, deadline)
+                harness.session.handleTimeout(now: harness.now)
+                harness.drain()
+            }
+            harness.deliver(event.datagram, from: event.port == .rtcp ? rtcpSource : Self.sender, port: event.port,
+                            step: event.time - harness.now)
+            if event.frameEnd { frameEnds.insert(event.time) }
+        }
+        #expect(harness.units.count == frames.count)
+        // The stream's first packet is reported at once (the sender learns of its receiver), the
+        // rest of the first frame an interval later; from the second frame on, one per frame.
+        let times = harness.transmitTimes.map { ($0 - Self.start) / 100_000 }  // 0.1 ms
+        #expect(harness.transmitTimes.first == Self.start && harness.transmitTimes.dropFirst().first == Self.start + 20 * Self.millisecond, "\(times)")
+        #expect(harness.transmits.count == frames.count + 1, "\(times)")
+        #expect(harness.transmitTimes.dropFirst(2).allSatisfy { frameEnds.contains($0) }, "\(times)")
+        let packets = harness.feedbackPackets
+        var reported: [Int] = []
+        for case .congestionControlFeedback(let ccfb) in packets {
+            for report in ccfb.reports {
+                for (offset, metric) in report.metrics.enumerated() where metric.received {
+                    reported.append(Int(report.beginSequence) + offset)
+                }
+            }
+        }
+        #expect(reported == Array(1000..<(1000 + Self.packetCount(frames))))
+        // Each sender report's first answer: its LSR, and the time it was held as its DLSR (1/65,536 s).
+        var answers: [UInt32: (time: Int64, delay: UInt32)] = [:]
+        for (transmit, time) in zip(harness.transmits, harness.transmitTimes) {
+            for case .receiverReport(let report) in transmit.bytes.withUnsafeBytes({ RTCPPacket.parseCompound($0).packets }) {
+                if let block = report.reportBlocks.first, block.lastSR != 0, answers[block.lastSR] == nil {
+                    answers[block.lastSR] = (time, block.delaySinceLastSR)
+                }
+            }
+        }
+        #expect(answers.count == senderReports.count)
+        for report in senderReports {
+            let answer = try #require(answers[UInt32(truncatingIfNeeded: report.ntp >> 16)])
+            let held = (answer.time - report.time) * 65_536 / 1_000_000_000
+            #expect(answer.time > report.time && abs(Int64(answer.delay) - held) <= 1, "\(answer) \(report)")
+        }
+    }
+
     /// Each sender report is answered (LSR = its NTP timestamp's middle bits), RTCP from
     /// another host is counted and ignored, and a probe is confirmed without being media.
     @Test func senderReportsAreAnsweredAndProbesConfirmed() {

@@ -27,7 +27,7 @@ import Testing
         for base in stride(from: 0, to: count, by: 10) {
             for sequence in (base..<min(base + 10, count)).reversed() where !lost.contains(sequence) {
                 _ = tracker.record(sequence: UInt16(sequence), rtpTimestamp: 0, arrival: 0)
-                feedback.record(sequence: UInt16(sequence), arrival: 1_000_000, ecn: 0)
+                feedback.record(sequence: UInt16(sequence), arrival: 1_000_000, ecn: 0, marker: false)
             }
         }
         let datagrams = feedback.makeReports(now: 2_000_000, mediaSSRC: 7, tracker: &tracker)
@@ -39,6 +39,37 @@ import Testing
             #expect(span.last! - span.first! < ReceiverFeedback.metricsPerDatagram)
         }
         #expect(!feedback.hasNews)
+    }
+
+    /// `reportDue`: a frame's end (a packet with the marker bit) makes the report due an interval
+    /// after the last one; packets of a frame not yet ended wait until an interval after the
+    /// first of them, a sender report to answer three intervals after it arrived, whichever
+    /// comes first; a PLI is due an interval after the last report, and so is everything when an
+    /// arrival carries no kernel timestamp.
+    @Test func aReportIsDueAtAFramesEndOrAnIntervalAfterTheFirstNews() {
+        let millisecond: Int64 = 1_000_000
+        let interval = 20 * millisecond
+        var tracker = RTPSequenceTracker()
+        var feedback = ReceiverFeedback(ssrc: 9, cname: "r")
+        let first: Int64 = 1_800_000_000_000_000_000
+        feedback.record(sequence: 1, arrival: first + 3 * millisecond, ecn: 0, marker: false)
+        feedback.record(sequence: 2, arrival: first + 4 * millisecond, ecn: 0, marker: false)
+        #expect(feedback.reportDue(lastReport: first, interval: interval) == first + 23 * millisecond)
+        feedback.record(sequence: 3, arrival: first + 5 * millisecond, ecn: 0, marker: true)
+        #expect(feedback.reportDue(lastReport: first, interval: interval) == first + 20 * millisecond)
+        let second = first + 25 * millisecond
+        #expect(Self.reported(feedback.makeReports(now: second, mediaSSRC: 7, tracker: &tracker)[0]) == [1, 2, 3])
+        #expect(!feedback.hasNews)
+        feedback.noteSenderReport(ntpTimestamp: 1 << 32, arrival: second + 2 * millisecond)
+        #expect(feedback.reportDue(lastReport: second, interval: interval) == second + 62 * millisecond)
+        feedback.record(sequence: 4, arrival: second + 10 * millisecond, ecn: 0, marker: false)
+        #expect(feedback.reportDue(lastReport: second, interval: interval) == second + 30 * millisecond)
+        feedback.requestKeyframe()
+        #expect(feedback.reportDue(lastReport: second, interval: interval) == second + 20 * millisecond)
+        let third = second + 30 * millisecond
+        _ = feedback.makeReports(now: third, mediaSSRC: 7, tracker: &tracker)
+        feedback.record(sequence: 5, arrival: 0, ecn: 0, marker: false)
+        #expect(feedback.reportDue(lastReport: third, interval: interval) == third + 20 * millisecond)
     }
 
     /// Each metric says when its packet arrived and with which ECN codepoint: a gap is "not
@@ -58,7 +89,7 @@ import Testing
         ]
         for arrival in arrivals {
             _ = tracker.record(sequence: arrival.sequence, rtpTimestamp: 0, arrival: 0)
-            feedback.record(sequence: arrival.sequence, arrival: now - arrival.before, ecn: arrival.ecn)
+            feedback.record(sequence: arrival.sequence, arrival: now - arrival.before, ecn: arrival.ecn, marker: false)
         }
         feedback.recordRetransmission(sequence: 301, arrival: now - 5 * millisecond, ecn: 2)
         feedback.recordRetransmission(sequence: 300, arrival: now - 7 * millisecond, ecn: 0)

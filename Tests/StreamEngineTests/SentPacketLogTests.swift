@@ -118,7 +118,7 @@ struct RTCPCompoundTests {
         var receiver = ReceiverFeedback(ssrc: 99, cname: "receiver-cname")
         var tracker = RTPSequenceTracker()
         _ = tracker.record(sequence: 1000, rtpTimestamp: 0, arrival: 0)
-        receiver.record(sequence: 1000, arrival: 5_000_000, ecn: 2)
+        receiver.record(sequence: 1000, arrival: 5_000_000, ecn: 2, marker: true)
         receiver.requestKeyframe()
         let datagrams = receiver.makeReports(now: 6_000_000, mediaSSRC: 77, tracker: &tracker)
         try #require(datagrams.count == 1)

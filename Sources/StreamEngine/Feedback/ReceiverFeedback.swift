@@ -34,6 +34,8 @@ struct ReceiverFeedback: Sendable {
     private(set) var senderReportUnanswered = false
     /// A PLI waits for the next report.
     private(set) var pictureLossPending = false
+    /// A packet with the marker bit (a frame's last) arrived since the last report.
+    private var frameEndPending = false
     /// Per-packet feedback (RFC 8888) in the reports; off, reports carry the receiver report
     /// (and PLI, NACK, probe confirmations) only: a multicast group's sender has no use for it.
     var perPacket = true
@@ -75,12 +77,47 @@ struct ReceiverFeedback: Sendable {
     /// True when so many packets wait that a report should go now.
     var isFull: Bool { pending.count >= maxPending }
 
-    /// Notes a received media packet (its 16-bit sequence number, arrival, ECN bits); nothing
-    /// without per-packet feedback (the sequence numbers are extended only for it).
-    mutating func record(sequence: UInt16, arrival: Int64, ecn: UInt8) {
+    /// Notes a received media packet (its 16-bit sequence number, arrival, ECN bits, and whether
+    /// it carries the marker bit: the last packet of a frame); nothing without per-packet
+    /// feedback (the sequence numbers are extended only for it).
+    mutating func record(sequence: UInt16, arrival: Int64, ecn: UInt8, marker: Bool) {
         guard perPacket else { return }
         let extended = Self.extend(sequence, highest: &highest)
         if pending.count < maxPending { pending.append(Arrival(sequence: extended, time: arrival, ecn: ecn)) }
+        if marker { frameEndPending = true }
+    }
+
+    /// When the next report is due, `interval` the least time between two (nanoseconds), the
+    /// last one sent at `lastReport`: about once per frame (draft-ietf-rmcat-gcc's "once per
+    /// received video frame"), at the arrival of the frame's last packet once `interval` has
+    /// passed. While only packets of a frame not yet ended (and retransmissions, and a sender
+    /// report to answer) are new, the report waits for the frame's end: at most until
+    /// `interval` after the first packet, three intervals after the sender report (a frame at
+    /// 30 fps and the pacing of its bursts). A frame paced out in several bursts
+    /// (`Pacer.fixedPaceQuantum`) had its first burst reported at its arrival and its tail
+    /// `interval` after that, and a sender report was answered `interval` after the last
+    /// report, both mostly between frames: a wake-up of the receiver and one of the sender for
+    /// a report of a datagram or two (results/profile.md section 44). An answer's delay is in
+    /// its DLSR, so the sender's RTT does not change, and a sender report still unanswered
+    /// when the next one comes is answered then (`ReceiveSession`). A PLI, NACKs and probe
+    /// confirmations are due at `lastReport + interval`, as is everything when arrivals carry
+    /// no kernel timestamp.
+    func reportDue(lastReport: Int64, interval: Int64) -> Int64 {
+        let regular = lastReport + interval
+        guard !frameEndPending, !pictureLossPending, retransmissionRequests.isEmpty, probesToConfirm.isEmpty else {
+            return regular
+        }
+        var due = Int64.max
+        if let first = pending.first?.time {
+            guard first > lastReport else { return regular }
+            due = first + interval
+        }
+        if let first = retransmissionsPending.first?.time {
+            guard first > lastReport else { return regular }
+            due = min(due, first + interval)
+        }
+        if senderReportUnanswered { due = min(due, lastSRArrival + 3 * interval) }
+        return due == Int64.max ? regular : due
     }
 
     /// Notes a received RFC 4588 retransmission (its RTX sequence number, arrival, ECN bits).
@@ -180,6 +217,7 @@ struct ReceiverFeedback: Sendable {
             if recent.count > 2 * Self.maxRecent { recent.removeFirst(recent.count - Self.maxRecent) }
             pending.removeAll(keepingCapacity: true)
         }
+        frameEndPending = false
         if pictureLossPending {
             compound.append(.pictureLossIndication(RTCPPictureLossIndication(senderSSRC: ssrc, mediaSSRC: mediaSSRC)))
             pictureLossPending = false

@@ -19,7 +19,9 @@ public struct MediaReceiverConfig: Sendable {
     /// Feedback goes to the sender's RTP port + 1 and is received on ours + 1 (what ffmpeg and
     /// GStreamer do), or, with `rtcpMux`, on the RTP ports themselves.
     public var rtcpMux = false
-    /// How often feedback goes out while packets (or sender reports) arrive.
+    /// The least time between two reports while packets (or sender reports) arrive: a report
+    /// goes out at the end of a frame once this has passed, or this long after the first
+    /// packet not yet reported when no frame ends (`ReceiveSession`).
     public var reportInterval: Duration = .milliseconds(20)
     /// SRTP and SRTCP (RFC 3711) with this master key: every datagram is authenticated and
     /// decrypted before the receive session sees it (what fails is dropped and counted in

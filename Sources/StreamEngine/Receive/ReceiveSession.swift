@@ -26,7 +26,10 @@ import UringIO
 /// per 200 ms) when a frame is incomplete and again every second while no complete keyframe
 /// has mended the chain of references since (RFC 4585 lets a PLI be repeated), and sends feedback (receiver report, SDES, RFC 8888
 /// per-packet feedback, PLI) to the sender's RTP port + 1 (the RTP port itself with
-/// `rtcpMux`) every `reportInterval` while there is news, every 250 ms anyway, at once when
+/// `rtcpMux`) about once per frame, at the arrival of its last packet (marker bit) once
+/// `reportInterval` has passed since the last report, `reportInterval` after the first
+/// unreported packet when no frame ends, every `reportInterval` while other news waits
+/// (`ReceiverFeedback.reportDue`), every 250 ms anyway, at once when
 /// its memory of arrivals is full, and in answer to each sender report. A receiver of a
 /// multicast group (`config.listen` a group) instead sends receiver reports (no per-packet
 /// feedback) at the RFC 3550 interval for the group's size (`MulticastReportTiming`), a PLI at
@@ -386,7 +389,7 @@ public struct ReceiveSession: Sendable {
                                                    arrival: arrival90kHz) else { break }
             taken += 1
             last = header.timestamp
-            feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
+            feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn, marker: header.marker)
             if recovers {
                 // As `accept` and `push` with loss recovery, in one place.
                 recovery.nack.noteMediaBytes(count)
@@ -491,8 +494,8 @@ public struct ReceiveSession: Sendable {
             if let multicastTiming {
                 return feedback.pictureLossPending ? Int64.min : multicastTiming.nextDeadline
             }
-            let wait = feedback.hasNews ? min(reportInterval, Self.maxReportInterval) : Self.maxReportInterval
-            var deadline = lastReport + wait
+            var deadline = lastReport + Self.maxReportInterval
+            if feedback.hasNews { deadline = min(deadline, feedback.reportDue(lastReport: lastReport, interval: reportInterval)) }
             if recovers {
                 if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
                 if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
@@ -640,7 +643,8 @@ public struct ReceiveSession: Sendable {
         case .restarted:
             // The packet kept aside began the restarted stream: it goes first.
             if let candidate = sequenceJumpCandidate, candidate.header.sequenceNumber == header.sequenceNumber &- 1 {
-                feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn)
+                feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn,
+                                marker: candidate.header.marker)
                 let restart = RTPSequenceTracker.Tracked(outcome: .restarted, extendedSequence: tracked.extendedSequence - 1)
                 let candidatePayload = sequenceJumpPayload
                 candidatePayload.withUnsafeBytes {
@@ -654,7 +658,7 @@ public struct ReceiveSession: Sendable {
         if sequenceJumpCandidate != nil { sequenceJumpCandidate = nil }
         lastAcceptedTimestamp = header.timestamp
         if recovers { recovery.jitter = tracker.jitter }
-        feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn)
+        feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn, marker: header.marker)
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
         if recovers { askForRetransmissions(now: now) }
     }
@@ -1022,7 +1026,7 @@ public struct ReceiveSession: Sendable {
                 || multicastTiming!.due(now: now, unit: Double.random(in: 0...1))
         } else {
             due = immediately || feedback.isFull || now - lastReport >= Self.maxReportInterval
-                || (feedback.hasNews && now - lastReport >= reportInterval)
+                || (feedback.hasNews && now >= feedback.reportDue(lastReport: lastReport, interval: reportInterval))
                 || (answeringSenderReport && now - lastReport >= reportInterval / 4)
         }
         guard due else { return }
