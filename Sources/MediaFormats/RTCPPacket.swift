@@ -49,6 +49,9 @@ public enum RTCPPacket: Sendable, Hashable {
     /// first packet need not be an SR or RR.
     public static func parseCompound(_ bytes: UnsafeRawBufferPointer) -> RTCPParseResult {
         var result = RTCPParseResult()
+        // A compound is a few packets (a report, an SDES, feedback): room for them at once,
+        // not an array grown twice per datagram.
+        result.packets.reserveCapacity(4)
         guard bytes.count > 0 else {
             result.errors.append(RTCPParseError(kind: .tooShort, offset: 0, packetType: nil, detail: "empty datagram"))
             return result

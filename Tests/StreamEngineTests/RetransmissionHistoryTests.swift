@@ -141,6 +141,46 @@ import Testing
         #expect(answers.map { UInt16($0[2]) << 8 | UInt16($0[3]) } == [100, 4_463, 4_464, 65_535])
     }
 
+    /// Packets of 44 to 3,012 bytes, one a millisecond, under both bounds at once
+    /// (100 ms and 120,000 bytes, each binding in turn): the ring of bytes wraps, grows and is
+    /// reused many times over, and after every packet the history holds exactly the newest
+    /// packets both bounds allow, each answered with its own bytes (a packet written over a
+    /// live one is caught by the next look), while the ring stays within `maxBytes` and two
+    /// largest datagrams.
+    @Test func packetsOfRandomSizesUnderBothBoundsAreEachAnsweredWithTheirOwnBytes() {
+        let maxBytes = 120_000
+        var history = RetransmissionHistory(ssrc: 1, rtxTime: 100 * Self.millisecond, sameSSRC: true, maxBytes: maxBytes)
+        history.minRepeatInterval = 0  // each look asks for every packet again
+        var state: UInt32 = 12_345
+        var sent: [[UInt8]] = []
+        var wrong = 0
+        var tooOld = 0
+        for index in 0..<4_000 {
+            state = state &* 1_664_525 &+ 1_013_904_223
+            // Sizes up to a cap that rises over the first 3,000 packets: the bytes live at once
+            // grow while the ring has wrapped, so a packet must not go over the oldest's bytes.
+            let packet = Self.packet(UInt16(truncatingIfNeeded: index), size: 32 + Int(state >> 8) % (1 + min(index, 2_968)))
+            sent.append(packet)
+            let now = Int64(index) * Self.millisecond
+            packet.withUnsafeBytes { history.record($0, at: now) }
+            // The newest packets within 100 ms whose bytes add up to at most maxBytes.
+            var kept = 0
+            var bytes = 0
+            while kept <= 100, kept < sent.count, bytes + sent[sent.count - 1 - kept].count <= maxBytes {
+                bytes += sent[sent.count - 1 - kept].count
+                kept += 1
+            }
+            let asked = (max(0, sent.count - kept - 3)..<sent.count).map { UInt16(truncatingIfNeeded: $0) }
+            let answers = history.answer(Self.nack(asked), now: now)
+            // (Counted, not expected one by one: a failure would print every byte.)
+            if history.count != kept || answers != Array(sent.suffix(kept)) { wrong += 1 }
+            tooOld += asked.count - kept
+            #expect(history.storeCapacity <= maxBytes + 2 * 65_536)
+        }
+        #expect(wrong == 0)
+        #expect(tooOld > 10_000 && history.rejected == [.tooOld: tooOld])
+    }
+
     @Test func theHistoryIsBoundedInBytes() {
         var history = RetransmissionHistory(ssrc: 1, maxBytes: 10 * 1012)
         for sequence: UInt16 in 0..<50 { Self.packet(sequence).withUnsafeBytes { history.record($0, at: 0) } }

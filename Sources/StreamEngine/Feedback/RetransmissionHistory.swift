@@ -30,7 +30,9 @@ struct RetransmissionHistory: Sendable {
     struct Entry: Sendable {
         var extendedSequence: Int64
         var sentAt: Int64
-        var bytes: [UInt8]
+        /// Where the packet's bytes start in `store`, and how many there are.
+        var offset: Int
+        var length: Int
         var lastRetransmission: Int64?
         /// The 16-bit number on the wire.
         var sequence: UInt16 { UInt16(truncatingIfNeeded: extendedSequence) }
@@ -58,15 +60,22 @@ struct RetransmissionHistory: Sendable {
     /// a power of two that doubles, up to 65,536 (a slot per number), when a packet's slot is
     /// held by another number still in the history. Not a dictionary: hashing every packet's
     /// number four times (recorded, expired) was ~800 instructions a packet of a sender with
-    /// feedback (results/profile.md section 43). At most 65,536 slots (~3 MB), as many entries
-    /// as the dictionary held at most.
+    /// feedback (results/profile.md section 43). At most 65,536 slots, as many entries as the
+    /// dictionary held at most.
     private var slots = [Entry?](repeating: nil, count: 256)
     /// Packets in the history.
     private(set) var count = 0
-    /// Byte arrays of expired entries, refilled by `record` (a datagram of the same size is
-    /// copied into one instead of a new allocation). At most `maxSpare`.
-    private var spare: [[UInt8]] = []
-    private static let maxSpare = 64
+    /// The packets' bytes, one after another in sending order, in a ring: a packet that does
+    /// not fit before the end starts again at 0, and the oldest live packet's start is the
+    /// ring's tail. Not an array per packet: their allocation, release and reference counting
+    /// were ~600 instructions a packet (results/profile.md section 45). Grows by doubling when
+    /// a packet does not fit, up to `maxBytes` and two largest datagrams more; there the
+    /// oldest packets leave to make room.
+    private var store = [UInt8](repeating: 0, count: 1 << 16)
+    /// Where the next packet's bytes go in `store`.
+    private var head = 0
+    /// The ring's size in bytes.
+    var storeCapacity: Int { store.count }
     /// Extended sequence numbers in sending order from `orderHead` on.
     private var order: [Int64] = []
     private var orderHead = 0
@@ -112,19 +121,18 @@ struct RetransmissionHistory: Sendable {
                 // The same number sent again within the history (a wrap): the newer packet's.
                 slots[index] = nil
                 count -= 1
-                keptBytes -= old.bytes.count
+                keptBytes -= old.length
                 break
             }
             growSlots()
             index = slot(of: sequence)
         }
-        var copy = spare.popLast() ?? []
-        if copy.count == bytes.count {
-            copy.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
-        } else {
-            copy = Array(bytes)
+        let offset = place(bytes.count)
+        store.withUnsafeMutableBytes { store in
+            UnsafeMutableRawBufferPointer(rebasing: store[offset..<offset + bytes.count]).copyMemory(from: bytes)
         }
-        slots[index] = Entry(extendedSequence: extended, sentAt: now, bytes: copy)
+        head = offset + bytes.count
+        slots[index] = Entry(extendedSequence: extended, sentAt: now, offset: offset, length: bytes.count)
         count += 1
         keptBytes += bytes.count
         order.append(extended)
@@ -141,8 +149,7 @@ struct RetransmissionHistory: Sendable {
             guard now - entry.sentAt > rtxTime || keptBytes > maxBytes else { break }
             slots[index] = nil
             count -= 1
-            keptBytes -= entry.bytes.count
-            if spare.count < Self.maxSpare { spare.append(entry.bytes) }
+            keptBytes -= entry.length
             orderHead += 1
         }
         if orderHead > 4096 && orderHead * 2 > order.count {
@@ -174,7 +181,7 @@ struct RetransmissionHistory: Sendable {
                 rejected[.tooEarly, default: 0] += 1
                 continue
             }
-            let size = entry.bytes.count + (sameSSRC ? 0 : 2)
+            let size = entry.length + (sameSSRC ? 0 : 2)
             if rateBytesPerSecond != nil {
                 guard tokens >= Double(size) else {
                     rejected[.rateLimited, default: 0] += 1
@@ -184,14 +191,87 @@ struct RetransmissionHistory: Sendable {
             }
             entry.lastRetransmission = now
             slots[index] = entry
-            let datagram = sameSSRC ? entry.bytes : rtxPacket(of: entry.bytes)
+            let original = Array(store[entry.offset..<entry.offset + entry.length])
+            let datagram = sameSSRC ? original : rtxPacket(of: original)
             retransmitted += 1
             retransmittedBytes += datagram.count
-            requestedBytes += entry.bytes.count
+            requestedBytes += entry.length
             datagrams.append(datagram)
         }
         return datagrams
     }
+
+    /// The oldest live packet's entry (stale numbers, sent again since, are passed over).
+    private mutating func oldest() -> Entry? {
+        while orderHead < order.count {
+            let extended = order[orderHead]
+            if let entry = slots[slot(of: UInt16(truncatingIfNeeded: extended))], entry.extendedSequence == extended {
+                return entry
+            }
+            orderHead += 1
+        }
+        return nil
+    }
+
+    /// Where in `store` a packet of `length` bytes goes: after the newest, or at 0 when it does
+    /// not fit before the end, never over a live packet. Grows the ring, or makes the oldest
+    /// packets leave, when there is no room.
+    private mutating func place(_ length: Int) -> Int {
+        while true {
+            guard let tail = oldest()?.offset else {
+                if length > store.count { store = [UInt8](repeating: 0, count: Self.capacity(for: length)) }
+                return 0
+            }
+            // Live bytes are [tail, head) or, wrapped, [tail, end) and [0, head) (head == tail: full).
+            if head > tail {
+                if store.count - head >= length { return head }
+                if tail >= length { return 0 }
+            } else if tail - head >= length {
+                return head
+            }
+            if store.count < maxBytes + 2 * 65_536 {
+                grow(toFit: length)
+            } else {
+                dropOldest()
+            }
+        }
+    }
+
+    /// A ring twice as large (or larger, for `length` more bytes), the live packets laid out
+    /// from 0 in their order.
+    private mutating func grow(toFit length: Int) {
+        var capacity = store.count * 2
+        while capacity < keptBytes + length { capacity *= 2 }
+        var bigger = [UInt8](repeating: 0, count: max(min(capacity, maxBytes + 2 * 65_536), keptBytes + length))
+        var offset = 0
+        for position in orderHead..<order.count {
+            let index = slot(of: UInt16(truncatingIfNeeded: order[position]))
+            guard var entry = slots[index], entry.extendedSequence == order[position] else { continue }
+            bigger.withUnsafeMutableBytes { bigger in
+                store.withUnsafeBytes { store in
+                    UnsafeMutableRawBufferPointer(rebasing: bigger[offset..<offset + entry.length])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: store[entry.offset..<entry.offset + entry.length]))
+                }
+            }
+            entry.offset = offset
+            slots[index] = entry
+            offset += entry.length
+        }
+        store = bigger
+        head = offset
+    }
+
+    /// The oldest packet leaves (the ring is as large as it may be).
+    private mutating func dropOldest() {
+        guard let entry = oldest() else { return }
+        slots[slot(of: entry.sequence)] = nil
+        count -= 1
+        keptBytes -= entry.length
+        orderHead += 1
+    }
+
+    /// A power of two of at least `bytes`.
+    private static func capacity(for bytes: Int) -> Int { 1 << (Int.bitWidth - (max(bytes, 2) - 1).leadingZeroBitCount) }
 
     private func slot(of sequence: UInt16) -> Int { Int(sequence) & (slots.count - 1) }
 
