@@ -67,10 +67,10 @@ struct RetransmissionHistory: Sendable {
     private(set) var count = 0
     /// The packets' bytes, one after another in sending order, in a ring: a packet that does
     /// not fit before the end starts again at 0, and the oldest live packet's start is the
-    /// ring's tail. Not an array per packet: their allocation, release and reference counting
-    /// were ~600 instructions a packet (results/profile.md section 45). Grows by doubling when
-    /// a packet does not fit, up to `maxBytes` and two largest datagrams more; there the
-    /// oldest packets leave to make room.
+    /// ring's tail. Not an array per packet: their allocation, release and reference
+    /// counting cost ~330 instructions a packet more than this (results/profile.md section
+    /// 45). Grows by doubling when a packet does not fit, up to `maxBytes` and two largest
+    /// datagrams more; there the oldest packets leave to make room.
     private var store = [UInt8](repeating: 0, count: 1 << 16)
     /// Where the next packet's bytes go in `store`.
     private var head = 0
