@@ -141,17 +141,7 @@ struct RetransmissionHistory: Sendable {
 
     /// Drops what is older than `rtxTime` or beyond `maxBytes`.
     mutating func expire(now: Int64) {
-        while orderHead < order.count {
-            let extended = order[orderHead]
-            // A number sent again since (a wrap within the history) is the newer entry's.
-            let index = slot(of: UInt16(truncatingIfNeeded: extended))
-            guard let entry = slots[index], entry.extendedSequence == extended else { orderHead += 1; continue }
-            guard now - entry.sentAt > rtxTime || keptBytes > maxBytes else { break }
-            slots[index] = nil
-            count -= 1
-            keptBytes -= entry.length
-            orderHead += 1
-        }
+        while let entry = oldest(), now - entry.sentAt > rtxTime || keptBytes > maxBytes { removeOldest(entry) }
         if orderHead > 4096 && orderHead * 2 > order.count {
             order.removeFirst(orderHead)
             orderHead = 0
@@ -201,7 +191,8 @@ struct RetransmissionHistory: Sendable {
         return datagrams
     }
 
-    /// The oldest live packet's entry (stale numbers, sent again since, are passed over).
+    /// The oldest live packet's entry (stale numbers, sent again since within the history, are
+    /// passed over and leave `order`).
     private mutating func oldest() -> Entry? {
         while orderHead < order.count {
             let extended = order[orderHead]
@@ -218,10 +209,11 @@ struct RetransmissionHistory: Sendable {
     /// packets leave, when there is no room.
     private mutating func place(_ length: Int) -> Int {
         while true {
-            guard let tail = oldest()?.offset else {
-                if length > store.count { store = [UInt8](repeating: 0, count: Self.capacity(for: length)) }
+            guard let eldest = oldest() else {
+                if length > store.count { store = [UInt8](repeating: 0, count: length) }
                 return 0
             }
+            let tail = eldest.offset
             // Live bytes are [tail, head) or, wrapped, [tail, end) and [0, head) (head == tail: full).
             if head > tail {
                 if store.count - head >= length { return head }
@@ -232,7 +224,7 @@ struct RetransmissionHistory: Sendable {
             if store.count < maxBytes + 2 * 65_536 {
                 grow(toFit: length)
             } else {
-                dropOldest()
+                removeOldest(eldest)
             }
         }
     }
@@ -261,17 +253,13 @@ struct RetransmissionHistory: Sendable {
         head = offset
     }
 
-    /// The oldest packet leaves (the ring is as large as it may be).
-    private mutating func dropOldest() {
-        guard let entry = oldest() else { return }
+    /// The oldest packet (`oldest()`'s answer) leaves: expired, or the ring is as large as it may be.
+    private mutating func removeOldest(_ entry: Entry) {
         slots[slot(of: entry.sequence)] = nil
         count -= 1
         keptBytes -= entry.length
         orderHead += 1
     }
-
-    /// A power of two of at least `bytes`.
-    private static func capacity(for bytes: Int) -> Int { 1 << (Int.bitWidth - (max(bytes, 2) - 1).leadingZeroBitCount) }
 
     private func slot(of sequence: UInt16) -> Int { Int(sequence) & (slots.count - 1) }
 

@@ -31,8 +31,9 @@ public struct Pacer: Sendable {
     /// (Chrome's pacer sends up to 40 ms of it early). Above ~90 Mbit/s 2 ms is more and rules.
     /// Not more: a frame interval at 30 fps of the rate (33.3 ms, 24 datagrams) saved another
     /// 12 % of the sender's CPU and 11 % of the receiver's at 30 fps, but behind a loaded
-    /// bottleneck its larger bursts made the sender's RTT read up to 1.1 ms below ping's
-    /// (`LabRTTTests`, results/profile.md section 45).
+    /// bottleneck its larger bursts put the sender's RTT more than 1 ms from ping's (median of
+    /// the paired differences −1.57 … +1.49 ms from run to run, against −0.16 … −0.73 with
+    /// these; `LabRTTTests`, results/profile.md section 45).
     public static func fixedPaceQuantum(rateBitsPerSecond: Double, datagram: Int) -> Int {
         let twentyMilliseconds = Int(rateBitsPerSecond / 8 * 0.020)
         let batchFloor = min(16 * datagram, twentyMilliseconds)
