@@ -31,9 +31,9 @@ public struct Pacer: Sendable {
     /// (Chrome's pacer sends up to 40 ms of it early). Above ~90 Mbit/s 2 ms is more and rules.
     /// Not more: a frame interval at 30 fps of the rate (33.3 ms, 24 datagrams) saved another
     /// 12 % of the sender's CPU and 11 % of the receiver's at 30 fps, but behind a loaded
-    /// bottleneck its larger bursts put the sender's RTT more than 1 ms from ping's (median of
-    /// the paired differences −1.57 … +1.49 ms from run to run, against −0.16 … −0.73 with
-    /// these; `LabRTTTests`, results/profile.md section 45).
+    /// bottleneck its larger bursts let the sender's reports find the queue lower than it is by
+    /// the router's timestamps (−0.43 ms on average, up to −0.96, against −0.13 with these;
+    /// `LabRTTTests` allows 1 ms; results/profile.md sections 45 and 46).
     public static func fixedPaceQuantum(rateBitsPerSecond: Double, datagram: Int) -> Int {
         let twentyMilliseconds = Int(rateBitsPerSecond / 8 * 0.020)
         let batchFloor = min(16 * datagram, twentyMilliseconds)
