@@ -615,6 +615,50 @@ import UringIO
         }
     }
 
+    /// Two sender reports back to back right behind a frame's last packet, whose report has
+    /// just gone (a draining queue delivers them so when no media left between them): the
+    /// first is answered before the second replaces it, so each gives the sender its RTT
+    /// sample. Early answers stay at most one a quarter interval however many reports come.
+    @Test func senderReportsBackToBackBehindAFramesReportAreEachAnswered() throws {
+        let frames = Self.stream(frames: 8, keyframeEvery: 1000)
+        var harness = Harness()
+        var rtcpSource = Self.sender
+        rtcpSource.port += 1
+        func deliverFrame(_ frame: Frame) {
+            for (index, datagram) in frame.datagrams.enumerated() {
+                harness.deliver(datagram, step: index == 0 ? 33 * Self.millisecond : 10_000)
+            }
+        }
+        func senderReport(_ index: Int) -> (bytes: [UInt8], lastSR: UInt32) {
+            let ntp = UInt64(0x2000_0000_0000 + index) << 16
+            return (RTCPCompoundBuilder.build([.senderReport(RTCPSenderReport(
+                ssrc: Self.ssrc, ntpTimestamp: ntp, rtpTimestamp: 0, packetCount: 1, octetCount: 1))]),
+                    UInt32(truncatingIfNeeded: ntp >> 16))
+        }
+        func answered() -> Set<UInt32> {
+            Set(harness.feedbackPackets.compactMap { packet -> UInt32? in
+                if case .receiverReport(let report) = packet { return report.reportBlocks.first?.lastSR }
+                return nil
+            })
+        }
+        for frame in frames.prefix(4) { deliverFrame(frame) }
+        try #require(harness.transmitTimes.last == harness.now, "a report at the frame's last packet")
+        let pair = [senderReport(1), senderReport(2)]
+        harness.deliver(pair[0].bytes, from: rtcpSource, port: .rtcp, step: 300_000)
+        harness.deliver(pair[1].bytes, from: rtcpSource, port: .rtcp, step: 300_000)
+        for frame in frames[4..<6] { deliverFrame(frame) }
+        #expect(answered().isSuperset(of: pair.map(\.lastSR)), "answered \(answered())")
+        // A flood: 50 reports 0.1 ms apart, 5 ms in all, then the rest of the stream.
+        let before = harness.transmits.count
+        let flood = (10..<60).map(senderReport)
+        for report in flood { harness.deliver(report.bytes, from: rtcpSource, port: .rtcp, step: 100_000) }
+        #expect(harness.transmits.count - before <= 2, "\(harness.transmits.count - before) reports for 50 sender reports in 5 ms")
+        for frame in frames[6...] { deliverFrame(frame) }
+        harness.finish()
+        #expect(answered().contains(flood.last!.lastSR))
+        #expect(harness.session.stats.senderReports == 52)
+    }
+
     /// Each sender report is answered (LSR = its NTP timestamp's middle bits), RTCP from
     /// another host is counted and ignored, and a probe is confirmed without being media.
     @Test func senderReportsAreAnsweredAndProbesConfirmed() {
