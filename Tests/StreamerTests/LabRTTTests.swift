@@ -166,9 +166,9 @@ struct LabRTTTests {
         // for a packet arriving at 4,000 evenly spaced times): each by the packets ahead of it.
         // Reports that left at the low points of the sender's own bursts would read below it:
         // sent at the pacer's wake-ups (as they once were) they read 2.4 ms below here. The median
-        // of ~550 reports over a delay whose spread is ~3 ms has a standard error of ~0.16 ms
-        // (measured −0.39 … +0.05 ms over 11 runs, 3 of them beside two busy loops); 1 ms is
-        // six of it.
+        // of ~550 reports over a delay whose spread is ~3 ms has a standard error of ~0.16 ms;
+        // measured −0.51 … +0.14 ms over 19 runs (−0.51 with the whole test suite and two busy
+        // loops beside it, the busiest): 1 ms is twice the worst and six standard errors.
         let first = try #require(sampledReports.min()), last = try #require(sampledReports.max())
         let queue = (0..<4000).compactMap { RouterCapture.queueDelay(at: first + (last - first) * Double($0) / 4000, in: passages) }.map { $0 * 1000 }
         let reportsQueue = sampledReports.compactMap { RouterCapture.queueDelay(at: $0, in: passages) }.map { $0 * 1000 }
