@@ -96,6 +96,7 @@ final class RouterCapture {
         var name = [UInt8](repeating: 0, count: 20)
         for socket in sockets {
             while true {
+                control.replaceSubrange(0..<16, with: repeatElement(0, count: 16))  // no stale timestamp
                 let received: Int = data.withUnsafeMutableBytes { bytes in
                     control.withUnsafeMutableBytes { controlBytes in
                         name.withUnsafeMutableBytes { nameBytes in
