@@ -155,7 +155,7 @@ struct LabRTTTests {
         // The sample against its report's round trip: both ends count from the kernel's
         // timestamps, so what is left is the clock reads beside them (the report's NTP time read
         // before its send, the receiver's DLSR before its answer's), the two hops between the
-        // sender and the router and DLSR's 1/65536 s: tens of microseconds (0.05 – 0.13 ms for
+        // sender and the router and DLSR's 1/65536 s: tens of microseconds (0.05 – 0.14 ms for
         // nine samples in ten measured, alone and beside two busy loops); 0.5 ms for the median
         // and 1 ms for four in five leave room for a machine many times as slow.
         print("sample - its report's round trip at the router (ms): \(deciles(differences))")
