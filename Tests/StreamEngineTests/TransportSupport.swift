@@ -176,27 +176,6 @@ func shell(_ command: String) -> Int32 {
     return process.terminationStatus
 }
 
-/// Runs `body` on a fresh thread (optionally inside a namespace) and waits for it.
-func onThread<T: Sendable>(namespace: String? = nil, _ body: @escaping @Sendable () throws -> T) throws -> T {
-    let result = Mutex<Result<T, any Error>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    let thread = Thread {
-        let outcome: Result<T, any Error>
-        do {
-            if let namespace { try enterNamespace(namespace) }
-            outcome = .success(try body())
-        } catch {
-            outcome = .failure(error)
-        }
-        result.withLock { $0 = outcome }
-        done.signal()
-    }
-    thread.stackSize = 8 << 20
-    thread.start()
-    done.wait()
-    return try result.withLock { $0! }.get()
-}
-
 /// The largest burst above a rate line in arrivals sorted by time: max over i <= j of
 /// bytes(i...j) - R/8 * (t_j - t_i), in one pass. A token bucket of depth Q at rate R
 /// never lets it exceed Q.

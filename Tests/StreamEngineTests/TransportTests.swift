@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import StreamEngine
+import TestSupport
 import Testing
 import UringIO
 

@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Synchronization
 import TestSupport
 
 /// What a lab's router saw of a stream: every IPv4 packet on its interface toward the sender
@@ -17,14 +16,8 @@ final class RouterCapture {
     /// RTP (sequence number, timestamp, SSRC), sender reports (NTP time) and pings (sequence
     /// number); not for receiver reports (`reportRoundTrips` tells them apart by LSR and DLSR).
     struct Identity: Hashable {
-        var words: (UInt64, UInt64, UInt64)
+        var first: UInt64, second: UInt64, third: UInt64
         var length: Int
-        static func == (a: Identity, b: Identity) -> Bool {
-            a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.length == b.length
-        }
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(words.0); hasher.combine(words.1); hasher.combine(words.2); hasher.combine(length)
-        }
     }
 
     /// One packet on one interface.
@@ -51,16 +44,7 @@ final class RouterCapture {
     init(lab: Lab) throws {
         let namespace = "sl-\(lab.name)-rtr"
         let interfaces = ["sl-\(lab.name)-rs", "sl-\(lab.name)-rr"]
-        let opened = Mutex<Result<[Int32], any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        // setns moves only the calling thread: a thread of its own opens them.
-        let thread = Thread {
-            opened.withLock { $0 = Result { try NetworkNamespace.enter(namespace); return try interfaces.map(Self.open) } }
-            done.signal()
-        }
-        thread.start()
-        done.wait()
-        let descriptors = try opened.withLock { $0! }.get()
+        let descriptors = try onThread(namespace: namespace) { try interfaces.map(Self.open) }
         sockets = descriptors.enumerated().map { ($1, $0 == 1) }
     }
 
@@ -136,9 +120,12 @@ final class RouterCapture {
         var identityBytes = [UInt8](repeating: 0, count: 24)
         let available = min(24, ip.count - header)
         if available > 0 { identityBytes.replaceSubrange(0..<available, with: ip[header..<(header + available)]) }
-        let words = identityBytes.withUnsafeBytes { ($0.load(fromByteOffset: 0, as: UInt64.self), $0.load(fromByteOffset: 8, as: UInt64.self), $0.load(fromByteOffset: 16, as: UInt64.self)) }
-        var packet = Packet(time: time, receiverSide: receiverSide, outgoing: outgoing,
-                            identity: Identity(words: words, length: ip.count), protocolNumber: ip[9])
+        let identity = identityBytes.withUnsafeBytes {
+            Identity(first: $0.load(fromByteOffset: 0, as: UInt64.self), second: $0.load(fromByteOffset: 8, as: UInt64.self),
+                     third: $0.load(fromByteOffset: 16, as: UInt64.self), length: ip.count)
+        }
+        var packet = Packet(time: time, receiverSide: receiverSide, outgoing: outgoing, identity: identity,
+                            protocolNumber: ip[9])
         func be32(_ offset: Int) -> UInt32 { ip[offset..<(offset + 4)].reduce(0) { $0 << 8 | UInt32($1) } }
         let udp = header + 8
         if ip[9] == 17, ip.count >= udp + 32, ip[udp] >> 6 == 2 {

@@ -1,5 +1,7 @@
 import CNetworkNamespace
+import Foundation
 import Glibc
+import Synchronization
 
 /// Network namespaces made with `ip netns add NAME` (the lab's hosts).
 public enum NetworkNamespace {
@@ -26,4 +28,26 @@ public enum NetworkNamespace {
             if code != EINTR { throw Failure(description: "\(operation()): \(String(cString: strerror(code)))") }
         }
     }
+}
+
+/// Runs `body` on a fresh thread (optionally inside a network namespace: `setns` moves only the
+/// calling thread, and sockets made there stay in it) and waits for it.
+public func onThread<T: Sendable>(namespace: String? = nil, _ body: @escaping @Sendable () throws -> T) throws -> T {
+    let result = Mutex<Result<T, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        let outcome: Result<T, any Error>
+        do {
+            if let namespace { try NetworkNamespace.enter(namespace) }
+            outcome = .success(try body())
+        } catch {
+            outcome = .failure(error)
+        }
+        result.withLock { $0 = outcome }
+        done.signal()
+    }
+    thread.stackSize = 8 << 20
+    thread.start()
+    done.wait()
+    return try result.withLock { $0! }.get()
 }

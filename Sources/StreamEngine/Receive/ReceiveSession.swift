@@ -1026,6 +1026,7 @@ public struct ReceiveSession: Sendable {
         // first answer (1.8 % of the reports behind a 3 Mbit/s queue with bursts of seven
         // datagrams, each one at the queue's top: results/profile.md section 46).
         let due: Bool
+        var answersEarly = false
         if multicastTiming != nil {
             // A group's receiver: at its RFC 3550 interval; a PLI at once (RFC 4585 early feedback).
             due = immediately || feedback.pictureLossPending
@@ -1033,9 +1034,8 @@ public struct ReceiveSession: Sendable {
         } else {
             due = immediately || feedback.isFull || now - lastReport >= Self.maxReportInterval
                 || (feedback.hasNews && now >= feedback.reportDue(lastReport: lastReport, interval: reportInterval))
+            answersEarly = !due && answeringSenderReport && now - lastEarlyAnswer >= reportInterval / 4
         }
-        let answersEarly = multicastTiming == nil && !due && answeringSenderReport
-            && now - lastEarlyAnswer >= reportInterval / 4
         guard due || answersEarly else { return }
         if answersEarly { lastEarlyAnswer = now }
         lastReport = now
