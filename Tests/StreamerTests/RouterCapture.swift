@@ -170,6 +170,12 @@ extension RouterCapture {
         return low == 0 ? nil : max(passages[low - 1].left - time, 0)
     }
 
+    /// When each sender report arrived at the router from the sender (Unix seconds), whether
+    /// the bottleneck passed it or not.
+    func senderReportArrivals() -> [Double] {
+        packets.filter { !$0.receiverSide && !$0.outgoing && $0.senderReportNTP != nil }.map(\.time)
+    }
+
     /// A sender report's round trip as the router saw it.
     struct ReportRoundTrip {
         /// When the report arrived from the sender and when its first answer left toward it (Unix seconds).
