@@ -144,7 +144,7 @@ struct MultiFlowTests {
 
     /// Two flows paced at 8 Mbit/s each share a pacer at 16 Mbit/s. With the second flow
     /// idle, the first still leaves at its own 8 Mbit/s: its receiver's kernel timestamps
-    /// never show a burst above that rate line beyond its own quantum (20 ms of its pace, a
+    /// never show a burst above that rate line beyond its own quantum (33.3 ms of its pace, a
     /// fixed pace's: `Pacer.fixedPaceQuantum`; without its own cap it would take all 16 Mbit/s:
     /// ~600 KB above the line over this 1.2 MB).
     /// Flows fed in turn (one flow's frames, then the next one's, the engine running all the
@@ -217,11 +217,11 @@ struct MultiFlowTests {
         let arrivals = got.arrivals.sorted { $0.timestamp < $1.timestamp }
         try #require(arrivals.count == sent.packetsSent && arrivals.allSatisfy { $0.timestamp > 0 })
         let burst = largestBurstAboveRate(arrivals, rateBitsPerSecond: pace)
-        // The cap's quantum (a fixed pace's: 20 ms of 8 Mbit/s, 20,000 B, fewer than sixteen
-        // datagrams), one datagram and 1 ms at the rate for receive-timestamp jitter on a
-        // loaded machine.
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: pace, datagram: 1472) == 20_000)
-        #expect(burst <= 20_000 + 1_500 + pace / 8 * 0.001, "burst of \(burst) bytes above 8 Mbit/s")
+        // The cap's quantum (a fixed pace's: 33.3 ms of 8 Mbit/s, 33,333 B, fewer than
+        // twenty-four datagrams), one datagram and 1 ms at the rate for receive-timestamp
+        // jitter on a loaded machine.
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: pace, datagram: 1472) == 33_333)
+        #expect(burst <= 33_333 + 1_500 + pace / 8 * 0.001, "burst of \(burst) bytes above 8 Mbit/s")
         let span = Double(arrivals.last!.timestamp - arrivals.first!.timestamp) / 1e9
         print("flow cap: \(got.bytes) B in \(span) s = \(Double(got.bytes) * 8 / span / 1e6) Mbit/s, largest burst \(burst) B")
     }

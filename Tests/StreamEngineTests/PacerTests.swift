@@ -14,14 +14,16 @@ import Testing
         #expect(Pacer.defaultQuantum(rateBitsPerSecond: 10_000_000_000, minimum: 1500) == 65_536)
     }
 
-    /// A fixed pace's quantum: sixteen datagrams where 20 ms of the rate holds them, 20 ms of it
-    /// where it does not (never below a datagram), 2 ms of it where that is more, at most 64 KiB.
-    @Test func fixedPaceQuantumHoldsSeveralDatagramsWithinTwentyMillisecondsOfTheRate() {
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 8_000_000, datagram: 1400) == 20_000)  // 20 ms < 16 datagrams
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 20_000_000, datagram: 1400) == 22_400)  // 16 datagrams
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 1_000_000, datagram: 1400) == 2_500)  // 20 ms: under two datagrams
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 400_000, datagram: 1400) == 1400)  // 1,000 B: one datagram
-        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 100_000_000, datagram: 1400) == 25_000)  // 2 ms rules
+    /// A fixed pace's quantum: twenty-four datagrams where a frame interval at 30 fps of the rate
+    /// holds them, that interval of it where it does not (never below a datagram), 2 ms of it
+    /// where that is more, at most 64 KiB.
+    @Test func fixedPaceQuantumHoldsSeveralDatagramsWithinAFrameIntervalOfTheRate() {
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 8_000_000, datagram: 1400) == 33_333)  // 33.3 ms < 24 datagrams
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 20_000_000, datagram: 1400) == 33_600)  // 24 datagrams
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 1_000_000, datagram: 1400) == 4_166)  // 33.3 ms: three datagrams
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 300_000, datagram: 1400) == 1400)  // 1,250 B: one datagram
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 100_000_000, datagram: 1400) == 33_600)  // 24 datagrams > 2 ms
+        #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 200_000_000, datagram: 1400) == 50_000)  // 2 ms rules
         #expect(Pacer.fixedPaceQuantum(rateBitsPerSecond: 10_000_000_000, datagram: 1400) == 65_536)
     }
 

@@ -19,24 +19,25 @@ public struct Pacer: Sendable {
     }
 
     /// The quantum of a fixed pace (a flow without a congestion controller): the default, but
-    /// at least sixteen datagrams of `datagram` bytes where 20 ms of the rate holds them (less
-    /// where it does not), at most 64 KiB. A submission waits for half a quantum of budget, so
-    /// at a few Mbit/s, where 2 ms of the rate is about one datagram, a frame went out one
-    /// datagram per wake-up (a 5 Mbit/s stream at 30 fps: ~16 wake-ups per frame, each 20 – 47
-    /// µs of CPU on this project's VMs, results/profile.md section 43), and with 10 ms of the
-    /// rate in four batches of three or four datagrams, each a wake-up of the sender and one of
-    /// the receiver (section 44); with this, a frame of the average size goes out in one or two.
-    /// A fixed pace only smooths the stream's own bursts (a file's pace is 1.5 x its rate:
-    /// larger frames, keyframes, go out at the pace); bursts stay within 20 ms of the rate
-    /// (Chrome's pacer sends up to 40 ms of it early). Above ~90 Mbit/s 2 ms is more and rules.
-    /// Not more: a frame interval at 30 fps of the rate (33.3 ms, 24 datagrams) saved another
-    /// 12 % of the sender's CPU and 11 % of the receiver's at 30 fps, but behind a loaded
-    /// bottleneck its larger bursts let the sender's reports find the queue lower than it is by
-    /// the router's timestamps (−0.43 ms on average, up to −0.96, against −0.13 with these;
-    /// `LabRTTTests` allows 1 ms; results/profile.md sections 45 and 46).
+    /// at least twenty-four datagrams of `datagram` bytes where a frame interval at 30 fps of
+    /// the rate (33.3 ms) holds them (less where it does not), at most 64 KiB. A submission
+    /// waits for half a quantum of budget, so at a few Mbit/s, where 2 ms of the rate is about
+    /// one datagram, a frame went out one datagram per wake-up (a 5 Mbit/s stream at 30 fps:
+    /// ~16 wake-ups per frame, each 20 – 47 µs of CPU on this project's VMs, results/profile.md
+    /// section 43). A file's pace is 1.5 x its rate, so at 30 fps this holds one and a half
+    /// frames of the average size: a frame up to that goes out in one burst, each a wake-up of
+    /// the sender and, on arrival, of the receiver. With 20 ms of the rate (sixteen datagrams),
+    /// less than an average frame there, a frame went out in 1.55 bursts, and this saves 12 % of
+    /// the sender's CPU and 11 % of the receiver's (sections 45 and 47); with 10 ms in four
+    /// (section 44). A fixed pace only smooths the stream's own bursts: larger frames,
+    /// keyframes, go out at the pace; bursts stay within a frame interval of the rate (Chrome's
+    /// pacer sends up to 40 ms of it early). Above ~130 Mbit/s 2 ms is more and rules. Behind a
+    /// loaded bottleneck the sender's reports still find the queue as it is (`LabRTTTests`, by
+    /// the router's timestamps: every report, −0.66 … +0.60 ms from its median over eleven
+    /// runs, about two standard errors; section 47).
     public static func fixedPaceQuantum(rateBitsPerSecond: Double, datagram: Int) -> Int {
-        let twentyMilliseconds = Int(rateBitsPerSecond / 8 * 0.020)
-        let batchFloor = min(16 * datagram, twentyMilliseconds)
+        let frameInterval = Int(rateBitsPerSecond / 8 / 30)
+        let batchFloor = min(24 * datagram, frameInterval)
         return min(max(defaultQuantum(rateBitsPerSecond: rateBitsPerSecond, minimum: datagram), batchFloor), 65_536)
     }
 
