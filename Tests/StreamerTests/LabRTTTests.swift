@@ -185,7 +185,9 @@ struct LabRTTTests {
         print("queue delay (ms) over time: \(deciles(queue)); as the reports found it: \(deciles(reportsQueue)); as the pings did: \(deciles(pingsQueue))")
         // The queue loaded: its 30,000 B take 80 ms at 3 Mbit/s.
         #expect(median(queue) > 20, "the queue did not load: \(deciles(queue)) ms")
-        try #require(reportsQueue.count >= sampledQueue.count, "\(reportsQueue.count) reports seen arriving, \(sampledQueue.count) sampled")
+        // 50 reports a second (`--report-interval 0.02`) while the samples came: ~620 (the bound
+        // below is for a median of that many).
+        try #require(reportsQueue.count >= 200, "\(reportsQueue.count) sender reports seen arriving at the router")
         let sorted = queue.sorted()
         let spread = sorted[sorted.count * 6 / 10] - sorted[sorted.count * 4 / 10]
         let standardError = spread / (0.4 * Double(reportsQueue.count).squareRoot())
