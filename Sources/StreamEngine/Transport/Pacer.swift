@@ -27,8 +27,8 @@ public struct Pacer: Sendable {
     /// section 43). A file's pace is 1.5 x its rate, so at 30 fps this holds one and a half
     /// frames of the average size: a frame up to that goes out in one burst, each a wake-up of
     /// the sender and, on arrival, of the receiver. With 20 ms of the rate (sixteen datagrams),
-    /// less than an average frame there, a frame went out in 1.55 bursts, and this saves 12 % of
-    /// the sender's CPU and 11 % of the receiver's (sections 45 and 47); with 10 ms in four
+    /// less than an average frame there, a frame went out in 1.55 bursts, and this saves 12 – 17 %
+    /// of the sender's CPU and 11 – 14 % of the receiver's (sections 45 and 47); with 10 ms in four
     /// (section 44). A fixed pace only smooths the stream's own bursts: larger frames,
     /// keyframes, go out at the pace; bursts stay within a frame interval of the rate (Chrome's
     /// pacer sends up to 40 ms of it early). Above ~130 Mbit/s 2 ms is more and rules. Behind a
