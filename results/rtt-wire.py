@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The sender's RTT behind a loaded bottleneck, by the lab router's own timestamps (results/profile.md section 46).
+"""The sender's RTT behind a loaded bottleneck, by the lab router's own timestamps (results/profile.md sections 46, 47).
 
     sudo results/rtt-wire.py STREAMER [OUT]
 
@@ -11,8 +11,9 @@ on both of its interfaces with the kernel's timestamps; then it prints, from tho
 - each sender report's NTP time against its arrival at the router, each first answer's DLSR
   against the receiver's hold as the router saw it, and the RTT the sender computes (arrival of
   the answer less LSR and DLSR) against the report's round trip at the router;
-- the queue's delay as the reports and the pings found it against the queue over time (its
-  delay for a packet arriving at 20,000 evenly spaced times: until the packet before it left);
+- the queue's delay as every sender report that reached the router, the answered ones and the
+  pings found it against the queue over time (its delay for a packet arriving at 20,000 evenly
+  spaced times: until the packet before it left);
 - ping's send intervals (its own timestamps in the echo requests).
 Needs root, nftables (tools/netlab) and python3. OUT (default /tmp/rtt-wire) keeps the capture.
 """
@@ -133,7 +134,10 @@ def analyze(out):
     line("sender's RTT from LSR/DLSR - the report's round trip at the router (ms)", rtt_error)
     median = st.median(over_time)
     print(f'queue delay over time: median {median:.3f} ms, mean {st.mean(over_time):.3f}')
-    print(f'as the reports found it: median {st.median(report_queue) - median:+.3f} ms from it, mean {st.mean(report_queue) - st.mean(over_time):+.3f}')
+    arrived = [t for t in (at(k, 'rs', 0) for k in seen if k.startswith('sr:')) if t is not None and first <= t <= last]
+    every_queue = [q for q in (queue(t) for t in arrived) if q is not None]
+    print(f'as every report that reached the router found it: median {st.median(every_queue) - median:+.3f} ms from it, mean {st.mean(every_queue) - st.mean(over_time):+.3f} (n {len(every_queue)})')
+    print(f'as the answered reports found it: median {st.median(report_queue) - median:+.3f} ms from it, mean {st.mean(report_queue) - st.mean(over_time):+.3f} (n {len(report_queue)})')
     print(f'as the pings found it:   median {st.median(ping_queue) - median:+.3f} ms from it, mean {st.mean(ping_queue) - st.mean(over_time):+.3f}')
     sent = sorted(float(i[0]) for k, v in seen.items() if k.startswith('echo:') for t, s, kind, i in v if s == 'rs' and kind == 0 and i)
     gaps = [(b - a) * 1e3 for a, b in zip(sent, sent[1:])]
