@@ -102,7 +102,7 @@ final class ThreadedReceiver: @unchecked Sendable {  // @unchecked: state is in 
         collected.withLock { $0.seen = Array(repeating: false, count: expected) }
         let thread = Thread { [self] in
             do {
-                if let namespace { try enterNamespace(namespace) }
+                if let namespace { try NetworkNamespace.enter(namespace) }
                 let socket = try UDPSocket(family: family)
                 try socket.bind(SocketAddress(ip: family == .ipv4 ? "127.0.0.1" : "::1", port: 0)!)
                 try socket.enableReceiveTrafficMark()
@@ -161,9 +161,6 @@ final class ThreadedReceiver: @unchecked Sendable {  // @unchecked: state is in 
         return collected.withLock { $0 }
     }
 }
-
-/// Moves the calling thread into the named network namespace (`ip netns add NAME`).
-func enterNamespace(_ name: String) throws { try NetworkNamespace.enter(name) }
 
 /// Runs a command and returns its exit status.
 @discardableResult
