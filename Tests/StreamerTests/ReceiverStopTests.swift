@@ -25,7 +25,10 @@ struct ReceiverStopTests {
         let bound = 150_000
         let recvStats = directory.appendingPathComponent("recv.json")
         let sendStats = directory.appendingPathComponent("send.json")
-        let receiver = try startReceiver(binary, port: port, seconds: 24, directory: directory, name: "recv")
+        // The receiver outlives the sender (stopped below once the sender is done): 570 frames of
+        // x265 take longer than 19 s when it is short of CPU, and a receiver that ended first
+        // would rightly be reported gone a second time.
+        let receiver = try startReceiver(binary, port: port, seconds: 120, directory: directory, name: "recv")
         let sender = Process()
         sender.executableURL = URL(fileURLWithPath: binary)
         sender.arguments = ["send", "--to", "127.0.0.1:\(port)", "--duration", "19", "--size", "320x240",
@@ -52,6 +55,7 @@ struct ReceiverStopTests {
         }
         if let stopped, continued == nil { kill(receiver.processIdentifier, SIGCONT); _ = stopped }
         #expect(waitForExit(sender, seconds: 10) == 0)
+        kill(receiver.processIdentifier, SIGINT)  // a clean stop: final stats, exit 0
         #expect(waitForExit(receiver, seconds: 15) == 0)
         let messages = String(decoding: senderErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let stopAt = try #require(stopped)
