@@ -87,7 +87,8 @@ public struct DepacketizerCounters: Sendable, Equatable {
     public var nalUnits = 0
     /// Sequence numbers given up as lost.
     public var lostPackets = 0
-    /// Packets arriving after their sequence number was consumed or given up; dropped.
+    /// Packets arriving after their sequence number was consumed or given up, or after their
+    /// access unit was closed (`closeAccessUnit`); dropped.
     public var late = 0
     /// Packets whose sequence number was already received; dropped.
     public var duplicate = 0
@@ -205,6 +206,9 @@ public struct HEVCDepacketizer: Sendable {
     private var joining = true
     /// False at stream start, while earlier packets may still arrive reordered.
     private var started = false
+    /// The timestamp of the access unit `closeAccessUnit` put out before its end came: its
+    /// packets arriving later are late. Cleared by the first packet of another timestamp.
+    private var closedTimestamp: UInt32?
     /// The access unit under assembly, when `assembling`; else an empty one (its arrays the
     /// shared empty storage). Not an optional: an `Assembly?` is assigned and destroyed through
     /// its type's value witnesses, an indirect call into cold code at every access unit
@@ -340,7 +344,8 @@ public struct HEVCDepacketizer: Sendable {
     /// any other packet, everything left as it was: push it.
     public mutating func pushFragment(_ header: RTPHeader, payload: UnsafeRawBufferPointer, sequence: Int64,
                                       into output: inout [DepacketizedAccessUnit]) -> Bool {
-        guard payload.count > 3, started, heldCount == 0, nextSequence == sequence, pendingGap == 0 else { return false }
+        guard payload.count > 3, started, heldCount == 0, nextSequence == sequence, pendingGap == 0,
+              closedTimestamp == nil else { return false }
         let byte0 = payload[0]
         let fuHeader = payload[2]
         let type = fuHeader & 0x3f
@@ -406,6 +411,23 @@ public struct HEVCDepacketizer: Sendable {
         }
     }
 
+    /// Ends the access unit under assembly without its marker: every gap is given up and what
+    /// is assembled comes out (incomplete), now. For a receiver that knows the rest of it is
+    /// overdue (`ReceiveSession`: the sender's reports counted packets that never came, and
+    /// their deadline passed). Unlike `flush()` the stream goes on: packets numbered after the
+    /// highest are taken as usual, except those of the access unit closed, which are late (it
+    /// is out already; taken, they would make a second access unit of the same timestamp).
+    public mutating func closeAccessUnit(into output: inout [DepacketizedAccessUnit]) {
+        guard nextSequence != nil else { return }
+        if heldCount > 0 { advance(to: highestSequence + 1, into: &output) }
+        if assembling {
+            closedTimestamp = assembly.timestamp
+            assembly.damaged = true
+            emit(takeAssembly(), into: &output)
+        }
+        pendingGap = 0
+    }
+
     /// Takes one RTP packet whose payload is an array; see `push(_:payload:)`.
     public mutating func push(_ header: RTPHeader, payload: [UInt8]) -> [DepacketizedAccessUnit] {
         payload.withUnsafeBytes { push(header, payload: $0) }
@@ -453,6 +475,7 @@ public struct HEVCDepacketizer: Sendable {
     private mutating func resetSequenceState() {
         nextSequence = nil
         pendingGap = 0
+        closedTimestamp = nil
         joining = true
         started = false
     }
@@ -549,6 +572,15 @@ public struct HEVCDepacketizer: Sendable {
                                   into output: inout [DepacketizedAccessUnit]) {
         let gap = pendingGap
         pendingGap = 0
+        if let closed = closedTimestamp {
+            // A packet of the access unit closed before its end came (and any gap before it,
+            // which was that access unit's too): out already, so late.
+            guard packet.timestamp != closed else {
+                counters.late += 1
+                return
+            }
+            closedTimestamp = nil
+        }
         var startDamaged = false
         var startMissing = 0
         var continuing = false

@@ -241,6 +241,23 @@ import MediaFormats
         }
     }
 
+    /// An access unit closed before its end came (`closeAccessUnit`) comes out at once,
+    /// incomplete; its packets arriving after are late, not a second access unit of its
+    /// timestamp, and the stream goes on with the next one.
+    @Test func anAccessUnitClosedBeforeItsEndTakesNoMoreOfItsPackets() throws {
+        let packets = try packets()
+        var depacketizer = HEVCDepacketizer()
+        var out = depacketize(Array(packets[...5]), into: &depacketizer, flush: false)  // AU0, and P1's first fragment
+        depacketizer.closeAccessUnit(into: &out)
+        #expect(out.count == 2 && out[0].isComplete && out[0].nalUnits == [vps, sps, idr])
+        #expect(!out[1].isComplete && out[1].timestamp == 3000 && out[1].packetCount == 1)
+        out += depacketize(Array(packets[6...]), into: &depacketizer)  // P1's last two fragments, then AU2
+        #expect(out.count == 3 && out[2].isComplete && out[2].nalUnits == [p2] && out[2].timestamp == 6000,
+                "\(out.map { ($0.timestamp, $0.isComplete, $0.packetCount) }) \(depacketizer.counters)")
+        #expect(depacketizer.counters.late == 2 && depacketizer.counters.accessUnits == 3)
+        #expect(depacketizer.counters.incompleteAccessUnits == 1 && depacketizer.counters.lostPackets == 0)
+    }
+
     @Test func fragmentErrorsNeedOrderToDetect() throws {
         let header = { (seq: UInt16, marker: Bool) in RTPHeader(marker: marker, payloadType: 96, sequenceNumber: seq, timestamp: 5, ssrc: 1) }
         let single = makeNAL(type: 1, size: 20)

@@ -97,6 +97,33 @@ extension ReceiveSessionTests {
         #expect(link.stats.lost == 0 && link.stats.late == 0 && link.stats.received == datagrams.count)
     }
 
+    /// A tail given up at its deadline whose packets come after all (they were behind a long
+    /// queue, as under a flood on a slow machine: the sender's reports, on a socket of their
+    /// own, overtook them): the frame it ended is out, incomplete, once; its packets are late,
+    /// not a second frame of the same timestamp, and the frames after it come out whole.
+    @Test func aTailGivenUpThatComesAfterAllIsLateNotASecondFrame() {
+        let frames = LossRecoveryTests.stream(frames: 12)
+        let datagrams = frames.flatMap(\.datagrams)
+        let end = frames.prefix(9).flatMap(\.datagrams).count  // the ninth frame's last packet + 1
+        #expect(frames[8].datagrams.count == 4)
+        var link = Link(latency: .milliseconds(100))
+        link.answer = { _ in false }
+        // The ninth frame's last two packets (of four) come late: the reports say they were sent.
+        Self.send(Array(datagrams[..<(end - 2)]), drop: [], on: &link)
+        Self.reportsAfterTheLastPacket(&link, packets: end, count: 3)
+        link.run(quiet: 300 * Self.millisecond, finish: false)
+        #expect(link.units.count == 9 && link.units.last.map { !$0.isComplete && $0.timestamp == frames[8].unit.timestamp } == true)
+        link.send(Array(datagrams[(end - 2)...]))
+        link.run(quiet: 300 * Self.millisecond, finish: false)
+        #expect(link.units.count == 12, "\(link.units.map { ($0.timestamp, $0.isComplete) })")
+        let whole = Self.same(Array(link.units.prefix(8)), Array(frames.prefix(8)))
+            && Self.same(Array(link.units.suffix(3)), Array(frames.suffix(3)))
+        #expect(whole)
+        let stats = link.stats
+        #expect(stats.framesComplete + stats.framesIncomplete + stats.framesMissing == 12)
+        #expect(stats.framesIncomplete == 1 && stats.late == 2 && stats.lost == 0 && stats.received == datagrams.count)
+    }
+
     @Test func aReceiverThatJoinedLateIsNotAskedForPacketsBeforeItsFirst() {
         let frames = LossRecoveryTests.stream(frames: 10)
         let first = frames.prefix(5).flatMap(\.datagrams)

@@ -809,10 +809,14 @@ public struct ReceiveSession: Sendable {
     }
 
     /// Gives up the missing tail if its deadline passed: nothing came after it, so the frame it
-    /// ends is over and comes out incomplete (lost packets counted as at the stream's end).
+    /// ends is over and comes out incomplete (lost packets counted as at the stream's end). The
+    /// stream goes on: the tail's packets may still come (behind a long queue, or from a
+    /// sender whose count runs ahead); those of the frame put out are late, not a second frame.
     private mutating func releaseTail(now: Int64) {
         guard recovery.releaseTail(now: now) else { return }
-        emit(depacketizer.flush(), now: now)
+        var closed: [DepacketizedAccessUnit] = []
+        depacketizer.closeAccessUnit(into: &closed)
+        emit(&closed, now: now)
     }
 
     /// RFC 3550 6.4.1: a sender report's packet count is what the sender had sent when it wrote
