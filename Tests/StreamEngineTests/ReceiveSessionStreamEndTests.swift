@@ -192,4 +192,25 @@ extension ReceiveSessionTests {
         harness.finish()
         #expect(harness.units.count == 5)
     }
+
+    /// The BYE overtook the last packet (RTCP on a socket of its own, the media socket's queue
+    /// long): the last frame is out, incomplete, once; the packet that comes after it is late,
+    /// not a frame of its own.
+    @Test func aPacketAfterTheByeThatOvertookItIsLate() {
+        let frames = Self.stream(frames: 5)
+        let datagrams = frames.flatMap(\.datagrams)
+        #expect(frames[4].datagrams.count > 1)
+        var harness = Harness()
+        for datagram in datagrams.dropLast() { harness.deliver(datagram) }
+        var rtcpSource = Self.sender
+        rtcpSource.port += 1
+        harness.deliver(RTCPCompoundBuilder.build([.goodbye(RTCPGoodbye(ssrcs: [Self.ssrc]))]), from: rtcpSource, port: .rtcp)
+        #expect(harness.units.count == 5 && harness.units.last?.isComplete == false)
+        harness.deliver(datagrams[datagrams.count - 1])
+        harness.finish()
+        #expect(harness.units.count == 5, "\(harness.units.map { ($0.timestamp, $0.isComplete) })")
+        let stats = harness.session.stats
+        #expect(stats.framesComplete + stats.framesIncomplete + stats.framesMissing == 5)
+        #expect(stats.received == datagrams.count && stats.late == 1 && stats.lost == 0)
+    }
 }

@@ -142,7 +142,8 @@ struct FloodTests {
         let complete = intField(stats, "frames.complete") ?? 0
         let incomplete = intField(stats, "frames.incomplete") ?? 0
         let missing = intField(stats, "frames.missing") ?? 0
-        #expect(complete + incomplete + missing == framesSent)
+        let frames = "receiver: frames \(field(stats, "frames") ?? "-"), packets \(field(stats, "packets") ?? "-"); sender: frames \(field(send, "frames") ?? "-"), packets \(field(send, "packets") ?? "-"), receiverGoneEvents \(field(send, "receiverGoneEvents") ?? "-")"
+        #expect(complete + incomplete + missing == framesSent, "\(frames)")
         // A run of lost packets spoils at most one frame per packet, plus the frame after it: when
         // a whole frame is lost, nothing tells whether the gap also held the next frame's first
         // packets, so that frame is given up as incomplete rather than emitted corrupt.

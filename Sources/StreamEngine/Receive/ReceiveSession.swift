@@ -519,6 +519,8 @@ public struct ReceiveSession: Sendable {
 
     /// Every gap and missing tail given up, every frame out (complete ones in order, the
     /// incomplete last one too), at once: the stream ended (`finish`, or the sender's BYE).
+    /// Packets the BYE overtook (RTCP on a socket of its own, behind a long media queue) may
+    /// still come: those of the frame put out are late (`closeAccessUnit`).
     private mutating func releaseEverything(now: Int64) {
         if recovers {
             var released: [PlayoutBuffer.Packet] = []
@@ -526,8 +528,17 @@ public struct ReceiveSession: Sendable {
             recovery.forgetTail()
             pushReleased(released, now: now)
         }
-        emit(depacketizer.flush(), now: now)
+        closeAccessUnit(now: now)
         if recovers { releaseFrames(now: now, all: true) }
+    }
+
+    /// The frame under assembly ends here, incomplete: every gap is given up and it is emitted
+    /// now. Its packets that come later are late, not a second frame of its timestamp
+    /// (`HEVCDepacketizer.closeAccessUnit`).
+    private mutating func closeAccessUnit(now: Int64) {
+        var closed: [DepacketizedAccessUnit] = []
+        depacketizer.closeAccessUnit(into: &closed)
+        emit(&closed, now: now)
     }
 
     /// The caller sent (or failed to send) a `.transmit` output: counted in
@@ -814,9 +825,7 @@ public struct ReceiveSession: Sendable {
     /// sender whose count runs ahead); those of the frame put out are late, not a second frame.
     private mutating func releaseTail(now: Int64) {
         guard recovery.releaseTail(now: now) else { return }
-        var closed: [DepacketizedAccessUnit] = []
-        depacketizer.closeAccessUnit(into: &closed)
-        emit(&closed, now: now)
+        closeAccessUnit(now: now)
     }
 
     /// RFC 3550 6.4.1: a sender report's packet count is what the sender had sent when it wrote
