@@ -418,14 +418,7 @@ public struct HEVCDepacketizer: Sendable {
     /// highest are taken as usual, except those of the access unit closed, which are late (it
     /// is out already; taken, they would make a second access unit of the same timestamp).
     public mutating func closeAccessUnit(into output: inout [DepacketizedAccessUnit]) {
-        guard nextSequence != nil else { return }
-        if heldCount > 0 { advance(to: highestSequence + 1, into: &output) }
-        if assembling {
-            closedTimestamp = assembly.timestamp
-            assembly.damaged = true
-            emit(takeAssembly(), into: &output)
-        }
-        pendingGap = 0
+        giveUpEverything(into: &output, closing: true)
     }
 
     /// Takes one RTP packet whose payload is an array; see `push(_:payload:)`.
@@ -554,11 +547,14 @@ public struct HEVCDepacketizer: Sendable {
         return nil
     }
 
-    private mutating func giveUpEverything(into output: inout [DepacketizedAccessUnit]) {
+    /// Consumes what is held, giving up its gaps, and puts out the access unit under assembly
+    /// (incomplete); with `closing`, its later packets are late (`closeAccessUnit`).
+    private mutating func giveUpEverything(into output: inout [DepacketizedAccessUnit], closing: Bool = false) {
         if nextSequence != nil, heldCount > 0 {
             advance(to: highestSequence + 1, into: &output)
         }
         if assembling {
+            if closing { closedTimestamp = assembly.timestamp }
             // No marker: the end of this access unit was never seen.
             assembly.damaged = true
             emit(takeAssembly(), into: &output)
