@@ -107,8 +107,9 @@ struct FFmpegInteropTests {
 /// Sends `units` (10 more than `frameCount`: a live stream has no end, and ffmpeg outputs a
 /// frame once later data pushes it through) through a `MediaSender` (MTU 1280, 8 Mbit/s, no
 /// bound; `srtp` on when given) to ffmpeg reading our SDP of the stream (with `srtp`: RTP/SAVP
-/// and a=crypto). Returns the sender, ffmpeg's frame hashes of what it received and of
-/// decoding the units directly; nil (recorded) when ffmpeg did not start.
+/// and a=crypto); the sender finishes once ffmpeg has exited. Returns the sender, ffmpeg's
+/// frame hashes of what it received and of decoding the units directly; nil (recorded) when
+/// ffmpeg did not start.
 func sendToFFmpegReadingSDP(_ units: [AccessUnit], frameCount: Int, ffmpeg: String, options: [String] = [],
                             srtp: SRTPMasterKey? = nil) throws
     -> (sender: MediaSender, overRTP: [String], direct: [String])?
@@ -146,9 +147,20 @@ func sendToFFmpegReadingSDP(_ units: [AccessUnit], frameCount: Int, ffmpeg: Stri
     config.srtp = srtp
     let sender = try MediaSender(config: config)
     for unit in units { sender.send(unit) }
-    sender.finish()
-    try sender.run()
+    // The stream's end (its RTCP BYE) waits until ffmpeg has its frames: ffmpeg ends its input
+    // at a BYE (libavformat/rtsp.c), and its RTCP socket is read beside the media one, so on a
+    // starved machine a BYE sent after the last packet overtook media still queued for it (seen
+    // under load: 39 – 65 of 90 frames, the last one cut short, status 0).
+    let running = DispatchSemaphore(value: 0)
+    let failure = Mutex<(any Error)?>(nil)
+    Thread {
+        do { try sender.run() } catch { failure.withLock { $0 = error } }
+        running.signal()
+    }.start()
     let result = receiver.finish(within: 30)
+    sender.finish()
+    running.wait()
+    if let error = failure.withLock({ $0 }) { throw error }
     #expect(result.status == 0, "ffmpeg: \(result.stderr)")
     #expect(result.stderr.isEmpty, "ffmpeg reported errors: \(result.stderr)")
     let overRTP = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n")
