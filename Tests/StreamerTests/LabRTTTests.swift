@@ -36,7 +36,7 @@ struct LabRTTTests {
     /// run would fall behind on a loaded machine and let the queue drain.
     func measure(lab: Lab, bitrate: String, pace: String, size: String = "320x240", clip: URL? = nil,
                  capture: RouterCapture? = nil) throws
-        -> (engine: [Sample], ping: [Sample], differences: [Double])
+        -> (engine: [Sample], ping: [Sample], differences: [Double], waitPerWakeUp: Double)
     {
         let binary = try #require(streamerBinary(), "streamer not built")
         let directory = try temporaryDirectory("rtt")
@@ -59,6 +59,10 @@ struct LabRTTTests {
         let pingOutput = Pipe()
         ping.standardOutput = pingOutput
         try ping.run()
+        // The scheduler's count of the sender's waits for a CPU over the samples (the last count
+        // read while it ran: on a slow machine ping may outlast it).
+        let waitedBefore = RunQueueWait(process: sender.processIdentifier)
+        var waitedLast = waitedBefore
         var engineSamples: [Sample] = []
         var lastSeen: Double?
         while ping.isRunning {
@@ -68,9 +72,11 @@ struct LabRTTTests {
                 lastSeen = at
             }
             capture?.drain()
+            if case let now = RunQueueWait(process: sender.processIdentifier), !now.threads.isEmpty { waitedLast = now }
             Thread.sleep(forTimeInterval: 0.003)
         }
         ping.waitUntilExit()
+        let waitPerWakeUp = waitedLast.milliseconds(since: waitedBefore)
         capture?.drain()
         let text = String(decoding: pingOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let pingSamples: [Sample] = text.split(separator: "\n").compactMap { line in
@@ -115,7 +121,34 @@ struct LabRTTTests {
         let (p15, p85) = (sorted[sorted.count * 15 / 100], sorted[sorted.count * 85 / 100])
         #expect(runMedian >= p15 - 0.05 && runMedian <= p85 + 0.05, "run median \(runMedian) ms, sampled 15th – 85th percentile \(p15) – \(p85) ms")
         #expect(run95 >= runMedian)
-        return (engineSamples, pingSamples, differences)
+        print("the sender's busiest-waiting thread waited \(waitPerWakeUp) ms for a CPU per time it ran")
+        return (engineSamples, pingSamples, differences, waitPerWakeUp)
+    }
+
+    /// How long a process's threads waited runnable for a CPU (the scheduler's own count,
+    /// `/proc/PID/task/*/schedstat`: nanoseconds run, nanoseconds waited, times run).
+    struct RunQueueWait {
+        /// Each thread's nanoseconds waited and times run.
+        var threads: [String: (waited: Int64, slices: Int64)] = [:]
+
+        init(process: Int32) {
+            guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/task") else { return }
+            for task in tasks {
+                guard let text = try? String(contentsOfFile: "/proc/\(process)/task/\(task)/schedstat", encoding: .utf8)
+                else { continue }
+                let fields = text.split(separator: " ").compactMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                if fields.count == 3 { threads[task] = (fields[1], fields[2]) }
+            }
+        }
+
+        /// The longest mean wait (ms) per time it ran since `earlier` of the threads that ran at
+        /// least 100 times over it (the engine thread wakes for every burst, report and feedback).
+        func milliseconds(since earlier: RunQueueWait) -> Double {
+            threads.compactMap { task, now -> Double? in
+                guard let then = earlier.threads[task], now.slices - then.slices >= 100 else { return nil }
+                return Double(now.waited - then.waited) / 1e6 / Double(now.slices - then.slices)
+            }.max() ?? 0
+        }
     }
 
     /// On an idle path the two agree within 1 ms.
@@ -193,8 +226,19 @@ struct LabRTTTests {
         let spread = sorted[sorted.count * 6 / 10] - sorted[sorted.count * 4 / 10]
         let standardError = spread / (0.4 * Double(reportsQueue.count).squareRoot())
         let bound = max(1.0, 5 * standardError)
-        print("reports find the queue \(median(reportsQueue) - median(queue)) ms from its median (\(reportsQueue.count) reports, standard error \(standardError) ms, bound \(bound)); the sampled ones \(median(sampledQueue) - median(queue)) ms (\(sampledQueue.count))")
-        #expect(abs(median(reportsQueue) - median(queue)) <= bound, "reports found \(deciles(reportsQueue)) ms, the queue was \(deciles(queue)) ms")
+        // A report waits for a CPU like all the sender's work: one sent w late finds the queue at
+        // most w lower (a queue's delay falls no faster than 1 ms a ms as it drains; it rises in
+        // jumps as bursts land), and on a starved machine late reports gather at the sender's
+        // next wake-up, before its burst. Below, the bound widens by the scheduler's own count of
+        // the sender's mean wait per wake-up (`/proc/PID/task/*/schedstat`, its most waiting busy
+        // thread): 0.14 – 0.18 ms alone, 0.74 beside two busy loops (reports +0.07 ms there),
+        // 0.74 – 1.04 at a quarter of a core, where reports read 0.9 – 1.6 ms low (once 2.22 in
+        // the whole suite there, against a bound of 2.17 before this widening).
+        let below = bound + result.waitPerWakeUp
+        let offset = median(reportsQueue) - median(queue)
+        print("reports find the queue \(offset) ms from its median (\(reportsQueue.count) reports, standard error \(standardError) ms, bound \(bound), below \(below)); the sampled ones \(median(sampledQueue) - median(queue)) ms (\(sampledQueue.count))")
+        #expect(offset >= -below && offset <= bound,
+                "reports found \(deciles(reportsQueue)) ms, the queue was \(deciles(queue)) ms; the sender waited \(result.waitPerWakeUp) ms a wake-up")
         // Ping beside it (not asserted): its sends wait behind the CPU work of the stream's bursts
         // (its send intervals 10 – 20 ms for the 10 ms asked), so its probes find the queue just
         // after a burst more often than chance: 0.6 – 1.5 ms above the queue's median in runs
