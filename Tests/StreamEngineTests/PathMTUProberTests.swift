@@ -112,19 +112,19 @@ struct PathMTUProberTests {
         #expect(prober.mtu == 1500)
         path.pathMTU = 1280
         // Some losses interleaved with confirmations: not a black hole.
-        let changed4 = prober.mediaAboveBase(lost: 4, confirmed: 0, receiverAlive: true, now: path.now)
+        let changed4 = prober.mediaAboveBase(lost: 4, lostSends: 1, confirmed: 0, receiverAlive: true, now: path.now)
         #expect(!changed4)
-        let changed5 = prober.mediaAboveBase(lost: 5, confirmed: 3, receiverAlive: true, now: path.now)
+        let changed5 = prober.mediaAboveBase(lost: 5, lostSends: 1, confirmed: 3, receiverAlive: true, now: path.now)
         #expect(!changed5)
-        let changed6 = prober.mediaAboveBase(lost: 6, confirmed: 0, smallConfirmed: 2, receiverAlive: false, now: path.now)
+        let changed6 = prober.mediaAboveBase(lost: 6, lostSends: 1, confirmed: 0, smallConfirmed: 2, receiverAlive: false, now: path.now)
         #expect(!changed6)
         // A receiver that stopped confirms nothing small either: no black hole, whatever is lost.
         var silent = makeProber()
         var silentPath = SimulatedPath(pathMTU: 1500, icmp: false)
         _ = silentPath.run(&silent, seconds: 1)
-        let changedSilent = silent.mediaAboveBase(lost: 20, confirmed: 0, receiverAlive: true, now: silentPath.now)
+        let changedSilent = silent.mediaAboveBase(lost: 20, lostSends: 4, confirmed: 0, receiverAlive: true, now: silentPath.now)
         #expect(!changedSilent)
-        let changed7 = prober.mediaAboveBase(lost: 1, confirmed: 0, smallConfirmed: 1, receiverAlive: true, now: path.now)
+        let changed7 = prober.mediaAboveBase(lost: 1, lostSends: 1, confirmed: 0, smallConfirmed: 1, receiverAlive: true, now: path.now)
         #expect(changed7)
         #expect(prober.mtu == 1200)
         #expect(prober.blackHoles == 1)
@@ -135,6 +135,31 @@ struct PathMTUProberTests {
         #expect((done ?? .max) - started < 5_000_000_000)
     }
 
+    /// One burst of large packets dropped whole while small ones get through (a congested queue,
+    /// or a receive buffer that takes a GSO burst as one GRO buffer) is no black hole, however
+    /// many packets it held; large losses from a second send with none confirmed between are.
+    @Test func oneBurstDroppedWholeIsNoBlackHole() {
+        var prober = makeProber()
+        var path = SimulatedPath(pathMTU: 1500, icmp: false)
+        _ = path.run(&prober, seconds: 1)
+        #expect(prober.mtu == 1500)
+        let burst = prober.mediaAboveBase(lost: 16, lostSends: 1, confirmed: 0, smallConfirmed: 4,
+                                          receiverAlive: true, now: path.now)
+        #expect(!burst)
+        #expect(prober.mtu == 1500 && prober.blackHoles == 0)
+        // A large packet confirmed after it: the streak is over, the next burst starts anew.
+        _ = prober.mediaAboveBase(lost: 0, lostSends: 0, confirmed: 1, receiverAlive: true, now: path.now)
+        let nextBurst = prober.mediaAboveBase(lost: 16, lostSends: 1, confirmed: 0, smallConfirmed: 4,
+                                              receiverAlive: true, now: path.now)
+        #expect(!nextBurst)
+        #expect(prober.blackHoles == 0)
+        // The next send's large packets lost too, nothing large confirmed between: a black hole.
+        let secondSend = prober.mediaAboveBase(lost: 2, lostSends: 1, confirmed: 0, smallConfirmed: 1,
+                                               receiverAlive: true, now: path.now)
+        #expect(secondSend)
+        #expect(prober.mtu == 1200 && prober.blackHoles == 1)
+    }
+
     /// Large media lost with no small media to tell: a base-size probe asks whether the
     /// path still works, and its confirmation makes it a black hole.
     @Test func blackHoleIsConfirmedByABaseProbe() {
@@ -142,12 +167,12 @@ struct PathMTUProberTests {
         var path = SimulatedPath(pathMTU: 1500, icmp: false)
         _ = path.run(&prober, seconds: 1)
         path.pathMTU = 1280
-        _ = prober.mediaAboveBase(lost: 10, confirmed: 0, receiverAlive: true, now: path.now)
+        _ = prober.mediaAboveBase(lost: 10, lostSends: 1, confirmed: 0, receiverAlive: true, now: path.now)
         #expect(prober.mtu == 1500)
         let probe = prober.nextProbe(now: path.now)
         #expect(probe?.size == 1200)
         prober.probeConfirmed(id: probe?.id ?? 0, size: 1200, now: path.now + 1)
-        _ = prober.mediaAboveBase(lost: 1, confirmed: 0, receiverAlive: true, now: path.now + 2)
+        _ = prober.mediaAboveBase(lost: 1, lostSends: 1, confirmed: 0, receiverAlive: true, now: path.now + 2)
         #expect(prober.mtu == 1200)
         #expect(prober.blackHoles == 1)
     }

@@ -21,6 +21,26 @@ struct SentPacketLogTests {
     }
 }
 
+struct SentPacketLogLostPacketsTests {
+    /// The packets declared lost keep their size and send time (the path-MTU controller counts
+    /// the sends a streak of large losses came from), once each, only when asked for.
+    @Test func lostPacketsCarryTheirSizeAndSendTime() {
+        var log = SentPacketLog(capacity: 64)
+        log.recordsLostPackets = true
+        for sequence in 0..<6 { log.recordSent(sequence: Int64(sequence), bytes: 1000 + sequence, at: 100 + Int64(sequence / 3)) }
+        #expect(log.expireUnconfirmed(sentBefore: 101) == 3)
+        #expect(log.takeLostPackets() == (0..<3).map { SentPacketLog.LostPacket(bytes: Int32(1000 + $0), sentAt: 100) })
+        #expect(log.takeLostPackets().isEmpty)
+        log.confirm(4)
+        #expect(log.expireUnconfirmed(sentBefore: 102) == 2)  // 3 and 5; 4 confirmed
+        #expect(log.takeLostPackets().map(\.bytes) == [1003, 1005] && log.lost == 5)
+        var unrecorded = SentPacketLog(capacity: 64)
+        unrecorded.recordSent(sequence: 0, bytes: 1000, at: 0)
+        #expect(unrecorded.expireUnconfirmed(sentBefore: 1) == 1)
+        #expect(unrecorded.takeLostPackets().isEmpty)
+    }
+}
+
 struct SentPacketLogMoveTests {
     /// A flow that moves to another receiver writes off what the old one had not confirmed:
     /// out of the unconfirmed count, not lost; the new receiver's cumulative report does not

@@ -45,14 +45,25 @@ struct SentPacketLog: Sendable {
     var largeBytes = Int.max
     /// Packets larger than `largeBytes` confirmed.
     private(set) var largeConfirmed = 0
-    /// Keep the sizes of packets declared lost for `takeLostSizes` (path-MTU black-hole detection).
-    var recordsLostSizes = false
-    private var lostSizes: [Int32] = []
+    /// Keep the size and send time of packets declared lost for `takeLostPackets` (path-MTU
+    /// black-hole detection).
+    var recordsLostPackets = false
+    private var lostPackets: [LostPacket] = []
 
-    /// The sizes of the packets declared lost since the last call (when `recordsLostSizes`).
-    mutating func takeLostSizes() -> [Int32] {
-        defer { lostSizes.removeAll(keepingCapacity: true) }
-        return lostSizes
+    /// A packet declared lost: its size and when it was sent (the time of the wake-up that
+    /// wrote it: the packets of one send share it).
+    struct LostPacket: Sendable, Equatable {
+        /// Its size in bytes (RTP header and payload).
+        var bytes: Int32
+        /// Monotonic nanoseconds it was sent at.
+        var sentAt: Int64
+    }
+
+    /// The packets declared lost since the last call, in the order they were declared (when
+    /// `recordsLostPackets`; at most 4,096 between calls).
+    mutating func takeLostPackets() -> [LostPacket] {
+        defer { lostPackets.removeAll(keepingCapacity: true) }
+        return lostPackets
     }
 
     /// Makes a log that remembers `capacity` (a power of two) packets.
@@ -201,7 +212,9 @@ struct SentPacketLog: Sendable {
         unconfirmedBytes -= Int(entries[index].bytes)
         if state == .lost {
             lost += 1
-            if recordsLostSizes && lostSizes.count < 4096 { lostSizes.append(entries[index].bytes) }
+            if recordsLostPackets && lostPackets.count < 4096 {
+                lostPackets.append(LostPacket(bytes: entries[index].bytes, sentAt: entries[index].sentAt))
+            }
         } else {
             abandoned += 1
         }

@@ -22,6 +22,9 @@ final class PathMTUController: DatagramProducer {
     @exclusivity(unchecked) private var pendingProbe: PathMTUProber.Probe?
     private var largeConfirmedSeen = 0
     private var confirmedSeen = 0
+    /// When the last large packet declared lost was sent (its send counted once however many
+    /// of its packets were lost, over however many ticks).
+    private var lastLargeLossSentAt: Int64 = .min
     /// Media loss rate (smoothed over ~200 ms of ticks), and the lost count it was last taken from.
     private var lossRate = 0.0
     private var lostSeen = 0
@@ -82,7 +85,7 @@ final class PathMTUController: DatagramProducer {
         let prober = PathMTUProber(config: config, kernelMTU: kernel)
         self.prober = prober
         flow.log.largeBytes = min(config.baseMTU, kernel) - overhead
-        flow.log.recordsLostSizes = true
+        flow.log.recordsLostPackets = true
     }
 
     /// The receiver cannot confirm probes (a third-party receiver that sends only receiver
@@ -107,7 +110,7 @@ final class PathMTUController: DatagramProducer {
         interfaceMTU = newInterfaceMTU
         lossRate = 0
         lostSeen = flow.log.lost
-        _ = flow.log.takeLostSizes()
+        _ = flow.log.takeLostPackets()
         guard var prober else { return apply() }
         let kernel = socket.kernelPathMTU() ?? 1500
         prober.pathChanged(kernelMTU: kernel, interfaceMTU: newInterfaceMTU ?? max(kernel, prober.config.maxMTU), now: now)
@@ -139,7 +142,7 @@ final class PathMTUController: DatagramProducer {
     /// black-hole evidence), so the prober resumes where it was.
     func pause() {
         _ = drainErrorQueue()
-        _ = flow.log.takeLostSizes()
+        _ = flow.log.takeLostPackets()
         largeConfirmedSeen = flow.log.largeConfirmed
         confirmedSeen = flow.log.confirmed
         lostSeen = flow.log.lost
@@ -164,12 +167,19 @@ final class PathMTUController: DatagramProducer {
         // Media that should fit the MTU in use (above the base) but got lost, against media
         // above the base confirmed: the black-hole evidence.
         let budget = prober.mtu - overhead
-        let lost = flow.log.takeLostSizes().filter { Int($0) > flow.log.largeBytes && Int($0) <= budget }.count
+        let lost = flow.log.takeLostPackets().filter { Int($0.bytes) > flow.log.largeBytes && Int($0.bytes) <= budget }
+        // The sends they were lost from (a send's packets share its time; a burst can be
+        // declared lost over two ticks).
+        var lostSends = 0
+        for packet in lost where packet.sentAt != lastLargeLossSentAt {
+            lostSends += 1
+            lastLargeLossSentAt = packet.sentAt
+        }
         let confirmed = flow.log.largeConfirmed - largeConfirmedSeen
         let smallConfirmed = flow.log.confirmed - confirmedSeen - confirmed
         largeConfirmedSeen = flow.log.largeConfirmed
         confirmedSeen = flow.log.confirmed
-        prober.mediaAboveBase(lost: lost, confirmed: confirmed, smallConfirmed: smallConfirmed,
+        prober.mediaAboveBase(lost: lost.count, lostSends: lostSends, confirmed: confirmed, smallConfirmed: smallConfirmed,
                               receiverAlive: receiverAlive, now: now)
         prober.roundTripTime = roundTripMilliseconds.map { Int64($0 * 1e6) }
         let newlyLost = max(0, flow.log.lost - lostSeen)

@@ -17,6 +17,10 @@ struct PathMTUProberConfig: Sendable, Equatable {
     /// Media datagrams above the base lost in a row (none above it confirmed meanwhile)
     /// that make the current size a black hole.
     var blackHoleLosses = 6
+    /// Sends (wake-ups that put media on the wire) those losses must come from: a congested
+    /// queue, or a receive buffer taking a GSO burst as one GRO buffer, drops one burst whole;
+    /// a black hole takes every large packet of every send.
+    var blackHoleSends = 2
     /// The largest size probed even when the interface allows more (loopback's 65536 buys
     /// nothing but larger loss units).
     var ceilingMTU = 9000
@@ -71,6 +75,7 @@ struct PathMTUProber: Sendable {
     private var nextID: UInt32 = 1
     private var nextSearchAt: Int64 = 0
     private var largeLossStreak = 0
+    private var largeLossSends = 0  // the sends the streak's losses came from
     private var smallConfirmedDuringStreak = false  // the path still carries small packets
 
     // Counters.
@@ -178,6 +183,7 @@ struct PathMTUProber: Sendable {
         source = .probe
         if size > min(config.baseMTU, kernelMTU) {
             largeLossStreak = 0
+            largeLossSends = 0
         } else if largeLossStreak > 0 {
             smallConfirmedDuringStreak = true
         }
@@ -221,6 +227,7 @@ struct PathMTUProber: Sendable {
         minimumValidID = nextID
         outstanding = nil
         largeLossStreak = 0
+        largeLossSends = 0
         smallConfirmedDuringStreak = false
         confirmed = base
         confirmedByProbe = false
@@ -272,25 +279,29 @@ struct PathMTUProber: Sendable {
     }
 
     /// Media feedback since the last call: datagrams above the base size that should fit the
-    /// MTU in use but were declared lost, those confirmed, and datagrams at or below the base
-    /// confirmed. Enough large losses in a row with no large one confirmed, while small
+    /// MTU in use but were declared lost (and the sends they were lost from, each counted once
+    /// across calls), those confirmed, and datagrams at or below the base confirmed. Enough
+    /// large losses in a row from more than one send with no large one confirmed, while small
     /// packets (media or a base-size probe) still get through and the receiver reports
     /// (`receiverAlive`), is a black hole: back to the base and search again. A receiver
     /// that stopped altogether confirms nothing small, so it is no black hole.
     /// Returns true when the MTU in use changed.
     @discardableResult
-    mutating func mediaAboveBase(lost: Int, confirmed confirmedCount: Int, smallConfirmed: Int = 0,
+    mutating func mediaAboveBase(lost: Int, lostSends: Int, confirmed confirmedCount: Int, smallConfirmed: Int = 0,
                                         receiverAlive: Bool, now: Int64) -> Bool {
         largeLossStreak += lost
+        largeLossSends += lostSends
         if confirmedCount > 0 {
             largeLossStreak = 0
+            largeLossSends = 0
             smallConfirmedDuringStreak = false
         } else if largeLossStreak > 0 && smallConfirmed > 0 {
             smallConfirmedDuringStreak = true
         }
-        guard !disabled, receiverAlive, largeLossStreak >= config.blackHoleLosses, smallConfirmedDuringStreak,
-              mtu > min(config.baseMTU, kernelMTU) else { return false }
+        guard !disabled, receiverAlive, largeLossStreak >= config.blackHoleLosses, largeLossSends >= config.blackHoleSends,
+              smallConfirmedDuringStreak, mtu > min(config.baseMTU, kernelMTU) else { return false }
         largeLossStreak = 0
+        largeLossSends = 0
         smallConfirmedDuringStreak = false
         blackHoles += 1
         minimumValidID = nextID
