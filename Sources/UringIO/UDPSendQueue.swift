@@ -38,7 +38,7 @@ public struct SendQueueCounters: Sendable, Equatable {
     public var batches = 0
     /// Times GSO failed on a socket and was turned off for it (EIO, EINVAL, EOPNOTSUPP).
     public var gsoFallbacks = 0
-    /// Sends resubmitted (cancelled by a failed link, or EAGAIN/ENOBUFS).
+    /// Sends resubmitted (cancelled by a failed link, EAGAIN/ENOBUFS, or a first EMSGSIZE).
     public var retries = 0
     /// Datagrams that failed for good.
     public var failedDatagrams = 0
@@ -443,6 +443,13 @@ public final class UDPSendQueue {
             let gsoRejected = run > 1 && (code == EIO || code == EINVAL || code == EOPNOTSUPP)
             switch code {
             case _ where transient && slots[slot].retries < Self.maxRetries:
+                slots[slot].cancelledMask |= mask
+            case EMSGSIZE where slots[slot].retries == 0:
+                // Maybe not this send's size: an ICMP "fragmentation needed" for an earlier
+                // datagram (with IP_RECVERR) is left as the socket's pending error, which the
+                // next send takes whatever its size (and clears). Once more, then it counts: a
+                // datagram above the path MTU fails again (Tests/StreamEngineTests/TransportTests.swift,
+                // `PendingSocketErrorTests`).
                 slots[slot].cancelledMask |= mask
             case _ where gsoRejected:
                 // The device or route cannot take this GSO send: go segment by segment.

@@ -86,7 +86,7 @@ struct Collected: Sendable {
 }
 
 /// A receiver on its own thread (and its own ring), optionally inside a network namespace,
-/// checking every datagram against the pattern.
+/// checking every datagram against the pattern; bound to loopback unless `bindAddress` says.
 final class ThreadedReceiver: @unchecked Sendable {  // @unchecked: state is in Mutex/Atomic, the ring lives on the thread
     let collected = Mutex(Collected())
     let count = Atomic<Int>(0)
@@ -98,13 +98,13 @@ final class ThreadedReceiver: @unchecked Sendable {  // @unchecked: state is in 
     /// Starts the thread and waits until its socket is bound.
     init(family: SocketAddress.Family = .ipv4, gro: Bool, expected: Int, size: @escaping @Sendable (Int) -> Int,
          namespace: String? = nil, pauseBeforeReading: Double = 0, receiveBuffer: Int = 32 << 20,
-         recordArrivals: Bool = false) {
+         recordArrivals: Bool = false, bindAddress: String? = nil) {
         collected.withLock { $0.seen = Array(repeating: false, count: expected) }
         let thread = Thread { [self] in
             do {
                 if let namespace { try NetworkNamespace.enter(namespace) }
                 let socket = try UDPSocket(family: family)
-                try socket.bind(SocketAddress(ip: family == .ipv4 ? "127.0.0.1" : "::1", port: 0)!)
+                try socket.bind(SocketAddress(ip: bindAddress ?? (family == .ipv4 ? "127.0.0.1" : "::1"), port: 0)!)
                 try socket.enableReceiveTrafficMark()
                 try socket.enableReceiveTimestamps()
                 try socket.enableDropCounter()

@@ -204,3 +204,46 @@ func runOutput(_ command: String) throws -> [UInt8] {
     process.waitUntilExit()
     return [UInt8](data)
 }
+
+@Suite(.enabled(if: uringAvailable && isRoot, "needs root (network namespaces) and io_uring"))
+struct PendingSocketErrorTests {
+    /// A router's ICMP "fragmentation needed" for one datagram is processed inside that
+    /// datagram's send and left on the socket as its pending error (`IP_RECVERR`), which the
+    /// kernel hands to the next send whatever its size. That send goes again (once) instead of
+    /// failing: every small datagram after the large one arrives. The lab's router (`tools/netlab`)
+    /// has a 1280 egress; the first datagram is 1,500 bytes of IP.
+    @Test func anICMPErrorForOneDatagramFailsNoOther() throws {
+        let name = "pe\(getpid() % 100_000)"
+        let netlab = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("tools/netlab").path
+        try #require(shell("\(netlab) up --name \(name) --mtu 1280 >/dev/null") == 0)
+        defer { shell("\(netlab) down --name \(name) >/dev/null") }
+        let count = 20
+        let size: @Sendable (Int) -> Int = { $0 == 0 ? 1472 : 100 }
+        let receiver = ThreadedReceiver(gro: false, expected: count, size: size, namespace: "sl-\(name)-rcv",
+                                        bindAddress: "10.77.2.2")
+        try #require(receiver.failure == nil, "\(receiver.failure ?? "")")
+        let port = receiver.port
+        let sent = try onThread(namespace: "sl-\(name)-snd") {
+            var config = PacedSenderConfig()
+            config.useGSO = false  // a send per datagram: the second one meets the error
+            let ring = try Ring(entries: 64)
+            let sender = PacedSender(ring: ring, config: config)
+            let socket = try UDPSocket(family: .ipv4)
+            try socket.enableReceiveErrors()
+            try socket.setPathMTUDiscovery(.do)
+            try socket.connect(SocketAddress(ip: "10.77.2.2", port: port)!)
+            let route = sender.addRoute(socket: socket, destination: nil, mark: TrafficMark(.video, ecn: .ect0))
+            let producer = PatternProducer(count: count, route: route, window: .max, size: size, receivedSoFar: { 0 })
+            try sender.run(producer, isFinished: { producer.next >= count })
+            return (sender.counters, socket.drainErrorQueue().compactMap(\.pathMTU))
+        }
+        let got = receiver.finish(expected: count - 1, seconds: 10)
+        print("pending error: queue \(sent.0), error queue MTUs \(sent.1); received \(got.received)")
+        #expect(sent.1 == [1280])  // the router's answer is still there for whoever reads it
+        #expect(sent.0.datagrams == count && sent.0.failedDatagrams == 0, "\(sent.0)")
+        #expect(sent.0.retries == 1)
+        #expect(got.received == count - 1 && got.corrupt == 0 && got.duplicates == 0)
+        #expect(got.seen.dropFirst().allSatisfy { $0 })
+    }
+}

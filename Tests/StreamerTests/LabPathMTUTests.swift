@@ -76,8 +76,9 @@ struct LabPathMTUTests {
         // Nothing is lost on the path. A send that fails (counted in `packets.failed`, not sent)
         // leaves its sequence number a gap the receiver counts lost: once in the whole suite on
         // a machine a quarter as fast the receiver counted 1 lost with every packet sent
-        // received: the probe's ICMP error, pending on the socket, fails the next send, media
-        // written after the probe in its submission (results/profile.md section 49).
+        // received: the probe's ICMP error, pending on the socket, failed the next send, media
+        // written after the probe in its submission (results/profile.md section 49); such a
+        // send now goes again (`PendingSocketErrorTests`).
         #expect((intField(result.recv, "packets.lost") ?? -1) <= (intField(result.send, "packets.failed") ?? 0),
                 "receiver packets \(field(result.recv, "packets") ?? "-"), frames \(field(result.recv, "frames") ?? "-"), rtcp \(field(result.recv, "rtcp") ?? "-"); sender packets \(field(result.send, "packets") ?? "-")")
         #expect(intField(result.recv, "packets.truncated") == 0)
