@@ -532,8 +532,11 @@ func measureReceivers(floor: String, ffmpeg: String, records: String, frames: In
                     result = reapChild(child, flags: WNOHANG)
                 }
                 // GStreamer and FFmpeg run until stopped: SIGTERM (a SIGINT may be ignored when bench
-                // runs under a test harness), SIGKILL if that does not end it within 2 s.
-                for signal in [SIGTERM, SIGKILL] where result == nil {
+                // runs under a test harness), a second SIGTERM, SIGKILL if that does not end it
+                // within 2 s. FFmpeg takes its first signal as a request to stop between packets,
+                // and none come once the stream has ended; its second interrupts the blocked read
+                // (without it, every FFmpeg receiver run ended by SIGKILL, 2 s later).
+                for signal in [SIGTERM, SIGTERM, SIGKILL] where result == nil {
                     kill(child, signal)
                     for _ in 0..<20 where result == nil {
                         usleep(100_000)
