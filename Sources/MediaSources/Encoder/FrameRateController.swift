@@ -51,6 +51,9 @@ struct FrameRateController {
     private var lastInterQP: Int?
     /// The target changed since the last frame was planned: the QP may jump.
     private var targetChanged = false
+    /// Inter frames measured so far (up to 2): the first is the model's first measurement, and
+    /// the frame after it may jump to where that puts the QP.
+    private var interFramesMeasured = 0
 
     init(targetBitsPerSecond: Double, frameRate: Double, keyframeInterval: Int) {
         self.targetBitsPerSecond = targetBitsPerSecond
@@ -97,10 +100,13 @@ struct FrameRateController {
             guard let anchor else { return nil }
             let anchorSlope = interAnchor == nil ? 1.0 / 6 : slope
             qp = anchor.qp + Int(((anchor.log2Bits - wanted) / anchorSlope).rounded())
-            if let last = lastInterQP, !targetChanged {
+            if let last = lastInterQP, !targetChanged, interFramesMeasured >= 2 {
                 // Without a new target, steps stay small (about a 1.6 x change of bits): a
                 // frame of unusual size moves the QP the next frames pay back, not the picture
-                // quality all at once.
+                // quality all at once. Not yet after the first inter frame: that one was planned
+                // on the guess that it costs a sixth of a keyframe (on noisy content it costs
+                // two thirds, four times its plan), and stepping from there kept the next five
+                // frames above plan (results/profile.md section 51).
                 let step = max(1, Int(((4.0 / 6) / slope).rounded()))
                 qp = min(max(qp, last - step), last + step)
             }
@@ -129,6 +135,7 @@ struct FrameRateController {
             interAnchor = (qp, 0.6 * predicted + 0.4 * measured)
             lastInterFrame = (qp, measured)
             lastInterQP = qp
+            interFramesMeasured = min(interFramesMeasured + 1, 2)
         }
         // The debt is bounded by a second of bits: a target the QP range cannot reach must not
         // wind up a debt that takes seconds to unwind once it can.
