@@ -175,7 +175,8 @@ struct BitrateChangeTests {
 }
 
 /// The frame-level controller against a synthetic encoder whose frames cost
-/// `2^(intercept - qp / 6)` bits (keyframes 8 times as much).
+/// `2^(intercept - qp / 6)` bits (keyframes `2^keyframeCost` times as much, 8 unless a test
+/// says otherwise).
 struct FrameRateControllerTests {
     /// `keyframeCost`: log2 of a keyframe's bits over an inter frame's at the same QP.
     static func run(_ controller: inout FrameRateController, frames: Range<Int>, intercept: Double,
