@@ -16,6 +16,13 @@
  *   ECT(1): L4S step marking, CE when the sojourn exceeds the threshold;
  *   ECT(0) and Not-ECT: CoDel (RFC 8289, target 5 ms, interval 100 ms, at most
  *   one signal per dequeue): CE for ECT(0), a drop for Not-ECT.
+ * Optional delay variation after the link (jitter=DUR): each packet forward
+ * waits a further time drawn uniformly from [0, DUR]. By default the order is
+ * kept (a packet drawn early waits for the one before it, as behind one link
+ * whose service time varies, e.g. Wi-Fi's aggregation); with reorder=on it is
+ * not (several paths, or a link that retries some frames): a packet may
+ * overtake earlier ones, counted (Reordered: packets released before one that
+ * arrived before them).
  * Back direction: the fixed delay, optional random loss of UDP (feedback).
  *
  * Stats: SIGUSR1 (and exit) writes DIR/stats.json (flat JSON of integers);
@@ -72,6 +79,8 @@ static struct {
   uint64_t codel_target_ns, codel_interval_ns;
   uint32_t back_loss_ppm;
   uint64_t spin_ns; /* the timing thread wakes this early and spins to the release time */
+  uint64_t jitter_ns; /* forward: extra delay uniform in [0, jitter_ns] */
+  int reorder;        /* forward: jittered packets may overtake earlier ones */
 } cfg = {.spin_ns = 100 * NS_PER_US, .l4s_ns = NS_PER_MS, .codel = 1, .codel_target_ns = 5 * NS_PER_MS,
          .codel_interval_ns = 100 * NS_PER_MS};
 
@@ -211,16 +220,23 @@ static int parse_spec(const char *spec) {
         return fail("bad interval '%s' (CoDel interval, e.g. 100ms)", val);
     } else if (strcmp(key, "spin") == 0) {
       if (parse_duration(val, NS_PER_MS, &cfg.spin_ns) != 0) return -1;
+    } else if (strcmp(key, "jitter") == 0) {
+      if (parse_duration(val, 300 * NS_PER_MS, &cfg.jitter_ns) != 0) return -1;
+    } else if (strcmp(key, "reorder") == 0) {
+      if (strcmp(val, "on") == 0) cfg.reorder = 1;
+      else if (strcmp(val, "off") == 0) cfg.reorder = 0;
+      else return fail("bad reorder '%s' (on or off)", val);
     } else if (strcmp(key, "backloss") == 0) {
       if (parse_decimal(val, strlen(val), 10000, &v) != 0 || v > 1000000)
         return fail("bad backloss '%s' (percent 0-100, e.g. 10)", val);
       cfg.back_loss_ppm = (uint32_t)v;
     } else {
-      return fail("unknown key '%s' (rate delay backdelay queue schedule l4s classic target interval backloss)", key);
+      return fail("unknown key '%s' (rate delay backdelay jitter reorder queue schedule l4s classic target interval backloss)", key);
     }
   }
   if (have_rate && have_schedule) return fail("give rate or schedule, not both%s", "");
   if (!cfg.back_delay_given) cfg.back_delay_ns = cfg.delay_ns;
+  if (cfg.reorder && cfg.jitter_ns == 0) return fail("reorder=on needs jitter%s", "");
   if (cfg.queue_bytes == 0 && cfg.nsteps > 0) { /* 100 ms of the highest rate */
     uint64_t max_bps = 0;
     for (int i = 0; i < cfg.nsteps; i++)
@@ -289,7 +305,7 @@ static uint64_t hist_quantile_us(Histogram *h, double q) {
 
 typedef struct {
   Counter arrived, arrived_bytes, forwarded, forwarded_bytes, tail_dropped, aqm_dropped,
-      l4s_marked, classic_marked, loss_dropped, oversize, write_errors;
+      l4s_marked, classic_marked, loss_dropped, oversize, write_errors, reordered;
   Histogram sojourn, lateness;
 } DirStats;
 
@@ -337,6 +353,7 @@ typedef struct {
   uint32_t count, last_count;
   int dropping;
   uint64_t rng;
+  uint64_t last_release_ns; /* the latest release time given so far (reader thread only) */
 } Direction;
 
 static Direction fwd = {.name = "fwd", .forward = 1}, back = {.name = "back", .forward = 0};
@@ -501,6 +518,21 @@ static uint64_t forward_link(Direction *d, uint8_t *p, uint32_t len, uint64_t no
   return end + d->delay_ns;
 }
 
+/* Puts pk into the delay line in release order (at the tail unless it overtakes); returns
+   whether it became the head, which the timing thread must hear of. Called with the lock. */
+static int delay_line_insert(Direction *d, Packet *pk) {
+  if (!d->tail || d->tail->release_ns <= pk->release_ns) {
+    if (d->tail) d->tail->next = pk; else d->head = pk;
+    d->tail = pk;
+    return d->head == pk;
+  }
+  Packet **at = &d->head; /* it overtakes (reorder=on): after the last one due no later */
+  while ((*at)->release_ns <= pk->release_ns) at = &(*at)->next;
+  pk->next = *at;
+  *at = pk;
+  return d->head == pk;
+}
+
 static void *reader(void *arg) {
   Direction *d = arg;
   use_fifo(50);
@@ -534,6 +566,14 @@ static void *reader(void *arg) {
       add(&bin_at(now)->back_packets, 1);
       release = now + d->delay_ns;
     }
+    if (d->forward && cfg.jitter_ns) {
+      release += xorshift(&d->rng) % (cfg.jitter_ns + 1);
+      if (release < d->last_release_ns) {
+        if (cfg.reorder) add(&d->st.reordered, 1);
+        else release = d->last_release_ns; /* one link: it waits for the packet before it */
+      }
+    }
+    if (release > d->last_release_ns) d->last_release_ns = release;
     Packet *pk = malloc(sizeof *pk + len);
     if (!pk) { perror("netlab-bottleneck: malloc"); exit(1); }
     pk->next = NULL;
@@ -541,38 +581,48 @@ static void *reader(void *arg) {
     pk->len = len;
     memcpy(pk->data, buf, len);
     pthread_mutex_lock(&d->lock);
-    int was_empty = d->head == NULL;
-    if (d->tail) d->tail->next = pk; else d->head = pk;
-    d->tail = pk;
+    int new_head = delay_line_insert(d, pk);
     pthread_mutex_unlock(&d->lock);
-    if (was_empty) pthread_cond_signal(&d->nonempty);
+    if (new_head) pthread_cond_signal(&d->nonempty);
   }
   return NULL;
 }
 
-/* Releases are in FIFO order per direction (constant delay after a FIFO link). */
+/* Releases in the delay line's order: FIFO per direction (a constant delay after a FIFO link),
+   unless reorder=on lets a packet in ahead of the head: then the wait is on the condition
+   variable (CLOCK_MONOTONIC), which the reader signals for a new head. */
 static void *timer(void *arg) {
   Direction *d = arg;
   use_fifo(60);
   for (;;) {
     pthread_mutex_lock(&d->lock);
-    while (!d->head) pthread_cond_wait(&d->nonempty, &d->lock);
-    Packet *pk = d->head;
-    pthread_mutex_unlock(&d->lock);
-    uint64_t wake = pk->release_ns - cfg.spin_ns, now = mono_ns();
-    if (wake > now) {
+    Packet *pk;
+    uint64_t now;
+    for (;;) {
+      while (!d->head) pthread_cond_wait(&d->nonempty, &d->lock);
+      pk = d->head;
+      uint64_t wake = pk->release_ns - cfg.spin_ns;
+      now = mono_ns();
+      if (wake <= now) break;
       struct timespec ts = {(time_t)(wake / NS_PER_S), (long)(wake % NS_PER_S)};
+      if (cfg.reorder) {
+        pthread_cond_timedwait(&d->nonempty, &d->lock, &ts);
+        continue; /* the head may have changed */
+      }
+      pthread_mutex_unlock(&d->lock); /* FIFO: the head stays this packet */
       while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
       }
+      pthread_mutex_lock(&d->lock);
+      break;
     }
-    /* Yield while spinning: another lab's timing thread of the same priority on this
-       core runs instead of waiting for this one to block. */
-    while ((now = mono_ns()) < pk->release_ns) sched_yield();
-    hist_record(&d->st.lateness, now > pk->release_ns ? now - pk->release_ns : 0);
-    pthread_mutex_lock(&d->lock);
     d->head = pk->next;
     if (!d->head) d->tail = NULL;
     pthread_mutex_unlock(&d->lock);
+    /* Yield while spinning: another lab's timing thread of the same priority on this
+       core runs instead of waiting for this one to block. (One that overtakes this packet
+       now, due within the spin, goes out after it, late by less than the spin.) */
+    while ((now = mono_ns()) < pk->release_ns) sched_yield();
+    hist_record(&d->st.lateness, now > pk->release_ns ? now - pk->release_ns : 0);
     if (write(d->fd, pk->data, pk->len) == (ssize_t)pk->len) {
       add(&d->st.forwarded, 1);
       add(&d->st.forwarded_bytes, pk->len);
@@ -604,13 +654,13 @@ static int dir_json(char *out, size_t cap, const char *pfx, Direction *d) {
   return snprintf(out, cap,
       "\"%sArrived\":%lu,\"%sArrivedBytes\":%lu,\"%sForwarded\":%lu,\"%sForwardedBytes\":%lu,"
       "\"%sTailDropped\":%lu,\"%sAqmDropped\":%lu,\"%sL4sMarked\":%lu,\"%sClassicMarked\":%lu,"
-      "\"%sLossDropped\":%lu,\"%sWriteErrors\":%lu,"
+      "\"%sLossDropped\":%lu,\"%sWriteErrors\":%lu,\"%sReordered\":%lu,"
       "\"%sSojournP50Us\":%lu,\"%sSojournP95Us\":%lu,\"%sSojournP99Us\":%lu,\"%sSojournMaxUs\":%lu,"
       "\"%sJitterP50Us\":%lu,\"%sJitterP99Us\":%lu,\"%sJitterMaxUs\":%lu",
       pfx, get(&s->arrived), pfx, get(&s->arrived_bytes), pfx, get(&s->forwarded), pfx,
       get(&s->forwarded_bytes), pfx, get(&s->tail_dropped), pfx, get(&s->aqm_dropped), pfx,
       get(&s->l4s_marked), pfx, get(&s->classic_marked), pfx, get(&s->loss_dropped), pfx,
-      get(&s->write_errors), pfx, hist_quantile_us(&s->sojourn, 0.50), pfx,
+      get(&s->write_errors), pfx, get(&s->reordered), pfx, hist_quantile_us(&s->sojourn, 0.50), pfx,
       hist_quantile_us(&s->sojourn, 0.95), pfx, hist_quantile_us(&s->sojourn, 0.99), pfx,
       get(&s->sojourn.max_ns) / NS_PER_US, pfx, hist_quantile_us(&s->lateness, 0.50), pfx,
       hist_quantile_us(&s->lateness, 0.99), pfx, get(&s->lateness.max_ns) / NS_PER_US);
@@ -694,9 +744,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (check) {
-    printf("steps=%d delay_us=%lu backdelay_us=%lu queue=%lu l4s_us=%lu codel=%d backloss_ppm=%u\n",
+    printf("steps=%d delay_us=%lu backdelay_us=%lu queue=%lu l4s_us=%lu codel=%d backloss_ppm=%u jitter_us=%lu "
+           "reorder=%d\n",
            cfg.nsteps, cfg.delay_ns / NS_PER_US, cfg.back_delay_ns / NS_PER_US, cfg.queue_bytes,
-           cfg.l4s_ns / NS_PER_US, cfg.codel, cfg.back_loss_ppm);
+           cfg.l4s_ns / NS_PER_US, cfg.codel, cfg.back_loss_ppm, cfg.jitter_ns / NS_PER_US, cfg.reorder);
     return 0;
   }
   if (!fwd_dev || !back_dev || !dir_path) usage_exit();
@@ -704,6 +755,7 @@ int main(int argc, char **argv) {
   fwd.delay_ns = cfg.delay_ns;
   back.delay_ns = cfg.back_delay_ns;
   back.rng = 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^ mono_ns();
+  fwd.rng = back.rng * 0xbf58476d1ce4e5b9ULL + 1; /* its own stream (jitter) */
   Direction *dirs[2] = {&fwd, &back};
   const char *devs[2] = {fwd_dev, back_dev};
   for (int i = 0; i < 2; i++) {
@@ -713,7 +765,11 @@ int main(int argc, char **argv) {
       return 1;
     }
     pthread_mutex_init(&dirs[i]->lock, NULL);
-    pthread_cond_init(&dirs[i]->nonempty, NULL);
+    pthread_condattr_t attr; /* timed waits on the release clock */
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&dirs[i]->nonempty, &attr);
+    pthread_condattr_destroy(&attr);
   }
   char path[4096];
   snprintf(path, sizeof path, "%s/series.csv", dir_path);
