@@ -93,7 +93,11 @@ func congestionObject(_ stats: CongestionStats?) -> [String: Any] {
             "targetBitrateBps": stats.targetBitrate, "windowBytes": stats.window, "bytesInFlight": stats.bytesInFlight,
             "pacingRateBps": stats.pacingRate, "queueDelayMs": orNull(stats.queueDelayMs),
             "ceFraction": (stats.ceFraction * 10_000).rounded() / 10_000, "rateChanges": stats.rateChanges,
-            "framesDropped": stats.framesDropped]
+            "framesDropped": stats.framesDropped,
+            "losses": stats.losses.map { losses -> Any in
+                ["declared": losses.declared, "spurious": losses.spurious, "cutsUndone": losses.cutsUndone,
+                 "reorderWindowMs": Double(losses.reorderWindow.nanoseconds) / 1e6]
+            } ?? StatsJSON.Null()]
 }
 
 /// `value`, or JSON null.
@@ -170,7 +174,8 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "rtx": ["received": stats.rtxReceived, "bytes": stats.rtxBytes, "late": stats.rtxLate,
                 "duplicate": stats.rtxDuplicate],
         "nack": ["sent": stats.nackSent, "requested": stats.nackRequested, "bytes": stats.nackBytes,
-                 "abandoned": stats.nackAbandoned, "budgetLimited": stats.nackBudgetLimited],
+                 "abandoned": stats.nackAbandoned, "budgetLimited": stats.nackBudgetLimited,
+                 "spurious": stats.nackSpurious],
         "playout": ["latencyMs": orNull(stats.playoutLatencyMs), "derived": stats.playoutLatencyDerived,
                     "rttMs": orNull(stats.retransmissionRTTMs),
                     "addedLatencyMs": stats.playoutAddedLatencyMs.map { added -> Any in

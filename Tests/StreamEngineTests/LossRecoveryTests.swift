@@ -370,6 +370,91 @@ import UringIO
         #expect(stats.lost == 0 && stats.reordered > 0 && stats.late == 0)
     }
 
+    /// A path that reorders by more than the allowance: every 20th packet comes 10 places (10 ms)
+    /// late. The first is asked for (a spurious ask: its original arrives), and the allowance
+    /// grows to cover it: none of the later ones is asked for. (A loss answered first shows the
+    /// RTX stream; before it, an asked-for packet on the media SSRC is taken as a same-SSRC
+    /// retransmission, which says nothing of reordering.)
+    @Test func aPathThatReordersWidensTheReorderAllowance() {
+        let frames = Self.stream(frames: 60)
+        var datagrams = frames.flatMap(\.datagrams)
+        var moved: [UInt16] = []
+        for index in stride(from: 20, to: datagrams.count - 20, by: 20) {
+            let packet = datagrams.remove(at: index)
+            moved.append(try! RTPHeader.parse(packet).header.sequenceNumber)
+            datagrams.insert(packet, at: index + 10)
+        }
+        #expect(moved.count >= 5)
+        var link = Link()
+        link.send(datagrams, drop: [2])
+        link.run()
+        let stats = link.stats
+        #expect(Set(link.asked.map(\.sequence)) == [1002, moved[0]], "asked \(link.asked.map(\.sequence)) of \(moved)")
+        #expect(stats.nackSpurious == 1 && stats.rtxDuplicate == 1 && stats.lost == 1 && stats.recovered == 1)
+        #expect(stats.reordered >= moved.count)
+        #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+    }
+
+    /// RFC 4588 8.3: the sender's SDES names its RTX stream with the media's CNAME. Known before
+    /// any retransmission came, a packet asked for that then comes on the media SSRC is its
+    /// original, late: reported to the sender per packet (its congestion controller learns that
+    /// the path reorders, and takes back a cut for that loss), counted as a spurious ask, and
+    /// its retransmission a duplicate. Without the SDES it is taken as resent on the media SSRC.
+    @Test(arguments: [false, true]) func theSendersSDESNamesItsRTXStream(announced: Bool) {
+        let frames = Self.stream(frames: 20)
+        var datagrams = frames.flatMap(\.datagrams)
+        datagrams.insert(datagrams.remove(at: 12), at: 22)  // ten packets (10 ms) late
+        var link = Link()
+        link.send(datagrams)
+        if announced {
+            let description = RTCPSourceDescription(chunks: [.init(ssrc: ReceiveSessionTests.ssrc, cname: RTCPText("sender")),
+                                                             .init(ssrc: Self.rtxSSRC, cname: RTCPText("sender"))])
+            let report = RTCPSenderReport(ssrc: ReceiveSessionTests.ssrc, ntpTimestamp: 0x1234_0000_0000, rtpTimestamp: 0,
+                                          packetCount: 0, octetCount: 0)
+            link.arrive(RTCPCompoundBuilder.build([.senderReport(report), .sourceDescription(description)]),
+                        at: link.harness.now + 5 * Self.millisecond + Self.millisecond / 2)
+        }
+        link.run()
+        let stats = link.stats
+        #expect(link.asked.map(\.sequence) == [1012])
+        #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+        #expect(stats.rtxDuplicate == 1 && stats.nackSpurious == (announced ? 1 : 0) && stats.recovered == (announced ? 0 : 1))
+        // Whether the original's arrival reached the sender in a per-packet report.
+        let reported = link.harness.transmits.flatMap { transmit in
+            transmit.bytes.withUnsafeBytes { RTCPPacket.parseCompound($0).packets }.flatMap { packet -> [UInt16] in
+                guard case .congestionControlFeedback(let feedback) = packet else { return [] }
+                return feedback.reports.filter { $0.mediaSSRC == ReceiveSessionTests.ssrc }.flatMap { report in
+                    report.metrics.enumerated().filter(\.element.received).map { report.beginSequence &+ UInt16($0.offset) }
+                }
+            }
+        }
+        #expect(reported.contains(1012) == announced)
+    }
+
+    /// The stream's first packets reordered (the keyframe's first packet, with its parameter
+    /// sets, two places and 2 ms late): the playout buffer holds the start (at most
+    /// `PlayoutBuffer.startHold`), so the stream starts at the first packet sent and every
+    /// frame is whole and decodable. One later than the hold is late, counted: the first
+    /// keyframe then lacks its parameter sets and the frames up to the next keyframe are
+    /// undecodable.
+    @Test(arguments: [2, 25]) func theFirstPacketsReorderedStillStartTheStream(lateMs: Int) {
+        let frames = Self.stream(frames: 20)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link()
+        link.send(Array(datagrams.dropFirst()))
+        link.arrive(datagrams[0], at: link.harness.now + Int64(lateMs) * Self.millisecond + Self.millisecond / 2)
+        link.run()
+        let stats = link.stats
+        #expect(link.asked.isEmpty && stats.lost == 0)
+        #expect(PlayoutBuffer.startHold == 20 * Self.millisecond)
+        if lateMs == 2 {
+            #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+            #expect(stats.framesUndecodable == 0 && stats.late == 0)
+        } else {
+            #expect(stats.late == 1 && stats.framesUndecodable == 15, "late \(stats.late) undecodable \(stats.framesUndecodable) lost \(stats.lost) complete \(stats.framesComplete) incomplete \(stats.framesIncomplete)")  // keyframes every 15 frames
+        }
+    }
+
     @Test func aLateOriginalFillsItsGapWithoutARetransmission() {
         let frames = Self.stream(frames: 10)
         var datagrams = frames.flatMap(\.datagrams)

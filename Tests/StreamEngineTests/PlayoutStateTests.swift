@@ -71,11 +71,19 @@ import TestSupport
     @Test func packetsInOrderGoStraightOutAndDuplicatesAreToldApartFromGaps() {
         var buffer = PlayoutBuffer()
         var out: [PlayoutBuffer.Packet] = []
+        // The start is held (half the latency here; at most `startHold`): a packet reordered
+        // ahead of the first one still starts the stream. After the hold, one is `beforeStart`.
         for sequence: Int64 in 10...12 {
             #expect(buffer.insert(Self.packet(sequence), arrival: 0, latency: 100, into: &out) == .accepted)
         }
-        #expect(out.map(\.sequence) == [10, 11, 12])
-        #expect(buffer.insert(Self.packet(11), arrival: 0, latency: 100, into: &out) == .duplicate)
+        #expect(out.isEmpty && buffer.nextDeadline == 50 && !buffer.isCaughtUp(at: 12))
+        #expect(buffer.insert(Self.packet(9), arrival: 10, latency: 100, into: &out) == .accepted)
+        buffer.release(now: 49, into: &out)
+        #expect(out.isEmpty)
+        buffer.release(now: 50, into: &out)
+        #expect(out.map(\.sequence) == [9, 10, 11, 12] && buffer.isCaughtUp(at: 12))
+        #expect(buffer.insert(Self.packet(8), arrival: 60, latency: 100, into: &out) == .beforeStart)
+        #expect(buffer.insert(Self.packet(11), arrival: 60, latency: 100, into: &out) == .duplicate)
         #expect(!buffer.isMissing(11) && !buffer.isMissing(13) && buffer.nextDeadline == nil)
 
         // A gap: 13 and 14 missing behind 15, which waits.

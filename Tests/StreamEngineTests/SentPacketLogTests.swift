@@ -134,6 +134,12 @@ struct RTCPCompoundTests {
         }
         #expect(sr.ssrc == 77 && sr.packetCount == 3 && sr.octetCount == 3000)
         #expect(sdes.chunks == [.init(ssrc: 77, cname: RTCPText(cname))])
+        // With an RTX stream (RFC 4588 8.3), the SDES binds it to the media by the same CNAME.
+        sender.rtxSSRC = 78
+        let withRTX = RTCPPacket.parseCompound(sender.senderReport(flow: flow, realtime: 1_800_000_000_000_000_000, packets: 3,
+                                                                   octets: 3000, mediaFlowing: true))
+        guard case .sourceDescription(let both) = withRTX.packets.last else { Issue.record("no SDES: \(withRTX.packets)"); return }
+        #expect(both.chunks == [.init(ssrc: 77, cname: RTCPText(cname)), .init(ssrc: 78, cname: RTCPText(cname))])
 
         var receiver = ReceiverFeedback(ssrc: 99, cname: "receiver-cname")
         var tracker = RTPSequenceTracker()

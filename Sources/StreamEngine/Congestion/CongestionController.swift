@@ -28,11 +28,37 @@ public protocol CongestionController: Sendable {
     /// The controller's estimate of the queue delay on the path (nil when it keeps none, or
     /// before it has measured one): shown in `CongestionStats.queueDelayMs`.
     var queueDelayEstimate: Duration? { get }
+    /// What the controller counted of losses (nil when it keeps no count): shown in
+    /// `CongestionStats.losses`.
+    var lossCounts: CongestionLossCounts? { get }
 }
 
 extension CongestionController {
     /// No estimate: a controller that does not measure queue delay needs not say so.
     public var queueDelayEstimate: Duration? { nil }
+    /// No count: a controller that keeps none needs not say so.
+    public var lossCounts: CongestionLossCounts? { nil }
+}
+
+/// What a congestion controller counted of the losses the feedback showed it.
+public struct CongestionLossCounts: Sendable, Equatable {
+    /// Packets the controller declared lost.
+    public var declared = 0
+    /// Of those, packets the receiver later reported received: the path reordered them.
+    public var spurious = 0
+    /// Window cuts for loss taken back because every packet they declared lost arrived.
+    public var cutsUndone = 0
+    /// How long past the newest delivered packet's round trip a missing packet waits before it
+    /// counts as lost (0 on a path not seen to reorder).
+    public var reorderWindow = Duration.zero
+
+    /// Counts of the given sizes.
+    public init(declared: Int = 0, spurious: Int = 0, cutsUndone: Int = 0, reorderWindow: Duration = .zero) {
+        self.declared = declared
+        self.spurious = spurious
+        self.cutsUndone = cutsUndone
+        self.reorderWindow = reorderWindow
+    }
 }
 
 /// Which congestion controller a flow of a `MediaSender` obeys (`MediaSenderConfig.congestionControl`).

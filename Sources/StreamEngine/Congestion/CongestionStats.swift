@@ -29,6 +29,9 @@ public struct CongestionStats: Sendable, Equatable {
     /// Frames dropped whole because they waited longer than `MediaSenderConfig.maxFrameWait`
     /// for the path (and those after them until a keyframe).
     public var framesDropped = 0
+    /// The controller's count of losses (declared, found to be reordering, cuts undone) and its
+    /// reorder window; nil when it keeps none.
+    public var losses: CongestionLossCounts?
 
     /// Empty stats.
     public init() {}

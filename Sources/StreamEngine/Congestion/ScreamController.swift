@@ -90,9 +90,14 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   the window was cut repeat the signal the cut answered, however late they are reported
 ///   (a queue grown past an RTT delays them more than that).
 /// - Loss is declared only for packets the receiver reports missing with three later
-///   packets received (RFC 9002's packet threshold); packets no report ever covers (their
-///   feedback was lost) leave the flight after a timeout without a reaction, so lost
-///   feedback does not read as congestion.
+///   packets received (RFC 9002's packet threshold) and, once the path was seen to reorder,
+///   only when a reorder window has passed beyond the round trip of the newest packet
+///   delivered (RACK, RFC 8985): a packet declared lost that the receiver then reports
+///   received widens the window by a quarter of the least RTT (at most once per RTT, up to
+///   the smoothed RTT). Without it a path that reorders (several links, a radio that retries
+///   frames) read as loss at every reordering and held the rate at a fifth of the link
+///   (tools/cc-eval case h). Packets no report ever covers (their feedback was lost) leave the
+///   flight after a timeout without a reaction, so lost feedback does not read as congestion.
 public struct ScreamController: CongestionController {
     /// Its settings.
     public let configuration: ScreamConfiguration
@@ -161,6 +166,8 @@ public struct ScreamController: CongestionController {
         var sentAt: Int64 = 0
         var bytes: Int32 = 0
         var outstanding = false
+        /// Declared lost: a later report of its arrival shows the path reorders.
+        var declaredLost = false
     }
     private var entries: [Entry]
     private let mask: Int64
@@ -170,6 +177,29 @@ public struct ScreamController: CongestionController {
 
     /// Packets reported missing with this many later packets received count as lost.
     static let reorderingThreshold: Int64 = 3
+    /// Packets declared lost that were then reported received (the path reordered them).
+    private(set) var spuriousLosses = 0
+    /// How long past the newest delivered packet's round trip a missing packet is given
+    /// before it counts as lost (nanoseconds; RACK's `reo_wnd`): 0 until a loss turned out to
+    /// be reordering, then a quarter more than the most a packet declared lost was delayed
+    /// over the path's least one-way delay, at least a quarter of the least RTT, at most the
+    /// smoothed RTT.
+    private(set) var reorderWindow: Int64 = 0
+    /// Loss events since the reorder window last widened: after 16 it halves (RACK resets it
+    /// after 16 recoveries), so a path that stopped reordering is not slow to see loss forever.
+    private var lossEventsSinceReorderRaise = 0
+    /// The least RTT sample in `baseDelayWindow`.
+    private var leastRTT: MinimumOverWindow
+    /// The send time of the newest-sent packet confirmed, and its time from sending to the
+    /// report that confirmed it (RACK's `xmit_ts` and `rtt`).
+    private var newestDeliveredSentAt = Int64.min
+    private var newestDeliveredRTT: Int64 = 0
+    /// The window before the loss cuts of the current congestion event, the packets those
+    /// cuts declared lost that have not been reported received, and when the event began:
+    /// when every one of them turns out to have been reordered, the cuts are undone.
+    private var lossUndo: (window: Double, pending: Int, since: Int64)?
+    /// Loss cuts undone because every packet they declared lost arrived.
+    private(set) var lossCutsUndone = 0
     /// The classic DCTCP gain of the marked-fraction EWMA.
     static let markedFractionGain = 1.0 / 16
 
@@ -179,6 +209,7 @@ public struct ScreamController: CongestionController {
         self.configuration = configuration
         queueDelayTarget = configuration.queueDelayTarget.nanoseconds
         baseDelay = MinimumOverWindow(window: configuration.baseDelayWindow.nanoseconds)
+        leastRTT = MinimumOverWindow(window: configuration.baseDelayWindow.nanoseconds)
         baseDelayBySize = Array(repeating: MinimumOverWindow(window: configuration.baseDelayWindow.nanoseconds),
                                 count: Self.sizeClasses)
         let start = Double(min(max(configuration.startBitrate, configuration.minBitrate), configuration.maxBitrate))
@@ -230,6 +261,12 @@ public struct ScreamController: CongestionController {
     /// How long without feedback, while packets are in flight, before the window collapses:
     /// four RTTs, and never under 100 ms (a receiver reporting every 20-50 ms skips a few).
     var feedbackTimeout: Int64 { max(4 * rtt, 100_000_000) }
+
+    /// Losses declared, those that turned out to be reordering, cuts undone, the reorder window.
+    public var lossCounts: CongestionLossCounts? {
+        CongestionLossCounts(declared: lossesDeclared, spurious: spuriousLosses, cutsUndone: lossCutsUndone,
+                             reorderWindow: .nanoseconds(reorderWindow))
+    }
 
     /// Records a packet put on the wire (and lets time pass to its send time).
     public mutating func packetSent(_ packet: SentPacketRecord) {
@@ -300,6 +337,10 @@ public struct ScreamController: CongestionController {
             // Arrival times are the receiver's word: absurd ones must not trap.
             let (oneWay, overflow) = arrival.subtractingReportingOverflow(entry.sentAt)
             guard !overflow else { continue }
+            if entry.declaredLost {
+                entries[index].declaredLost = false
+                noteReordering(delayed: oneWay - (baseDelay.minimum ?? oneWay))
+            }
             baseDelay.record(oneWay, at: now)
             let sizeClass = sizeClass(of: Int(entries[index].bytes))
             baseDelayBySize[sizeClass].record(oneWay, at: now)
@@ -326,6 +367,10 @@ public struct ScreamController: CongestionController {
             if newestAcked == nil || report.sequence > newestAcked!.sequence {
                 newestAcked = (report.sequence, entry.sentAt, arrival)
             }
+            if entry.sentAt > newestDeliveredSentAt {
+                newestDeliveredSentAt = entry.sentAt
+                newestDeliveredRTT = now - entry.sentAt
+            }
         }
         if queueDelayCount > 0 { queueDelay = Int64(queueDelaySum / Double(queueDelayCount)) }
 
@@ -335,6 +380,7 @@ public struct ScreamController: CongestionController {
             return now &- acked.sentAt &- held
         }), sample > 0 {
             smoothedRTT = smoothedRTT.map { ($0 * 7 + sample) / 8 } ?? sample
+            leastRTT.record(sample, at: now)
         }
         if ackedBytes > 0, ackedByteTime > 0 {
             // The byte-weighted mean time in flight of what this report confirms.
@@ -348,16 +394,22 @@ public struct ScreamController: CongestionController {
             }
         }
 
-        // Losses: reported missing with enough later packets received.
+        // Losses: reported missing with enough later packets received and, on a path seen to
+        // reorder, the reorder window passed beyond the newest delivered packet's round trip.
         var lost = 0
         var stillMissing: Set<Int64> = []
+        let window = reorderWindow
         for sequence in pendingMissing {
             guard let index = lookup(sequence), entries[index].outstanding else { continue }
-            guard sequence + Self.reorderingThreshold <= highestReceived else { stillMissing.insert(sequence); continue }
+            let sentAt = entries[index].sentAt
+            guard sequence + Self.reorderingThreshold <= highestReceived,
+                  window == 0 || (sentAt <= newestDeliveredSentAt && now - sentAt >= newestDeliveredRTT + window)
+            else { stillMissing.insert(sequence); continue }
             entries[index].outstanding = false
+            entries[index].declaredLost = true
             bytesInFlight -= Int(entries[index].bytes)
             lost += 1
-            newestSignalSentAt = max(newestSignalSentAt, entries[index].sentAt)
+            newestSignalSentAt = max(newestSignalSentAt, sentAt)
         }
         pendingMissing = stillMissing
         lossesDeclared += lost
@@ -370,13 +422,25 @@ public struct ScreamController: CongestionController {
 
         let mayReduce = now - lastReductionAt >= rtt
         let newCongestion = newestSignalSentAt > lastReductionAt
+        if let undo = lossUndo, now - undo.since > 4 * rtt { lossUndo = nil }  // real loss, or feedback lost
         if lost > 0 && newCongestion {
-            reduce(by: configuration.lossBeta, now: now)
+            // The window before this event's first cut, kept while its losses may still be reordering.
+            lossUndo = (lossUndo?.window ?? referenceWindow, (lossUndo?.pending ?? 0) + lost, lossUndo?.since ?? now)
+            reduce(by: configuration.lossBeta, now: now, lossCut: true)
             growthHeldUntil = now + rtt
+            lossEventsSinceReorderRaise += 1
+            if lossEventsSinceReorderRaise >= 16 {
+                reorderWindow /= 2
+                lossEventsSinceReorderRaise = 0
+            }
         } else if ceSeen && !configuration.l4s && newCongestion {
             reduce(by: configuration.ecnBeta, now: now)
             growthHeldUntil = now + rtt
         } else {
+            if lost > 0, var undo = lossUndo {  // more of the same event: undone only if these arrive too
+                undo.pending += lost
+                lossUndo = undo
+            }
             if ackedBytes > 0 && now >= growthHeldUntil {
                 grow(ackedBytes: ackedBytes, inFlightBefore: inFlightBefore)
             }
@@ -426,7 +490,33 @@ public struct ScreamController: CongestionController {
         return true
     }
 
-    private mutating func reduce(by factor: Double, now: Int64) {
+    /// A packet declared lost was reported received, `delayed` over the least one-way delay:
+    /// the path reorders. The reorder window widens to cover it, and when every packet the
+    /// current event's loss cuts declared lost has arrived, the cuts are undone.
+    private mutating func noteReordering(delayed: Int64) {
+        spuriousLosses += 1
+        let quarterRTT = (leastRTT.minimum ?? rtt) / 4
+        let wanted = min(max(delayed + delayed / 4, quarterRTT, 1_000_000), smoothedRTT ?? rtt)
+        if wanted > reorderWindow {
+            reorderWindow = wanted
+            lossEventsSinceReorderRaise = 0
+        }
+        guard var undo = lossUndo else { return }
+        undo.pending -= 1
+        lossUndo = undo
+        guard undo.pending <= 0 else { return }
+        referenceWindow = max(referenceWindow, undo.window)
+        lossUndo = nil
+        lossCutsUndone += 1
+    }
+
+    /// Cuts the reference window by `factor`. A cut for another signal than loss cuts the
+    /// window a loss undo would restore as well: the undo takes back only what reordering cost.
+    private mutating func reduce(by factor: Double, now: Int64, lossCut: Bool = false) {
+        if !lossCut, var undo = lossUndo {
+            undo.window *= factor
+            lossUndo = undo
+        }
         referenceWindow *= factor
         lastReductionAt = now
         roundsSinceReduction = 0

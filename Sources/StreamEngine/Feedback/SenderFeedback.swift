@@ -50,7 +50,16 @@ final class SenderFeedback {
     private(set) var foreignNACKs = 0
 
     /// The SSRC of this flow's RFC 4588 retransmissions (their per-packet feedback is taken).
-    var rtxSSRC: UInt32?
+    /// Set, the sender reports' SDES describes it too, with the media's CNAME (RFC 4588 8.3:
+    /// one CNAME binds the two streams), so a receiver knows before the first retransmission
+    /// that a late packet on the media SSRC is an original, not one resent there.
+    var rtxSSRC: UInt32? {
+        didSet {
+            var chunks = [RTCPSourceDescription.Chunk(ssrc: ssrc, cname: RTCPText(cname))]
+            if let rtxSSRC { chunks.append(.init(ssrc: rtxSSRC, cname: RTCPText(cname))) }
+            sourceDescription = .sourceDescription(RTCPSourceDescription(chunks: chunks))
+        }
+    }
     /// RTX sequence numbers per-packet feedback said arrived, not yet taken (at most 4096).
     private(set) var retransmissionsReceived: [UInt16] = []
 
@@ -80,10 +89,12 @@ final class SenderFeedback {
 
     /// The SDES with the CNAME every sender report carries (RFC 3550 6.1: a compound packet
     /// has one), built once.
-    private let sourceDescription: RTCPPacket
+    private var sourceDescription: RTCPPacket
+    private let cname: String
 
     init(ssrc: UInt32, cname: String) {
         self.ssrc = ssrc
+        self.cname = cname
         sourceDescription = .sourceDescription(RTCPSourceDescription(ssrc: ssrc, cname: cname))
     }
 

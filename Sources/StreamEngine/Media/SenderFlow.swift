@@ -447,7 +447,10 @@ final class SenderFlow {
         // A group's packets are not tracked (no log): its first written frame starts the reports.
         let sending = flow.log.sent > 0 || (multicastReceivers != nil && flow.framesWritten > 0)
         guard config.feedback || multicastReceivers != nil, feedbackSocket != nil, sending else { return nil }
-        if nextSenderReport == 0 { scheduleSenderReport(after: now) }
+        // The first goes with the first packets: its SDES tells the receiver the RTX stream's SSRC
+        // (`SenderFeedback.rtxSSRC`) before a packet reordered at the start is asked for, and its
+        // answer gives the first RTT sample at once.
+        if nextSenderReport == 0 { nextSenderReport = now }
         return nextSenderReport
     }
 
@@ -729,6 +732,7 @@ final class SenderFlow {
         stats.bytesInFlight = congestion.bytesInFlight
         stats.pacingRate = Int(pace ?? 0)
         stats.queueDelayMs = congestion.queueDelayEstimate.map { Double($0.nanoseconds) / 1e6 }
+        stats.losses = congestion.lossCounts
         let confirmed = flow.log.confirmed
         if confirmed > lastConfirmedForCE {
             stats.ceFraction = Double(max(0, rtcp.ceReported - lastCEReported)) / Double(confirmed - lastConfirmedForCE)

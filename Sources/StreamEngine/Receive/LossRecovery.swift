@@ -109,8 +109,17 @@ struct LossRecovery: Sendable {
         if let before = highestBefore, packet.sequence > before + 1, let deadline = playout.deadlines[packet.sequence - 1] {
             nack.noteMissing((before + 1)..<packet.sequence, now: now, deadline: deadline)
         }
+        if let before = highestBefore, packet.sequence < before {
+            nack.originalArrived(packet.sequence, now: now, highest: before)  // reordered, if it was missing
+        }
         settle(packet.sequence)
         return result
+    }
+
+    /// The sender restarted its sequence at `sequence`, a packet the caller passed on itself.
+    mutating func beginSequence(at sequence: Int64) {
+        playout.begin(at: sequence)
+        settle(sequence)
     }
 
     /// A packet numbered `sequence` went into the playout buffer: it is asked for no more, and
@@ -240,6 +249,7 @@ struct LossRecovery: Sendable {
         stats.nackBytes = nack.bytes
         stats.nackAbandoned = nack.abandoned
         stats.nackBudgetLimited = nack.budgetLimited
+        stats.nackSpurious = nack.spuriousAsks
         stats.playoutLatencyMs = Double(latency) / 1e6
         stats.playoutLatencyDerived = configuredLatency == nil
         stats.playoutAddedLatencyMs = frames.addedLatency.count == 0 ? nil : ReceiverStats.PercentilesMs(

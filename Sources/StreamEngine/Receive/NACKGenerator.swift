@@ -5,7 +5,10 @@ import MediaFormats
 ///
 /// A missing packet is asked for once it is beyond the reorder allowance (`reorderPackets`
 /// higher sequence numbers arrived, or `reorderTime` passed since the gap was seen): a packet
-/// merely reordered asks nothing. Still missing about one RTT after an ask (`reaskDelay`), it
+/// merely reordered asks nothing. The allowance follows the path: a missing packet that then
+/// arrives on its own (not a retransmission) was reordered, and the allowance grows to a quarter
+/// more than the longest such wait and the most higher numbers that came first (at most
+/// `maxReorderTime`), halving after `reorderMemory` without reordering. Still missing about one RTT after an ask (`reaskDelay`), it
 /// is asked again, at most `maxAsks` times. It is never asked for once the answer cannot
 /// arrive before its deadline (now + RTT past it): then it is dropped from the list, counted
 /// `abandoned`. NACK bytes are bounded by a token bucket filled by a share (`share`) of the
@@ -24,10 +27,30 @@ struct NACKGenerator: Sendable {
         var asks = 0
     }
 
+    /// Higher sequence numbers that must arrive before a gap is asked for, on a path not seen to
+    /// reorder more.
+    static let leastReorderPackets: Int64 = 3
+    /// Or this long since the gap was seen (nanoseconds), likewise.
+    static let leastReorderTime: Int64 = 5_000_000
+    /// The longest reorder allowance (nanoseconds): a path that reorders more loses time to
+    /// spurious asks rather than to asks too late.
+    static let maxReorderTime: Int64 = 100_000_000
+    /// How long the reordering seen is remembered at full size (nanoseconds).
+    static let reorderMemory: Int64 = 10_000_000_000
+    /// The longest a missing packet took to arrive on its own, and the most higher numbers that
+    /// arrived before one did (decaying by `reorderMemory`).
+    private(set) var reorderDelayPeak: Int64 = 0
+    private(set) var reorderDistancePeak: Int64 = 0
+    private var reorderSeenAt: Int64 = 0
+    /// Packets asked for that then arrived on their own: the asks reordering cost.
+    private(set) var spuriousAsks = 0
+
     /// Higher sequence numbers that must arrive before a gap is asked for.
-    var reorderPackets: Int64 = 3
+    var reorderPackets: Int64 { max(Self.leastReorderPackets, reorderDistancePeak + reorderDistancePeak / 4 + 1) }
     /// Or this long since the gap was seen (nanoseconds).
-    var reorderTime: Int64 = 5_000_000
+    var reorderTime: Int64 {
+        min(max(Self.leastReorderTime, reorderDelayPeak + reorderDelayPeak / 4), Self.maxReorderTime)
+    }
     /// Most asks per packet.
     var maxAsks = 8
     /// Share of the media bytes NACKs may use.
@@ -68,6 +91,20 @@ struct NACKGenerator: Sendable {
     @discardableResult
     mutating func remove(_ sequence: Int64) -> Ask? { asks.isEmpty ? nil : asks.removeValue(forKey: sequence) }
 
+    /// The original of packet `sequence` arrived at `now` with `highest` the highest number
+    /// received before it: no more asks for it, and if it was missing, the path reordered it.
+    mutating func originalArrived(_ sequence: Int64, now: Int64, highest: Int64) {
+        guard let ask = remove(sequence) else { return }
+        if ask.lastAsked != nil { spuriousAsks += 1 }
+        if now - reorderSeenAt > Self.reorderMemory {
+            reorderDelayPeak /= 2
+            reorderDistancePeak /= 2
+        }
+        reorderSeenAt = now
+        reorderDelayPeak = max(reorderDelayPeak, now - ask.detected)
+        reorderDistancePeak = max(reorderDistancePeak, highest - sequence)
+    }
+
     /// Forgets every sequence number up to `sequence`.
     mutating func forget(through sequence: Int64) {
         asks = asks.filter { $0.key > sequence }
@@ -106,9 +143,10 @@ struct NACKGenerator: Sendable {
         guard !asks.isEmpty else { return [] }  // the usual case, and the session asks at every packet
         var ready: [Int64] = []
         var hopeless: [Int64] = []
+        let packetAllowance = reorderPackets, time = reorderTime
         for (sequence, ask) in asks {
-            let beyondReorder = highest - sequence >= reorderPackets
-            let due = ask.lastAsked == nil ? (beyondReorder || now >= ask.detected + reorderTime)
+            let beyondReorder = highest - sequence >= packetAllowance
+            let due = ask.lastAsked == nil ? (beyondReorder || now >= ask.detected + time)
                                            : now >= dueTime(ask, rtt: reaskRTT ?? rtt)
             guard due else { continue }
             if now + rtt > ask.deadline || ask.asks >= maxAsks {

@@ -13,6 +13,13 @@ import MediaFormats
 /// behind it go out (the depacketizer then sees the gap and the frame comes out incomplete,
 /// never corrupt). A packet whose gap was given up is late.
 ///
+/// At the stream's start the first packets are held a moment (`startHold`, at most half the
+/// latency): a packet reordered ahead of the first one to arrive (the keyframe's parameter
+/// sets, say) still starts the stream. Released at once, the first packet fixed the start,
+/// the earlier one was dropped as a duplicate, and the first keyframe, whole but without its
+/// parameter sets, left every frame up to the next keyframe undecodable (tools/cc-eval case h:
+/// 60 of 600). A packet from before the start that comes later still is `beforeStart`.
+///
 /// Memory is bounded: at most `maxSpan` sequence numbers between the next one to release
 /// and the highest; a packet further ahead gives up the oldest gaps at once.
 struct PlayoutBuffer: Sendable {
@@ -32,7 +39,17 @@ struct PlayoutBuffer: Sendable {
         case late
         /// Already released or held.
         case duplicate
+        /// Numbered before the packet the stream started at, once its start hold ended: never
+        /// held, never released.
+        case beforeStart
     }
+
+    /// The longest the first packets are held for packets reordered ahead of them (nanoseconds).
+    static let startHold: Int64 = 20_000_000
+    /// While the stream's first packets are held: until when.
+    private var startHoldUntil: Int64?
+    /// The sequence number the stream started at.
+    private var startSequence: Int64 = 0
 
     /// Most sequence numbers held between the next one out and the highest.
     let maxSpan: Int
@@ -58,6 +75,7 @@ struct PlayoutBuffer: Sendable {
 
     /// When the earliest gap's deadline passes, if there is a gap.
     var nextDeadline: Int64? {
+        if let startHoldUntil { return startHoldUntil }
         guard let next = nextSequence, !held.isEmpty else { return nil }
         return deadlines[next]
     }
@@ -67,12 +85,22 @@ struct PlayoutBuffer: Sendable {
     mutating func insert(_ packet: Packet, arrival: Int64, latency: Int64, into output: inout [Packet]) -> Insertion {
         let sequence = packet.sequence
         guard let next = nextSequence else {
-            nextSequence = sequence + 1
-            highestSequence = sequence
-            output.append(packet)
+            (nextSequence, startSequence, highestSequence) = (sequence, sequence, sequence)
+            held[sequence] = packet
+            startHoldUntil = arrival + min(Self.startHold, latency / 2)
+            return .accepted
+        }
+        if startHoldUntil != nil && sequence < next && highestSequence - sequence < Int64(maxSpan) {
+            // Reordered ahead of the first packets, still held: the stream starts here; what lies
+            // between waits as a gap does.
+            guard held[sequence] == nil else { return .duplicate }
+            for missing in (sequence + 1)..<next where held[missing] == nil { deadlines[missing] = arrival + latency }
+            (nextSequence, startSequence) = (sequence, sequence)
+            held[sequence] = packet
             return .accepted
         }
         if sequence < next {
+            if sequence < startSequence { return .beforeStart }
             return wasGivenUp(sequence) ? .late : .duplicate
         }
         // The dictionaries are empty while nothing is missing (the usual case): not hashed then.
@@ -89,7 +117,9 @@ struct PlayoutBuffer: Sendable {
             highestSequence = sequence
         }
         if !deadlines.isEmpty { deadlines[sequence] = nil }
-        if sequence == next {
+        if startHoldUntil != nil {
+            held[sequence] = packet  // the start is held: nothing goes out yet
+        } else if sequence == next {
             output.append(packet)
             nextSequence = next + 1
         } else {
@@ -97,9 +127,10 @@ struct PlayoutBuffer: Sendable {
         }
         // No more than maxSpan sequence numbers wait.
         if highestSequence - (nextSequence ?? 0) >= Int64(maxSpan) {
+            startHoldUntil = nil
             releaseUpTo(highestSequence - Int64(maxSpan) + 1, into: &output)
         }
-        releaseContiguous(into: &output)
+        if startHoldUntil == nil { releaseContiguous(into: &output) }
         return .accepted
     }
 
@@ -118,11 +149,16 @@ struct PlayoutBuffer: Sendable {
     /// Whether the buffer is at `highest` with nothing held or missing: the packet after it is
     /// released at once and alone (`releaseInOrder`).
     func isCaughtUp(at highest: Int64) -> Bool {
-        held.isEmpty && deadlines.isEmpty && nextSequence == highest + 1 && highestSequence == highest
+        startHoldUntil == nil && held.isEmpty && deadlines.isEmpty && nextSequence == highest + 1 && highestSequence == highest
     }
 
     /// Gives up the gaps whose deadline is at or before `now`, releasing what waited behind them.
     mutating func release(now: Int64, into output: inout [Packet]) {
+        if let until = startHoldUntil {
+            guard until <= now else { return }
+            startHoldUntil = nil
+            releaseContiguous(into: &output)
+        }
         while let next = nextSequence, !held.isEmpty, let deadline = deadlines[next], deadline <= now {
             giveUp(next)
             releaseContiguous(into: &output)
@@ -132,6 +168,7 @@ struct PlayoutBuffer: Sendable {
     /// The stream ends or restarts: every gap is given up and everything held goes out; the
     /// next packet starts a new sequence.
     mutating func flush(into output: inout [Packet]) {
+        startHoldUntil = nil
         releaseUpTo(highestSequence + 1, into: &output)
         nextSequence = nil
         deadlines.removeAll()
@@ -159,7 +196,14 @@ struct PlayoutBuffer: Sendable {
     /// Whether a packet numbered `sequence` would never be held by `insert`: it is released
     /// at once (the first packet, or the next one out) or dropped as a duplicate. Its bytes
     /// then need not be kept.
-    func releasesAtOnce(_ sequence: Int64) -> Bool { nextSequence == nil || nextSequence == sequence }
+    func releasesAtOnce(_ sequence: Int64) -> Bool { startHoldUntil == nil && nextSequence == sequence }
+
+    /// Starts the sequence at `sequence`, a packet the caller passed on itself (a sender's
+    /// restart): no start hold, the next one out is the one after it.
+    mutating func begin(at sequence: Int64) {
+        (nextSequence, startSequence, highestSequence) = (sequence + 1, sequence, sequence)
+        startHoldUntil = nil
+    }
 
     /// Whether `sequence` is missing (seen as a gap and not yet given up).
     func isMissing(_ sequence: Int64) -> Bool { !deadlines.isEmpty && deadlines[sequence] != nil }

@@ -716,9 +716,8 @@ public struct ReceiveSession: Sendable {
             pushReleased(released, now: now)
             released.removeAll()
             emit(depacketizer.push(header, payload: payload, tracked: tracked), now: now)
-            // The buffer starts the new sequence at this packet (released at once; pushed above).
-            _ = recovery.insert(.init(header: header, payload: [], sequence: tracked.extendedSequence),
-                                 arrival: arrival, now: now, into: &released)
+            // The buffer starts the new sequence at this packet (pushed above).
+            recovery.beginSequence(at: tracked.extendedSequence)
             return
         }
         // The next packet with nothing held and nothing missing (the usual case): released at
@@ -737,7 +736,10 @@ public struct ReceiveSession: Sendable {
                                           sequence: tracked.extendedSequence)
         // The list of released packets is reused from packet to packet: no allocation per packet.
         swap(&released, &releasedScratch)
-        if recovery.insert(packet, arrival: arrival, now: now, into: &released) == .late { recovery.counts.late += 1 }
+        switch recovery.insert(packet, arrival: arrival, now: now, into: &released) {
+        case .late, .beforeStart: recovery.counts.late += 1  // a gap given up, or before the stream's start
+        case .accepted, .duplicate: break
+        }
         pushReleased(released, now: now, arriving: atOnce ? (tracked.extendedSequence, payload) : nil)
         // Emptied one by one: `removeAll(keepingCapacity:)` is a generic range replacement,
         // ~150 instructions for the one packet usually here (results/profile.md section 31).
@@ -814,7 +816,7 @@ public struct ReceiveSession: Sendable {
             recovery.noteRecovered(sequence)
             recovery.frames.noteArrival(timestamp: header.timestamp, arrival: arrival > 0 ? arrival : now)
         case .late: recovery.counts.rtxLate += 1
-        case .duplicate: recovery.counts.rtxDuplicate += 1
+        case .duplicate, .beforeStart: recovery.counts.rtxDuplicate += 1  // (only a missing packet is taken)
         }
         pushReleased(released, now: now)
     }
@@ -997,6 +999,13 @@ public struct ReceiveSession: Sendable {
             if case .receiverSummary(let summary) = packet, summary.ssrc == lockedSSRC,
                let group = summary.groupAndAveragePacketSize {
                 multicastTiming?.noteSummary(groupSize: group.groupSize, averagePacketSize: group.averagePacketSize)
+            }
+            if recovers, recovery.rtxSSRC == nil, case .sourceDescription(let description) = packet,
+               let ssrc = lockedSSRC, let media = description.chunks.first(where: { $0.ssrc == ssrc }), media.cname != nil,
+               let rtx = description.chunks.first(where: { $0.ssrc != ssrc && $0.cname == media.cname }) {
+                // RFC 4588 8.3: the sender's retransmission stream, bound to the media by its CNAME. Known
+                // before the first retransmission, a late packet on the media SSRC is an original.
+                recovery.rtxSSRC = rtx.ssrc
             }
             if case .goodbye(let bye) = packet, let ssrc = lockedSSRC, bye.ssrcs.contains(ssrc) {
                 // RFC 3550 6.6: the sender left. What waits for it (gaps, a tail, frames) never comes.

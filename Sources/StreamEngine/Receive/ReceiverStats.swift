@@ -95,6 +95,9 @@ public struct ReceiverStats: Sendable, Equatable {
     public var nackAbandoned = 0
     /// Times due asks waited for the NACK byte budget.
     public var nackBudgetLimited = 0
+    /// Packets asked for whose original then arrived: the path reordered them past the reorder
+    /// allowance, which grows to cover such delays (see `NACKGenerator`).
+    public var nackSpurious = 0
     /// The playout latency in use (milliseconds), nil without retransmission.
     public var playoutLatencyMs: Double?
     /// Whether the playout latency is derived from the RTT and jitter (not configured).
