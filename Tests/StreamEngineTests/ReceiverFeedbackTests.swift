@@ -41,6 +41,33 @@ import Testing
         #expect(!feedback.hasNews)
     }
 
+    /// Packets lost between two reports' arrivals (1005 and 1006: after the first report's last
+    /// arrival, before the second's first) are reported missing: a report begins after the last
+    /// one covered, so the sender's controller sees a loss at a report's edge. One far behind
+    /// (a sender's restart, 1,000 numbers on) starts a report of its own at its first arrival.
+    @Test func aLossAtAReportsEdgeIsReportedMissing() throws {
+        var feedback = ReceiverFeedback(ssrc: 9, cname: "r")
+        var tracker = RTPSequenceTracker()
+        func report(_ sequences: ClosedRange<UInt16>) -> [RTCPCongestionControlFeedback.StreamReport] {
+            for sequence in sequences {
+                _ = tracker.record(sequence: sequence, rtpTimestamp: 0, arrival: 0)
+                feedback.record(sequence: sequence, arrival: 1_000_000, ecn: 0, marker: false)
+            }
+            return feedback.makeReports(now: 2_000_000, mediaSSRC: 7, tracker: &tracker)
+                .flatMap { RTCPPacket.parseCompound($0).packets }
+                .flatMap { packet -> [RTCPCongestionControlFeedback.StreamReport] in
+                    if case .congestionControlFeedback(let ccfb) = packet { return ccfb.reports } else { return [] }
+                }
+        }
+        let first = report(1000...1004)
+        #expect(first.map(\.beginSequence) == [1000] && first[0].metrics.allSatisfy(\.received))
+        let second = report(1007...1009)
+        #expect(second.map(\.beginSequence) == [1005])
+        #expect(second.first?.metrics.map(\.received) == [false, false, true, true, true])
+        let third = report(2010...2011)
+        #expect(third.map(\.beginSequence) == [2010] && third[0].metrics.count == 2)
+    }
+
     /// `reportDue`: a frame's end (a packet with the marker bit) makes the report due an interval
     /// after the last one; packets of a frame not yet ended wait until an interval after the
     /// first of them, a sender report to answer three intervals after it arrived, whichever

@@ -24,6 +24,12 @@ struct ReceiverFeedback: Sendable {
     /// At most this many reported arrivals are kept for a report again.
     static let maxRecent = 2048
     private var highest: Int64 = -1
+    /// The highest sequence number a report covered (-1 before the first): the next report
+    /// covers from the one after it, so packets lost between two reports' arrivals are reported
+    /// missing too (RFC 8888's begin_seq). Reports that began at their first arrival left a loss
+    /// at a report's edge, most of a burst the queue dropped at a frame's end, unseen by the
+    /// sender's congestion controller (tools/cc-eval case c: 1.4 % lost, none declared).
+    private var reportedThrough: Int64 = -1
     /// RFC 4588 retransmissions that arrived since the last report (their RTX sequence
     /// numbers), reported per packet under the RTX SSRC: the sender learns which got through.
     private var retransmissionsPending: [Arrival] = []
@@ -208,8 +214,10 @@ struct ReceiverFeedback: Sendable {
         let rtxReport = retransmissionsPending.isEmpty ? nil : rtxSSRC
         if !pending.isEmpty || rtxReport != nil {
             if rtxReport != nil { Self.sortBySequence(&retransmissionsPending) }
+            let coverFrom = reportedThrough + 1
+            if let last = pending.last { reportedThrough = max(reportedThrough, last.sequence) }
             compound.appendCongestionControlFeedback(senderSSRC: ssrc, reportTimestamp: nowNTP.compact) { bytes in
-                Self.appendStreamReports(pending, ssrc: mediaSSRC, now: now, into: &bytes)
+                Self.appendStreamReports(pending, ssrc: mediaSSRC, now: now, coverFrom: coverFrom, into: &bytes)
                 if let rtxReport { Self.appendStreamReports(retransmissionsPending, ssrc: rtxReport, now: now, into: &bytes) }
             }
             if rtxReport != nil { retransmissionsPending.removeAll(keepingCapacity: true) }
@@ -245,11 +253,17 @@ struct ReceiverFeedback: Sendable {
 
     /// Appends the RFC 8888 stream reports of `arrivals` (sorted by sequence number) for `ssrc`,
     /// written in place: one per contiguous run of at most `metricsPerDatagram` sequence numbers,
-    /// from its first arrival to its last (a duplicate reported as its first arrival).
-    private static func appendStreamReports(_ arrivals: [Arrival], ssrc: UInt32, now: Int64, into bytes: inout [UInt8]) {
+    /// from its first arrival to its last (a duplicate reported as its first arrival); the first
+    /// run from `coverFrom` when that is before its first arrival and within a quarter of the span
+    /// (the numbers in between not received).
+    private static func appendStreamReports(_ arrivals: [Arrival], ssrc: UInt32, now: Int64, coverFrom: Int64? = nil,
+                                            into bytes: inout [UInt8]) {
         var index = 0
         while index < arrivals.count {
-            let begin = arrivals[index].sequence
+            var begin = arrivals[index].sequence
+            if index == 0, let coverFrom, coverFrom < begin, begin - coverFrom < Int64(metricsPerDatagram / 4) {
+                begin = coverFrom
+            }
             var end = index + 1
             while end < arrivals.count && arrivals[end].sequence - begin < Int64(metricsPerDatagram) { end += 1 }
             let count = Int(arrivals[end - 1].sequence - begin) + 1
