@@ -93,10 +93,12 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   packets received (RFC 9002's packet threshold) and, once the path was seen to reorder,
 ///   only when a reorder window has passed beyond the round trip of the newest packet
 ///   delivered (RACK, RFC 8985): a packet declared lost that the receiver then reports
-///   received widens the window by a quarter of the least RTT (at most once per RTT, up to
-///   the smoothed RTT). Without it a path that reorders (several links, a radio that retries
-///   frames) read as loss at every reordering and held the rate at a fifth of the link
-///   (tools/cc-eval case h). Packets no report ever covers (their feedback was lost) leave the
+///   received widens the window to a quarter more than its delay over the least one-way
+///   delay (at least a quarter of the least RTT, at most the smoothed RTT), and when every
+///   packet a loss event declared lost arrives, its cuts are taken back. Without it a path
+///   that reorders (several links, a radio that retries frames) read as loss at every
+///   reordering and held the rate at a fifth of the link (tools/cc-eval case h, results/cc/
+///   reordering.md). Packets no report ever covers (their feedback was lost) leave the
 ///   flight after a timeout without a reaction, so lost feedback does not read as congestion.
 public struct ScreamController: CongestionController {
     /// Its settings.

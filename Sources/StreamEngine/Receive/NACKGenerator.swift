@@ -6,10 +6,10 @@ import MediaFormats
 /// A missing packet is asked for once it is beyond the reorder allowance (`reorderPackets`
 /// higher sequence numbers arrived, or `reorderTime` passed since the gap was seen): a packet
 /// merely reordered asks nothing. The allowance follows the path: a missing packet that then
-/// arrives on its own (not a retransmission) was reordered, and the allowance grows to a quarter
-/// more than the longest such wait and the most higher numbers that came first (at most
-/// `maxReorderTime`), halving after `reorderMemory` without reordering. Still missing about one RTT after an ask (`reaskDelay`), it
-/// is asked again, at most `maxAsks` times. It is never asked for once the answer cannot
+/// arrives on its own (not a retransmission) was reordered, and the allowance grows to a
+/// quarter more than the longest such wait and the most higher numbers that came first (at
+/// most `maxReorderTime`), halving after `reorderMemory` without reordering. Still missing
+/// about one RTT after an ask (`reaskDelay`), it is asked again, at most `maxAsks` times. It is never asked for once the answer cannot
 /// arrive before its deadline (now + RTT past it): then it is dropped from the list, counted
 /// `abandoned`. NACK bytes are bounded by a token bucket filled by a share (`share`) of the
 /// media bytes received, at most `burst` bytes ahead: what the bucket cannot pay waits

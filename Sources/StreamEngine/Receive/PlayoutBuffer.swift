@@ -17,8 +17,9 @@ import MediaFormats
 /// latency): a packet reordered ahead of the first one to arrive (the keyframe's parameter
 /// sets, say) still starts the stream. Released at once, the first packet fixed the start,
 /// the earlier one was dropped as a duplicate, and the first keyframe, whole but without its
-/// parameter sets, left every frame up to the next keyframe undecodable (tools/cc-eval case h:
-/// 60 of 600). A packet from before the start that comes later still is `beforeStart`.
+/// parameter sets, left every frame up to the next keyframe undecodable (60 of 600 frames in a
+/// quick run of tools/cc-eval case h). A packet from before the start that comes later still is
+/// `beforeStart`.
 ///
 /// Memory is bounded: at most `maxSpan` sequence numbers between the next one to release
 /// and the highest; a packet further ahead gives up the oldest gaps at once.
