@@ -232,8 +232,13 @@ struct LabPathMonitorTests {
         #expect(clampedAfter < 2)
         #expect(intField(send, "path.mtu") == 1300)
         #expect(field(send, "path.interface") as? String == "sl-\(lab.name)-s")
-        // Too large fails locally (EMSGSIZE: DF over a 1300-byte link); nothing did after the clamp.
-        #expect(failed == failedAtClamp)
+        // Too large fails locally (EMSGSIZE: DF over a 1300-byte link), only what was handed to
+        // the ring before the engine clamped: at most its 64 send slots. Such a send's failure
+        // can be counted after a publication that already shows the clamp (its completion reaped
+        // later): a fresh-clone CI run read 0 failed when the clamp showed, 1 at the end (the
+        // receiver's one loss). An engine that kept building datagrams for 1500 would fail a
+        // frame's worth every frame for the rest of the run.
+        #expect(failed >= failedAtClamp)
         #expect(failed >= 0 && failed <= 64)
         #expect(intField(send, "path.changes") == 0)
         #expect(intField(send, "path.unviableEpisodes") == 0)
