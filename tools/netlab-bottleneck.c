@@ -23,6 +23,10 @@
  * not (several paths, or a link that retries some frames): a packet may
  * overtake earlier ones, counted (Reordered: packets released before one that
  * arrived before them).
+ * Optional duplication after the link (dup=PCT): that share of the UDP packets
+ * forward leaves twice, the copy right after the original (a link layer that
+ * retransmits a frame whose acknowledgement was lost), counted (Duplicated);
+ * the copy takes no link time.
  * Back direction: the fixed delay, optional random loss of UDP (feedback).
  *
  * Stats: SIGUSR1 (and exit) writes DIR/stats.json (flat JSON of integers);
@@ -81,6 +85,7 @@ static struct {
   uint64_t spin_ns; /* the timing thread wakes this early and spins to the release time */
   uint64_t jitter_ns; /* forward: extra delay uniform in [0, jitter_ns] */
   int reorder;        /* forward: jittered packets may overtake earlier ones */
+  uint32_t dup_ppm;   /* forward: UDP packets sent twice, per million */
 } cfg = {.spin_ns = 100 * NS_PER_US, .l4s_ns = NS_PER_MS, .codel = 1, .codel_target_ns = 5 * NS_PER_MS,
          .codel_interval_ns = 100 * NS_PER_MS};
 
@@ -226,12 +231,16 @@ static int parse_spec(const char *spec) {
       if (strcmp(val, "on") == 0) cfg.reorder = 1;
       else if (strcmp(val, "off") == 0) cfg.reorder = 0;
       else return fail("bad reorder '%s' (on or off)", val);
+    } else if (strcmp(key, "dup") == 0) {
+      if (parse_decimal(val, strlen(val), 10000, &v) != 0 || v > 1000000)
+        return fail("bad dup '%s' (percent 0-100, e.g. 1)", val);
+      cfg.dup_ppm = (uint32_t)v;
     } else if (strcmp(key, "backloss") == 0) {
       if (parse_decimal(val, strlen(val), 10000, &v) != 0 || v > 1000000)
         return fail("bad backloss '%s' (percent 0-100, e.g. 10)", val);
       cfg.back_loss_ppm = (uint32_t)v;
     } else {
-      return fail("unknown key '%s' (rate delay backdelay jitter reorder queue schedule l4s classic target interval backloss)", key);
+      return fail("unknown key '%s' (rate delay backdelay jitter reorder dup queue schedule l4s classic target interval backloss)", key);
     }
   }
   if (have_rate && have_schedule) return fail("give rate or schedule, not both%s", "");
@@ -305,7 +314,7 @@ static uint64_t hist_quantile_us(Histogram *h, double q) {
 
 typedef struct {
   Counter arrived, arrived_bytes, forwarded, forwarded_bytes, tail_dropped, aqm_dropped,
-      l4s_marked, classic_marked, loss_dropped, oversize, write_errors, reordered;
+      l4s_marked, classic_marked, loss_dropped, oversize, write_errors, reordered, duplicated;
   Histogram sojourn, lateness;
 } DirStats;
 
@@ -574,16 +583,22 @@ static void *reader(void *arg) {
       }
     }
     if (release > d->last_release_ns) d->last_release_ns = release;
-    Packet *pk = malloc(sizeof *pk + len);
-    if (!pk) { perror("netlab-bottleneck: malloc"); exit(1); }
-    pk->next = NULL;
-    pk->release_ns = release;
-    pk->len = len;
-    memcpy(pk->data, buf, len);
-    pthread_mutex_lock(&d->lock);
-    int new_head = delay_line_insert(d, pk);
-    pthread_mutex_unlock(&d->lock);
-    if (new_head) pthread_cond_signal(&d->nonempty);
+    /* dup=PCT: a second copy, due at the same time, goes in right after the original
+       (equal release times keep their order in the delay line). */
+    int copies = d->forward && udp && cfg.dup_ppm && xorshift(&d->rng) % 1000000 < cfg.dup_ppm ? 2 : 1;
+    if (copies == 2) add(&d->st.duplicated, 1);
+    for (int c = 0; c < copies; c++) {
+      Packet *pk = malloc(sizeof *pk + len);
+      if (!pk) { perror("netlab-bottleneck: malloc"); exit(1); }
+      pk->next = NULL;
+      pk->release_ns = release;
+      pk->len = len;
+      memcpy(pk->data, buf, len);
+      pthread_mutex_lock(&d->lock);
+      int new_head = delay_line_insert(d, pk);
+      pthread_mutex_unlock(&d->lock);
+      if (new_head) pthread_cond_signal(&d->nonempty);
+    }
   }
   return NULL;
 }
@@ -654,13 +669,13 @@ static int dir_json(char *out, size_t cap, const char *pfx, Direction *d) {
   return snprintf(out, cap,
       "\"%sArrived\":%lu,\"%sArrivedBytes\":%lu,\"%sForwarded\":%lu,\"%sForwardedBytes\":%lu,"
       "\"%sTailDropped\":%lu,\"%sAqmDropped\":%lu,\"%sL4sMarked\":%lu,\"%sClassicMarked\":%lu,"
-      "\"%sLossDropped\":%lu,\"%sWriteErrors\":%lu,\"%sReordered\":%lu,"
+      "\"%sLossDropped\":%lu,\"%sWriteErrors\":%lu,\"%sReordered\":%lu,\"%sDuplicated\":%lu,"
       "\"%sSojournP50Us\":%lu,\"%sSojournP95Us\":%lu,\"%sSojournP99Us\":%lu,\"%sSojournMaxUs\":%lu,"
       "\"%sJitterP50Us\":%lu,\"%sJitterP99Us\":%lu,\"%sJitterMaxUs\":%lu",
       pfx, get(&s->arrived), pfx, get(&s->arrived_bytes), pfx, get(&s->forwarded), pfx,
       get(&s->forwarded_bytes), pfx, get(&s->tail_dropped), pfx, get(&s->aqm_dropped), pfx,
       get(&s->l4s_marked), pfx, get(&s->classic_marked), pfx, get(&s->loss_dropped), pfx,
-      get(&s->write_errors), pfx, get(&s->reordered), pfx, hist_quantile_us(&s->sojourn, 0.50), pfx,
+      get(&s->write_errors), pfx, get(&s->reordered), pfx, get(&s->duplicated), pfx, hist_quantile_us(&s->sojourn, 0.50), pfx,
       hist_quantile_us(&s->sojourn, 0.95), pfx, hist_quantile_us(&s->sojourn, 0.99), pfx,
       get(&s->sojourn.max_ns) / NS_PER_US, pfx, hist_quantile_us(&s->lateness, 0.50), pfx,
       hist_quantile_us(&s->lateness, 0.99), pfx, get(&s->lateness.max_ns) / NS_PER_US);
@@ -745,9 +760,9 @@ int main(int argc, char **argv) {
   }
   if (check) {
     printf("steps=%d delay_us=%lu backdelay_us=%lu queue=%lu l4s_us=%lu codel=%d backloss_ppm=%u jitter_us=%lu "
-           "reorder=%d\n",
+           "reorder=%d dup_ppm=%u\n",
            cfg.nsteps, cfg.delay_ns / NS_PER_US, cfg.back_delay_ns / NS_PER_US, cfg.queue_bytes,
-           cfg.l4s_ns / NS_PER_US, cfg.codel, cfg.back_loss_ppm, cfg.jitter_ns / NS_PER_US, cfg.reorder);
+           cfg.l4s_ns / NS_PER_US, cfg.codel, cfg.back_loss_ppm, cfg.jitter_ns / NS_PER_US, cfg.reorder, cfg.dup_ppm);
     return 0;
   }
   if (!fwd_dev || !back_dev || !dir_path) usage_exit();
