@@ -110,9 +110,12 @@ struct LossRecovery: Sendable {
             nack.noteMissing((before + 1)..<packet.sequence, now: now, deadline: deadline)
         }
         if let before = highestBefore, packet.sequence < before {
-            nack.originalArrived(packet.sequence, now: now, highest: before)  // reordered, if it was missing
+            // No more asks for it (the generator removes them), and reordered if it was missing.
+            nack.originalArrived(packet.sequence, now: now, highest: before)
+            settleBehind()
+        } else {
+            settle(packet.sequence)
         }
-        settle(packet.sequence)
         return result
     }
 
@@ -126,6 +129,12 @@ struct LossRecovery: Sendable {
     /// neither is anything before the buffer's next one; a missing tail it reaches is settled.
     private mutating func settle(_ sequence: Int64) {
         nack.remove(sequence)
+        settleBehind()
+    }
+
+    /// Nothing before the playout buffer's next packet is asked for any more; a missing tail it
+    /// reaches is settled.
+    private mutating func settleBehind() {
         forgetGivenUp()
         settleTail()
     }
