@@ -27,6 +27,10 @@
  * forward leaves twice, the copy right after the original (a link layer that
  * retransmits a frame whose acknowledgement was lost), counted (Duplicated);
  * the copy takes no link time.
+ * Optional ECN rewriting before the queue (ecn=bleach: every UDP packet forward
+ * leaves Not-ECT, as behind a hop that clears the TOS byte's ECN field;
+ * ecn=ect0: ECT(1) becomes ECT(0), as behind a hop that knows only classic
+ * ECN), counted (EcnChanged); the AQM sees the rewritten codepoint.
  * Back direction: the fixed delay, optional random loss of UDP (feedback).
  *
  * Stats: SIGUSR1 (and exit) writes DIR/stats.json (flat JSON of integers);
@@ -86,6 +90,7 @@ static struct {
   uint64_t jitter_ns; /* forward: extra delay uniform in [0, jitter_ns] */
   int reorder;        /* forward: jittered packets may overtake earlier ones */
   uint32_t dup_ppm;   /* forward: UDP packets sent twice, per million */
+  int ecn_path;       /* forward, before the queue: 0 keep, 1 bleach (ECT and CE -> Not-ECT), 2 ECT(1) -> ECT(0) */
 } cfg = {.spin_ns = 100 * NS_PER_US, .l4s_ns = NS_PER_MS, .codel = 1, .codel_target_ns = 5 * NS_PER_MS,
          .codel_interval_ns = 100 * NS_PER_MS};
 
@@ -231,6 +236,11 @@ static int parse_spec(const char *spec) {
       if (strcmp(val, "on") == 0) cfg.reorder = 1;
       else if (strcmp(val, "off") == 0) cfg.reorder = 0;
       else return fail("bad reorder '%s' (on or off)", val);
+    } else if (strcmp(key, "ecn") == 0) {
+      if (strcmp(val, "keep") == 0) cfg.ecn_path = 0;
+      else if (strcmp(val, "bleach") == 0) cfg.ecn_path = 1;
+      else if (strcmp(val, "ect0") == 0) cfg.ecn_path = 2;
+      else return fail("bad ecn '%s' (keep, bleach or ect0)", val);
     } else if (strcmp(key, "dup") == 0) {
       if (parse_decimal(val, strlen(val), 10000, &v) != 0 || v > 1000000)
         return fail("bad dup '%s' (percent 0-100, e.g. 1)", val);
@@ -240,7 +250,7 @@ static int parse_spec(const char *spec) {
         return fail("bad backloss '%s' (percent 0-100, e.g. 10)", val);
       cfg.back_loss_ppm = (uint32_t)v;
     } else {
-      return fail("unknown key '%s' (rate delay backdelay jitter reorder dup queue schedule l4s classic target interval backloss)", key);
+      return fail("unknown key '%s' (rate delay backdelay jitter reorder dup ecn queue schedule l4s classic target interval backloss)", key);
     }
   }
   if (have_rate && have_schedule) return fail("give rate or schedule, not both%s", "");
@@ -314,7 +324,7 @@ static uint64_t hist_quantile_us(Histogram *h, double q) {
 
 typedef struct {
   Counter arrived, arrived_bytes, forwarded, forwarded_bytes, tail_dropped, aqm_dropped,
-      l4s_marked, classic_marked, loss_dropped, oversize, write_errors, reordered, duplicated;
+      l4s_marked, classic_marked, loss_dropped, oversize, write_errors, reordered, duplicated, ecn_changed;
   Histogram sojourn, lateness;
 } DirStats;
 
@@ -374,10 +384,11 @@ static void use_fifo(int prio) {
   if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0) fifo_ok = 0;
 }
 
-static void ecn_set_ce(uint8_t *p) {
+/* Sets the ECN field to ecn (0-3). */
+static void ecn_set(uint8_t *p, int ecn) {
   if ((p[0] >> 4) == 4) {
     uint16_t old = (uint16_t)(p[0] << 8 | p[1]);
-    p[1] |= 3;
+    p[1] = (uint8_t)((p[1] & ~3) | ecn);
     uint16_t new = (uint16_t)(p[0] << 8 | p[1]);
     /* RFC 1624 incremental update: HC' = ~(~HC + ~m + m') */
     uint32_t sum = (uint16_t) ~(p[10] << 8 | p[11]);
@@ -389,9 +400,12 @@ static void ecn_set_ce(uint8_t *p) {
     p[10] = (uint8_t)(hc >> 8);
     p[11] = (uint8_t)hc;
   } else {
-    p[1] |= 0x30; /* IPv6: traffic class bits 0-1 are the ECN field; no header checksum */
+    /* IPv6: traffic class bits 0-1 (bits 4-5 of the second byte) are the ECN field; no header checksum */
+    p[1] = (uint8_t)((p[1] & ~0x30) | ecn << 4);
   }
 }
+
+static void ecn_set_ce(uint8_t *p) { ecn_set(p, 3); }
 
 static int ecn_of(const uint8_t *p) { return (p[0] >> 4) == 4 ? (p[1] & 3) : ((p[1] >> 4) & 3); }
 static int is_udp(const uint8_t *p, size_t len) {
@@ -562,6 +576,13 @@ static void *reader(void *arg) {
     add(&d->st.arrived, 1);
     add(&d->st.arrived_bytes, len);
     uint64_t release;
+    if (d->forward && udp && cfg.ecn_path) { /* a hop before the bottleneck that rewrites ECN */
+      int ecn = ecn_of(buf), to = cfg.ecn_path == 1 ? 0 : (ecn == 1 ? 2 : ecn);
+      if (to != ecn) {
+        ecn_set(buf, to);
+        add(&d->st.ecn_changed, 1);
+      }
+    }
     if (d->forward) {
       release = forward_link(d, buf, len, now);
       if (release == 0) continue;
@@ -669,13 +690,13 @@ static int dir_json(char *out, size_t cap, const char *pfx, Direction *d) {
   return snprintf(out, cap,
       "\"%sArrived\":%lu,\"%sArrivedBytes\":%lu,\"%sForwarded\":%lu,\"%sForwardedBytes\":%lu,"
       "\"%sTailDropped\":%lu,\"%sAqmDropped\":%lu,\"%sL4sMarked\":%lu,\"%sClassicMarked\":%lu,"
-      "\"%sLossDropped\":%lu,\"%sWriteErrors\":%lu,\"%sReordered\":%lu,\"%sDuplicated\":%lu,"
+      "\"%sLossDropped\":%lu,\"%sWriteErrors\":%lu,\"%sReordered\":%lu,\"%sDuplicated\":%lu,\"%sEcnChanged\":%lu,"
       "\"%sSojournP50Us\":%lu,\"%sSojournP95Us\":%lu,\"%sSojournP99Us\":%lu,\"%sSojournMaxUs\":%lu,"
       "\"%sJitterP50Us\":%lu,\"%sJitterP99Us\":%lu,\"%sJitterMaxUs\":%lu",
       pfx, get(&s->arrived), pfx, get(&s->arrived_bytes), pfx, get(&s->forwarded), pfx,
       get(&s->forwarded_bytes), pfx, get(&s->tail_dropped), pfx, get(&s->aqm_dropped), pfx,
       get(&s->l4s_marked), pfx, get(&s->classic_marked), pfx, get(&s->loss_dropped), pfx,
-      get(&s->write_errors), pfx, get(&s->reordered), pfx, get(&s->duplicated), pfx, hist_quantile_us(&s->sojourn, 0.50), pfx,
+      get(&s->write_errors), pfx, get(&s->reordered), pfx, get(&s->duplicated), pfx, get(&s->ecn_changed), pfx, hist_quantile_us(&s->sojourn, 0.50), pfx,
       hist_quantile_us(&s->sojourn, 0.95), pfx, hist_quantile_us(&s->sojourn, 0.99), pfx,
       get(&s->sojourn.max_ns) / NS_PER_US, pfx, hist_quantile_us(&s->lateness, 0.50), pfx,
       hist_quantile_us(&s->lateness, 0.99), pfx, get(&s->lateness.max_ns) / NS_PER_US);
@@ -760,9 +781,9 @@ int main(int argc, char **argv) {
   }
   if (check) {
     printf("steps=%d delay_us=%lu backdelay_us=%lu queue=%lu l4s_us=%lu codel=%d backloss_ppm=%u jitter_us=%lu "
-           "reorder=%d dup_ppm=%u\n",
+           "reorder=%d dup_ppm=%u ecn=%d\n",
            cfg.nsteps, cfg.delay_ns / NS_PER_US, cfg.back_delay_ns / NS_PER_US, cfg.queue_bytes,
-           cfg.l4s_ns / NS_PER_US, cfg.codel, cfg.back_loss_ppm, cfg.jitter_ns / NS_PER_US, cfg.reorder, cfg.dup_ppm);
+           cfg.l4s_ns / NS_PER_US, cfg.codel, cfg.back_loss_ppm, cfg.jitter_ns / NS_PER_US, cfg.reorder, cfg.dup_ppm, cfg.ecn_path);
     return 0;
   }
   if (!fwd_dev || !back_dev || !dir_path) usage_exit();
