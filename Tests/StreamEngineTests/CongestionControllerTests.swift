@@ -404,6 +404,28 @@ struct CongestionControllerTests {
         #expect(abs(path.controller.referenceWindow / second - 0.8) < 1e-9)
     }
 
+    /// An L4S controller whose flow goes to ECT(0) (its path remarked ECT(1): the flow meets
+    /// classic AQMs as a classic flow) answers CE as `classicECNCutsOncePerRTT` does: once per
+    /// RTT to 0.8 of the window, where the L4S response to CE on every packet of a round would
+    /// be a cut by half the marked fraction's average, far less at first.
+    @Test func anL4SControllerToldECT0AnswersCEAsClassic() {
+        func cutToCE(switched: Bool) -> (ratio: Double, reductions: Int) {
+            var path = IdealPath(controller: ScreamController(configuration: ScreamConfiguration(
+                maxBitrate: 20_000_000, startBitrate: 10_000_000, l4s: true)))
+            for _ in 0..<300 { path.step() }
+            if switched { path.controller.ecnChanged(to: .ect0) }
+            let before = path.controller.referenceWindow
+            let reductions = path.controller.reductions
+            for _ in 0..<3 { path.step { _ in (false, true) } }
+            return (path.controller.referenceWindow / before, path.controller.reductions - reductions)
+        }
+        let classic = cutToCE(switched: true)
+        #expect(classic.reductions == 1 && abs(classic.ratio - 0.8) < 1e-9)
+        let l4s = cutToCE(switched: false)
+        print("CE on every packet for three reports: window x \(l4s.ratio) as L4S, x \(classic.ratio) after ECT(0)")
+        #expect(l4s.ratio > 0.8 + 0.05)
+    }
+
     /// A burst of losses over three reports within one RTT cuts the window once, to exactly
     /// 0.7; losses an RTT later cut again. A loss needs three later packets received.
     @Test func lossBurstsCutOncePerRTT() {

@@ -12,38 +12,19 @@ struct LabDuplicationTests {
     static let frames = 240
 
     @Test func duplicatesAreCountedAndChangeNothingElse() throws {
-        let binary = try #require(streamerBinary(), "streamer not built")
-        let directory = try temporaryDirectory("dup")
-        defer { try? FileManager.default.removeItem(at: directory) }
         let lab = try Lab(name: "dup1", up: ["--bottleneck", "delay=5ms,dup=5"])
-        let before = try lab.counters()
-        let receiver = try lab.spawn("rcv", binary, [
-            "recv", "--listen", "5004", "--duration", "120", "--quiet",
-            "--stats", directory.appendingPathComponent("recv.json").path,
-        ])
-        try lab.waitUntilBound("rcv", port: 5004)
-        let sender = try lab.spawn("snd", binary, [
-            "send", "--to", "10.77.2.2:5004", "--frames", "\(Self.frames)", "--size", "320x240", "--bitrate", "1M",
-            "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
-        ])
-        let exits = stopAfterSender(sender, seconds: Double(Self.frames) / 30 + 60, receiver: receiver, grace: 1)
-        #expect(exits.sender == 0 && exits.receiver == 0)
-        let after = try lab.counters()
-        let send = try readJSON(directory.appendingPathComponent("send.json"))
-        let recv = try readJSON(directory.appendingPathComponent("recv.json"))
-        func int(_ object: [String: Any], _ path: String) -> Int { intField(object, path) ?? -1 }
-        func delta(_ key: String) -> Int { after[key, default: 0] - before[key, default: 0] }
-        let duplicated = delta("bottleneckDuplicated"), arrived = delta("bottleneckArrived")
+        let run = try lab.streamDefaultPair(frames: Self.frames)
+        let (send, recv) = (run.send, run.recv)
+        let int = run.int
+        let duplicated = run.delta("bottleneckDuplicated"), arrived = run.delta("bottleneckArrived")
         let sent = int(send, "packets.sent"), duplicates = int(recv, "packets.duplicate")
         print("""
             dup: bottleneck duplicated \(duplicated) of \(arrived) UDP packets; media sent \(sent), \
             received \(int(recv, "packets.received")), duplicates at the receiver \(duplicates)
             """)
-        // Every media datagram that reached the receiver's socket, copies included, by its ECN field.
-        let datagrams = ["ecn.notEct", "ecn.ect0", "ecn.ect1", "ecn.ce"].map { int(recv, $0) }.reduce(0, +)
 
         // Nothing lost on this path (no rate, no loss): every packet arrived, once as received.
-        #expect(delta("bottleneckTailDropped") + delta("bottleneckAqmDropped") + delta("bottleneckDeviceDropped") == 0)
+        #expect(run.delta("bottleneckTailDropped") + run.delta("bottleneckAqmDropped") + run.delta("bottleneckDeviceDropped") == 0)
         #expect(int(recv, "packets.received") == sent && int(recv, "packets.lost") == 0)
         // Every frame the sender sent is whole (with congestion control on, a loaded machine may
         // drop a frame at the sender, counted by reason).
@@ -53,12 +34,12 @@ struct LabDuplicationTests {
         #expect(int(recv, "frames.complete") == int(send, "frames.sent"))
         #expect(int(recv, "frames.incomplete") + int(recv, "frames.missing") + int(recv, "frames.undecodable") == 0)
         // The copies: every extra datagram at the socket counted a duplicate, none of them taken.
-        #expect(duplicates > 0 && datagrams == sent + duplicates)
+        #expect(duplicates > 0 && run.datagramsAtReceiver == sent + duplicates)
         // The bottleneck also copied RTCP (sender reports, the probe, the BYE): its count is the
         // media's copies plus at most every packet forward that was not media (the pings of
         // `netlab up` went before `before` was read).
         #expect(duplicated >= duplicates && duplicated - duplicates <= arrived - sent)
-        // 5 % of the media (~1,000 packets; a standard deviation of ~7): far from none.
+        // 5 % of the media (~800 packets; a standard deviation of ~6): far from none.
         #expect(duplicates >= sent / 50)
         // No loss seen, none asked for, no retransmission, no cut: the sender's and the
         // controller's view agree with the receiver's.

@@ -77,6 +77,48 @@ final class Lab {
     }
 }
 
+/// One stream of the default sender into the default receiver across a lab: the stats of both
+/// ends and the router's counters before and after.
+struct LabStreamRun {
+    var send: [String: Any]
+    var recv: [String: Any]
+    var before: [String: Int]
+    var after: [String: Int]
+
+    /// An integer stat of the sender or the receiver (-1 when absent).
+    func int(_ object: [String: Any], _ path: String) -> Int { intField(object, path) ?? -1 }
+    /// How much a router counter moved during the stream.
+    func delta(_ key: String) -> Int { after[key, default: 0] - before[key, default: 0] }
+    /// Media datagrams that reached the receiver's socket (copies included), by their ECN field.
+    var datagramsAtReceiver: Int { ["ecn.notEct", "ecn.ect0", "ecn.ect1", "ecn.ce"].map { int(recv, $0) }.reduce(0, +) }
+}
+
+extension Lab {
+    /// `streamer recv` (defaults: loss recovery, feedback) in rcv on port 5004, then `streamer
+    /// send` in snd of `frames` frames of x265 at 320x240, 1 Mbit/s (defaults: congestion control
+    /// on) with `sendArguments`; the receiver is stopped once the sender is done (`stopAfterSender`).
+    func streamDefaultPair(frames: Int, _ sendArguments: [String] = []) throws -> LabStreamRun {
+        let binary = try #require(streamerBinary(), "streamer not built")
+        let directory = try temporaryDirectory("lab-\(name)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let before = try counters()
+        let receiver = try spawn("rcv", binary, [
+            "recv", "--listen", "5004", "--duration", "120", "--quiet",
+            "--stats", directory.appendingPathComponent("recv.json").path,
+        ])
+        try waitUntilBound("rcv", port: 5004)
+        let sender = try spawn("snd", binary, [
+            "send", "--to", "10.77.2.2:5004", "--frames", "\(frames)", "--size", "320x240", "--bitrate", "1M",
+            "--quiet", "--stats", directory.appendingPathComponent("send.json").path,
+        ] + sendArguments)
+        let exits = stopAfterSender(sender, seconds: Double(frames) / 30 + 60, receiver: receiver, grace: 1)
+        #expect(exits.sender == 0 && exits.receiver == 0)
+        return LabStreamRun(send: try readJSON(directory.appendingPathComponent("send.json")),
+                            recv: try readJSON(directory.appendingPathComponent("recv.json")),
+                            before: before, after: try counters())
+    }
+}
+
 struct LabError: Error, CustomStringConvertible {
     let description: String
     init(_ text: String) { description = text }

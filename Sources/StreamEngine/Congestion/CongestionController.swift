@@ -31,6 +31,9 @@ public protocol CongestionController: Sendable {
     /// What the controller counted of losses (nil when it keeps no count): shown in
     /// `CongestionStats.losses`.
     var lossCounts: CongestionLossCounts? { get }
+    /// The flow sends `codepoint` from now on (its path remarked the one it sent: ECT(1)
+    /// delivered as ECT(0) asks for a classic response to CE).
+    mutating func ecnChanged(to codepoint: ECNCodepoint)
 }
 
 extension CongestionController {
@@ -38,6 +41,8 @@ extension CongestionController {
     public var queueDelayEstimate: Duration? { nil }
     /// No count: a controller that keeps none needs not say so.
     public var lossCounts: CongestionLossCounts? { nil }
+    /// Nothing to change: a controller that treats every codepoint alike needs not hear of it.
+    public mutating func ecnChanged(to codepoint: ECNCodepoint) {}
 }
 
 /// What a congestion controller counted of the losses the feedback showed it.

@@ -102,7 +102,7 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   flight after a timeout without a reaction, so lost feedback does not read as congestion.
 public struct ScreamController: CongestionController {
     /// Its settings.
-    public let configuration: ScreamConfiguration
+    public private(set) var configuration: ScreamConfiguration
 
     // Durations and times in nanoseconds, bitrates in bits per second, windows in bytes.
     private let queueDelayTarget: Int64
@@ -269,6 +269,10 @@ public struct ScreamController: CongestionController {
         CongestionLossCounts(declared: lossesDeclared, spurious: spuriousLosses, cutsUndone: lossCutsUndone,
                              reorderWindow: .nanoseconds(reorderWindow))
     }
+
+    /// ECT(1) answers CE in proportion to the marks (L4S); any other codepoint, from the next
+    /// report on, as a classic flow: a cut once per round trip with CE, as for loss.
+    public mutating func ecnChanged(to codepoint: ECNCodepoint) { configuration.l4s = codepoint == .ect1 }
 
     /// Records a packet put on the wire (and lets time pass to its send time).
     public mutating func packetSent(_ packet: SentPacketRecord) {

@@ -38,6 +38,9 @@ final class SenderFeedback {
     /// Set when reports return after silence (taken by the sender, which then forces a keyframe).
     var receiverBack = false
     private(set) var ceReported = 0
+    /// What the path does to the flow's ECN codepoint, from the codepoints reported per packet
+    /// (the flow sets the codepoint it sends).
+    var ecnCheck = ECNPathCheck(sent: .notECT)
     /// What a receiver that sends only receiver reports says it lost (cumulative, up to its
     /// highest sequence number): `confirmThrough` confirmed those packets with the rest.
     @exclusivity(unchecked) private(set) var reportedLost = 0
@@ -238,7 +241,9 @@ final class SenderFeedback {
                                                            ecn: ECNCodepoint(rawValue: metric.ecn & 3) ?? .notECT))
                         }
                         switch flow.log.confirm(extended) {
-                        case .confirmed: if metric.ecn == ECNCodepoint.ce.rawValue { ceReported += 1 }
+                        case .confirmed:
+                            if metric.ecn == ECNCodepoint.ce.rawValue { ceReported += 1 }
+                            ecnCheck.reported(ECNCodepoint(rawValue: metric.ecn & 3) ?? .notECT)
                         case .repeated: break
                         case .rejected: rejected[.confirmsUnsentPacket, default: 0] += 1
                         }

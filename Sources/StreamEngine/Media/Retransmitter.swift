@@ -18,7 +18,7 @@ final class Retransmitter: DatagramProducer {
 
     private let inner: DatagramProducer
     private let flow: MediaFlow
-    private let route: Int
+    let route: Int
     private let clock: () -> Int64
     // Unchecked, as the flow's per-datagram state (results/profile.md sections 16, 18, 41):
     // touched on the engine thread only, and no access to them stays open across a call out

@@ -91,6 +91,10 @@ final class SenderFlow {
     let handle: FlowHandle
     var config: MediaSenderConfig { handle.config }
     private let ring: Ring
+    private let paced: PacedSender
+    /// The ECN codepoint the flow's media and retransmissions carry: the configured one, or
+    /// ECT(0) once the path was seen to remark ECT(1) (`takeECNVerdict`).
+    private(set) var ecn: ECNCodepoint
     let socket: UDPSocket
     let rtcpSocket: UDPSocket?
     private let feedbackSocket: UDPSocket?
@@ -161,7 +165,9 @@ final class SenderFlow {
         self.index = index
         self.handle = handle
         self.ring = ring
+        self.paced = paced
         let config = handle.config
+        ecn = config.ecn
         destination = config.destination
         srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         let trailer = srtp?.outbound.overhead(.rtp) ?? 0  // the packetizer and the probes plan for the tag
@@ -224,6 +230,7 @@ final class SenderFlow {
         }
         bound = flow.maxUnconfirmedBytes
         rtcp = SenderFeedback(ssrc: flow.ssrc, cname: handle.cname)
+        rtcp.ecnCheck = ECNPathCheck(sent: config.ecn)
         if multicast {
             multicastReceivers = MulticastReceivers(capacity: config.maxMulticastReceivers,
                                                     packetOverhead: socket.family == .ipv6 ? 48 : 28)
@@ -269,7 +276,7 @@ final class SenderFlow {
         if flow.congestion == nil {
             return Pacer.fixedPaceQuantum(rateBitsPerSecond: pace, datagram: flow.maxDatagramSize)
         }
-        guard flow.congestionActive, config.ecn == .ect1 else { return nil }
+        guard flow.congestionActive, ecn == .ect1 else { return nil }
         return max(Int(pace / 8 * 0.0005), flow.maxDatagramSize)
     }
 
@@ -638,12 +645,30 @@ final class SenderFlow {
         if rtcp.handle(payload, flow: flow, now: monotonicNanoseconds(), realtime: arrival) {
             requestKeyframe(fromPLI: true)
         }
+        if ecn == .ect1 && rtcp.ecnCheck.verdict == .remarked { takeECNVerdict() }
         answerNACKs(from: source)
         if rtcp.receiverBack {
             rtcp.receiverBack = false
             requestKeyframe()
         }
         pathMTU.confirmed(rtcp.takeProbeConfirmations(), now: monotonicNanoseconds())
+    }
+
+    /// The path delivers the flow's ECT(1) as ECT(0): to every AQM after that hop it is a classic
+    /// flow, so a CE mark there asks for a classic response (RFC 9331 section 4.3), which an L4S
+    /// response (a cut in proportion to the marks) does not give. The flow sends ECT(0) from
+    /// now on (the socket's own mark, and its routes' for what is not yet written) and its
+    /// controller answers CE as a classic flow (`CongestionController.ecnChanged(to:)`).
+    private func takeECNVerdict() {
+        ecn = .ect0
+        let mark = TrafficMark(config.serviceClass, ecn: .ect0)
+        try? socket.setTrafficMark(mark)  // the routes' marks below go as a cmsg if this fails
+        paced.setMark(mark, route: flow.route)
+        if let retransmitter { paced.setMark(mark, route: retransmitter.route) }
+        rtcp.ecnCheck.sending(.ect0)
+        flow.congestion?.ecnChanged(to: .ect0)
+        local.ecn = ecn.name
+        local.ecnRemarkedAtPacket = flow.packetsWritten
     }
 
     /// Stores the frames the flow is done with where other threads read them at once
@@ -680,6 +705,9 @@ final class SenderFlow {
         local.rttSamplesWhileSending = rtcp.rttWhileSending.count
         local.rttLastAt = rtcp.rttLastAt.map { Double($0) / 1e9 }
         local.ceReported = rtcp.ceReported
+        local.ecnPath = rtcp.ecnCheck.verdict.rawValue
+        local.ecnReported = ECNReportCounts(asSent: rtcp.ecnCheck.asSent, ce: rtcp.ecnCheck.ce,
+                                            bleached: rtcp.ecnCheck.bleached, remarked: rtcp.ecnCheck.remarked)
         local.receiverGone = rtcp.receiverGone
         local.receiverGoneEvents = rtcp.receiverGoneEvents
         local.feedbackReports = rtcp.reportsAccepted

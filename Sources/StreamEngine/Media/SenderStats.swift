@@ -71,8 +71,17 @@ public struct SenderStats: Sendable, Equatable {
     public var pathMonitorFailures = 0
     /// The TOS byte's DSCP.
     public var dscp: UInt8 = 0
-    /// The ECN codepoint sent.
+    /// The ECN codepoint sent (ect0 after an ect1 flow's path was seen to remark it).
     public var ecn = "ect0"
+    /// What the path does to it, from the codepoints the receiver reports per packet: none (the
+    /// flow sends Not-ECT), testing, capable, bleached (arrives Not-ECT) or remarked (arrives
+    /// with the other ECT codepoint).
+    public var ecnPath = "none"
+    /// The reported packets by the codepoint they arrived with.
+    public var ecnReported = ECNReportCounts()
+    /// The media packets written when the flow went from ECT(1) to ECT(0) (its path remarked
+    /// ECT(1)); nil if it never did.
+    public var ecnRemarkedAtPacket: Int?
     /// Pacing rate (bits per second, 0 = unpaced).
     public var pacingRate = 0.0
     /// Submissions (io_uring_enter calls that carried sends), engine-wide.
@@ -194,4 +203,17 @@ public struct SenderStats: Sendable, Equatable {
     /// With a multicast destination: receivers dropped from `receivers` to make room for new
     /// ones (the least recently heard).
     public var receiversEvicted = 0
+}
+
+/// The packets a receiver reported per packet (RFC 8888), by the ECN codepoint they arrived with
+/// against the one they were sent with.
+public struct ECNReportCounts: Sendable, Equatable {
+    /// Arrived with the codepoint sent.
+    public var asSent = 0
+    /// Arrived CE-marked.
+    public var ce = 0
+    /// Sent ECT, arrived Not-ECT.
+    public var bleached = 0
+    /// Sent with one ECT codepoint, arrived with the other.
+    public var remarked = 0
 }
