@@ -273,6 +273,8 @@ enum SoftirqThreads {
     /// `softirq` columns of the `cpu` line), nanoseconds: with IRQ time accounting the kernel
     /// charges softirq work (loopback delivery included) to no task at all, only here.
     static func machineInterruptNanoseconds() -> Int64 {
+        // (The `cpu` line is the first: within the one page `String(contentsOfFile:)` reads of a
+        // /proc file, whatever the machine's size.)
         guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return 0 }
         let fields = line.split(separator: " ").dropFirst().compactMap { Int64($0) }

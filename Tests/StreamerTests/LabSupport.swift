@@ -179,21 +179,10 @@ func temporaryDirectory(_ prefix: String) throws -> URL {
 /// a lab test that streams it at 30 fps offers the same load however busy the machine is (x265
 /// live cannot keep real time on a saturated machine).
 func recordClip(_ binary: String, into directory: URL, size: String, bitrate: String, frames: Int) throws -> URL {
-    let sink = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-    try #require(sink >= 0)
-    defer { close(sink) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(sink, $0, length) == 0 && getsockname(sink, $0, &length) == 0
-        }
-    }
-    try #require(bound)
+    let sink = try #require(boundLoopbackUDPSocket())
+    defer { close(sink.fd) }
     let clip = directory.appendingPathComponent("clip.hevc")
-    let sent = try run(binary, ["send", "--to", "127.0.0.1:\(UInt16(bigEndian: address.sin_port))", "--size", size,
+    let sent = try run(binary, ["send", "--to", "127.0.0.1:\(sink.port)", "--size", size,
                                 "--bitrate", bitrate, "--frames", String(frames), "--fast", "--no-feedback", "--quiet",
                                 "--record", clip.path])
     try #require(sent.status == 0, "recording the clip: \(sent.stderr)")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// 32 receivers of one group in the lab (tools/mcastlab), 1 % random loss on four of their
 /// links (nftables, counted): the sender's `receivers` entry of each shows exactly its own
@@ -47,8 +48,8 @@ struct MulticastManyReceiversLabTests {
 
     /// The kernel's per-CPU backlog drops, all CPUs (the second column of softnet_stat, hex).
     static func backlogDrops() -> Int {
-        let text = (try? String(contentsOfFile: "/proc/net/softnet_stat", encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").reduce(0) { sum, line in
+        // (procFileText: one line per CPU, past one page on a machine with many CPUs.)
+        return procFileText("/proc/net/softnet_stat").split(separator: "\n").reduce(0) { sum, line in
             let columns = line.split(separator: " ")
             return sum + (columns.count > 1 ? Int(columns[1], radix: 16) ?? 0 : 0)
         }

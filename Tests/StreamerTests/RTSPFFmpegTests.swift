@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 private let ffmpegPath = "/usr/bin/ffmpeg"
 private let hasFFmpeg = FileManager.default.isExecutableFile(atPath: ffmpegPath)
@@ -10,8 +11,7 @@ private func waitUntilListening(port: UInt16) throws {
     let suffix = ":" + String(format: "%04X", port)
     let deadline = Date().addingTimeInterval(10)
     while Date() < deadline {
-        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
-        if table.split(separator: "\n").contains(where: {
+        if procFileText("/proc/net/tcp").split(separator: "\n").contains(where: {
             let fields = $0.split(separator: " ")
             return fields.count > 3 && fields[1].hasSuffix(suffix) && fields[3] == "0A"
         }) { return }
