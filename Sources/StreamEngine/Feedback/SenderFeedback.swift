@@ -234,16 +234,17 @@ final class SenderFeedback {
                             rejected[.confirmsUnsentPacket, default: 0] += 1
                             continue
                         }
+                        let arrivedECN = ECNCodepoint(rawValue: metric.ecn & 3) ?? .notECT
                         if controlled {
                             // Arrival: the report's time less the offset (1/1024 s units).
                             let offset = Int64(min(metric.arrivalTimeOffset, RTCPCongestionControlFeedback.maxArrivalTimeOffset))
                             congestionReports.append(.init(sequence: extended, arrival: .nanoseconds(reportTime - offset * 1_000_000_000 / 1024),
-                                                           ecn: ECNCodepoint(rawValue: metric.ecn & 3) ?? .notECT))
+                                                           ecn: arrivedECN))
                         }
                         switch flow.log.confirm(extended) {
                         case .confirmed:
-                            if metric.ecn == ECNCodepoint.ce.rawValue { ceReported += 1 }
-                            ecnCheck.reported(ECNCodepoint(rawValue: metric.ecn & 3) ?? .notECT)
+                            if arrivedECN == .ce { ceReported += 1 }
+                            ecnCheck.reported(arrivedECN)
                         case .repeated: break
                         case .rejected: rejected[.confirmsUnsentPacket, default: 0] += 1
                         }

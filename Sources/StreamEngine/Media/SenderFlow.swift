@@ -93,8 +93,8 @@ final class SenderFlow {
     private let ring: Ring
     private let paced: PacedSender
     /// The ECN codepoint the flow's media and retransmissions carry: the configured one, or
-    /// ECT(0) once the path was seen to remark ECT(1) (`takeECNVerdict`).
-    private(set) var ecn: ECNCodepoint
+    /// ECT(0) once the path was seen to remark ECT(1) (`takeECNVerdict`); its path check holds it.
+    var ecn: ECNCodepoint { rtcp.ecnCheck.sent }
     let socket: UDPSocket
     let rtcpSocket: UDPSocket?
     private let feedbackSocket: UDPSocket?
@@ -167,7 +167,6 @@ final class SenderFlow {
         self.ring = ring
         self.paced = paced
         let config = handle.config
-        ecn = config.ecn
         destination = config.destination
         srtp = try config.srtp.map { key throws(SystemError) in try SRTPEndpoint(key: key) }
         let trailer = srtp?.outbound.overhead(.rtp) ?? 0  // the packetizer and the probes plan for the tag
@@ -660,12 +659,11 @@ final class SenderFlow {
     /// now on (the socket's own mark, and its routes' for what is not yet written) and its
     /// controller answers CE as a classic flow (`CongestionController.ecnChanged(to:)`).
     private func takeECNVerdict() {
-        ecn = .ect0
         let mark = TrafficMark(config.serviceClass, ecn: .ect0)
         try? socket.setTrafficMark(mark)  // the routes' marks below go as a cmsg if this fails
         paced.setMark(mark, route: flow.route)
         if let retransmitter { paced.setMark(mark, route: retransmitter.route) }
-        rtcp.ecnCheck.sending(.ect0)
+        rtcp.ecnCheck.sending(.ect0)  // now `ecn`
         flow.congestion?.ecnChanged(to: .ect0)
         local.ecn = ecn.name
         local.ecnRemarkedAtPacket = flow.packetsWritten
