@@ -100,6 +100,9 @@ func congestionObject(_ stats: CongestionStats?) -> [String: Any] {
             "losses": stats.losses.map { losses -> Any in
                 ["declared": losses.declared, "spurious": losses.spurious, "cutsUndone": losses.cutsUndone,
                  "reorderWindowMs": Double(losses.reorderWindow.nanoseconds) / 1e6]
+            } ?? StatsJSON.Null(),
+            "competition": stats.competition.map { mode -> Any in
+                ["competing": mode.competing, "entries": mode.entries, "probes": mode.probes, "exits": mode.exits]
             } ?? StatsJSON.Null()]
 }
 

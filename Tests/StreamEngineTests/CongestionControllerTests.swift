@@ -42,12 +42,31 @@ struct BottleneckSimulation {
     private var reportedMissing: Set<Int64> = []
     var generator = SplitMix64(seed: 12)
 
+    /// A loss-based flow beside the media (as TCP Reno in congestion avoidance after a slow
+    /// start, unpaced, ACK-clocked): its window grows a packet per round trip and halves, once
+    /// per round trip, when the queue drops one of its packets (learned a round trip later).
+    struct Competitor {
+        var start: Int64
+        var stop: Int64 = .max
+        var window = Double(4 * BottleneckSimulation.packetSize)
+        var slowStart = true
+        var inFlight = 0
+        var lastCutAt = Int64.min / 2
+        var deliveredBytes = 0
+        /// (when the sender learns it, bytes, lost).
+        var events: [(at: Int64, bytes: Int, lost: Bool)] = []
+    }
+    var competitor: Competitor?
+    /// Media bytes the link delivered in the window (`deliveredBytes` counts both flows).
+    private(set) var mediaDeliveredBytes = 0
+
     var now: Int64 = 0
     private var sequence: Int64 = 0
     private var sendQueue: [Int] = []
     private var sendQueueHead = 0
     private var pacerCredit = 0.0
     private var nextFrameAt: Int64 = 0
+    /// Media packets by sequence; the competitor's have sequence -1.
     private var queue: [(sequence: Int64, bytes: Int, enqueuedAt: Int64, ecn: ECNCodepoint)] = []
     private var queueHead = 0
     private var queueBytes = 0
@@ -92,6 +111,8 @@ struct BottleneckSimulation {
 
     mutating func resetMeasurements() {
         deliveredBytes = 0
+        mediaDeliveredBytes = 0
+        competitor?.deliveredBytes = 0
         capacityBytes = 0
         sojourns = []
         dropped = 0
@@ -173,6 +194,7 @@ struct BottleneckSimulation {
             sequence += 1
         }
         if sendQueueHead > 4096 { sendQueue.removeFirst(sendQueueHead); sendQueueHead = 0 }
+        if competitor != nil { stepCompetitor(oneWay: oneWay) }
 
         // The bottleneck.
         capacityBytes += capacity / 8 * dt
@@ -188,6 +210,12 @@ struct BottleneckSimulation {
             let sojourn = max(0, now - packet.enqueuedAt - transmission)
             sojourns.append(sojourn)
             deliveredBytes += packet.bytes
+            if packet.sequence < 0 {
+                competitor!.deliveredBytes += packet.bytes
+                competitor!.events.append((now + 2 * oneWay, packet.bytes, false))
+                continue
+            }
+            mediaDeliveredBytes += packet.bytes
             switch marking {
             case .none: break
             case .l4sStep(let threshold):
@@ -247,6 +275,44 @@ struct BottleneckSimulation {
         }
         if now % 10_000_000 == 0 { targets.append(controller.targetBitrate) }
     }
+
+    /// The competitor learns of deliveries and drops, then sends what its window allows.
+    private mutating func stepCompetitor(oneWay: Int64) {
+        var flow = competitor!
+        defer { competitor = flow }
+        while let event = flow.events.first, event.at <= now {
+            flow.events.removeFirst()
+            flow.inFlight -= event.bytes
+            let mss = Double(Self.packetSize)
+            if event.lost {
+                // Once per round trip (a round trip at least as long as the path's).
+                if now - flow.lastCutAt > 2 * oneWay + Int64(queueDelayNow * 1e6) {
+                    flow.window = max(flow.window / 2, 2 * mss)
+                    flow.slowStart = false
+                    flow.lastCutAt = now
+                }
+            } else {
+                flow.window += flow.slowStart ? Double(event.bytes) : mss * Double(event.bytes) / flow.window
+            }
+        }
+        guard now >= flow.start, now < flow.stop else { return }
+        while Double(flow.inFlight + Self.packetSize) <= flow.window {
+            flow.inFlight += Self.packetSize
+            if queueBytes + Self.packetSize > bufferBytes {
+                dropped += 1
+                // Learned from the packets after it: about when the next one is delivered and acknowledged.
+                flow.events.append((now + 2 * oneWay + Int64(queueDelayNow * 1e6), Self.packetSize, true))
+            } else {
+                queue.append((-1, Self.packetSize, now, ecn))
+                queueBytes += Self.packetSize
+            }
+        }
+    }
+
+    /// The media's share of what the link delivered in the window.
+    var mediaShare: Double { Double(mediaDeliveredBytes) / capacityBytes }
+    /// The competitor's share of the link in the window.
+    var competitorShare: Double { Double(competitor?.deliveredBytes ?? 0) / capacityBytes }
 }
 
 /// `ScreamController` against the simulated bottleneck and against hand-made feedback.
@@ -307,6 +373,62 @@ struct CongestionControllerTests {
         #expect(drained <= 2)
         // Ten RTTs of 100 ms (plus the queue's delay).
         #expect(try! #require(belowCapacity) <= 1)
+        // Alone, the queue the step down left was its own, and its cuts drained it.
+        #expect(simulation.controller.competitiveEntries == 0)
+    }
+
+    /// Issue 12's case (e) in miniature: 2 Mbit/s, 100 ms RTT, 300 ms of drop-tail buffer, a
+    /// Reno flow from 5 s that keeps the queue standing. Answering that queue held the media at
+    /// its floor; in competitive mode it takes its part of the link on loss. The same run with
+    /// the mode off beside it: the mode is what makes the difference.
+    static func competing(mode: Bool, competitorStops: Double = .infinity) -> BottleneckSimulation {
+        let configuration = ScreamConfiguration(minBitrate: 150_000, startBitrate: 500_000,
+                                                competesWithQueueBuildingFlows: mode)
+        var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),
+                                              capacity: 2e6, oneWayDelayMs: 50, bufferBytes: 75_000)
+        var competitor = BottleneckSimulation.Competitor(start: BottleneckSimulation.seconds(5))
+        if competitorStops.isFinite { competitor.stop = BottleneckSimulation.seconds(competitorStops) }
+        simulation.competitor = competitor
+        return simulation
+    }
+
+    @Test func aQueueBuildingFlowIsMetOnItsOwnTerms() {
+        var shares: [Bool: (media: Double, competitor: Double)] = [:]
+        var controllers: [Bool: ScreamController] = [:]
+        for mode in [false, true] {
+            var simulation = Self.competing(mode: mode)
+            simulation.measure(from: 20, to: 60)
+            shares[mode] = (simulation.mediaShare, simulation.competitorShare)
+            controllers[mode] = simulation.controller
+        }
+        print("media beside Reno, 2 Mbit/s, 300 ms drop-tail: mode off \(shares[false]!), on \(shares[true]!); entries \(controllers[true]!.competitiveEntries), probes \(controllers[true]!.competitiveProbes), exits \(controllers[true]!.competitiveExits)")
+        #expect(shares[false]!.media < 0.15)
+        #expect(shares[true]!.media >= 0.25)
+        #expect(shares[true]!.competitor >= 0.25)
+        #expect(controllers[false]!.competitiveEntries == 0)
+        #expect(controllers[true]!.competitiveEntries >= 1)
+        #expect(controllers[true]!.competitiveProbes >= 3)
+        // A probe may find the queue gone and end the mode (Reno, cut by ×0.5 and grown by a
+        // packet a round, can be the smaller flow in it): the flow then gives way on delay again
+        // until the queue stands with it at its floor. Its share over the 40 s is what counts.
+    }
+
+    /// The competitor of `aQueueBuildingFlowIsMetOnItsOwnTerms` stops at 30 s: a probe finds
+    /// the queue gone with the flow at its floor, the mode ends, and the media holds a short
+    /// queue on a link it fills again.
+    @Test func theModeEndsWhenTheQueueBuildingFlowLeaves() {
+        var simulation = Self.competing(mode: true, competitorStops: 30)
+        simulation.run(until: BottleneckSimulation.seconds(30))
+        let competingWithIt = simulation.controller.competing
+        #expect(competingWithIt)
+        simulation.measure(from: 50, to: 70)
+        print("competitor gone at 30 s: entries \(simulation.controller.competitiveEntries), exits \(simulation.controller.competitiveExits), utilisation \(simulation.utilisation), p95 \(simulation.sojournP95) ms")
+        let competingAfter = simulation.controller.competing
+        #expect(!competingAfter)
+        #expect(simulation.controller.competitiveExits == 1)
+        #expect(simulation.utilisation >= 0.85)
+        #expect(simulation.sojournP95 <= 60)
+        #expect(simulation.dropped == 0)
     }
 
     /// Capacity up 5 → 20 Mbit/s with L4S: the target follows to 90 % of the new capacity.

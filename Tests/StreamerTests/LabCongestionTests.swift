@@ -85,6 +85,9 @@ struct LabCongestionTests {
                 "cc on received \(received) bit in a stream of at most \(span) s")
         #expect(receivedRate(on.recv) >= Self.capacity * 0.4, "cc on received \(receivedRate(on.recv)) bit/s")
         #expect((intField(on.send, "cc.rateChanges") ?? 0) > 0, "the target followed the path")
+        // Alone on the path, every queue it met was its own: its competitive mode never began.
+        #expect(field(on.send, "cc.competition.competing") as? Bool == false)
+        #expect(intField(on.send, "cc.competition.entries") == 0)
         let completeOn = intField(on.recv, "frames.complete") ?? 0
         #expect(completeOn > (intField(off.recv, "frames.complete") ?? 0) && completeOn >= 30)
         if let decoded = on.decoded { #expect(decoded >= completeOn * 9 / 10, "ffprobe decoded \(decoded) of \(completeOn)") }

@@ -31,6 +31,9 @@ public protocol CongestionController: Sendable {
     /// What the controller counted of losses (nil when it keeps no count): shown in
     /// `CongestionStats.losses`.
     var lossCounts: CongestionLossCounts? { get }
+    /// Whether the controller competes with a queue-building flow now, and how often it began,
+    /// probed and ended doing so (nil when it has no such mode): `CongestionStats.competition`.
+    var competition: CongestionCompetition? { get }
     /// The flow sends `codepoint` from now on (its path remarked the one it sent: ECT(1)
     /// delivered as ECT(0) asks for a classic response to CE).
     mutating func ecnChanged(to codepoint: ECNCodepoint)
@@ -41,6 +44,8 @@ extension CongestionController {
     public var queueDelayEstimate: Duration? { nil }
     /// No count: a controller that keeps none needs not say so.
     public var lossCounts: CongestionLossCounts? { nil }
+    /// No such mode: a controller that always answers delay alike needs not say so.
+    public var competition: CongestionCompetition? { nil }
     /// Nothing to change: a controller that treats every codepoint alike needs not hear of it.
     public mutating func ecnChanged(to codepoint: ECNCodepoint) {}
 }
@@ -63,6 +68,27 @@ public struct CongestionLossCounts: Sendable, Equatable {
         self.spurious = spurious
         self.cutsUndone = cutsUndone
         self.reorderWindow = reorderWindow
+    }
+}
+
+/// A controller's competitive mode (`ScreamController`): a flow that keeps the bottleneck's
+/// queue standing shares it, and the controller answers loss and CE only.
+public struct CongestionCompetition: Sendable, Equatable {
+    /// In the mode now.
+    public var competing = false
+    /// Times the mode began.
+    public var entries = 0
+    /// Probes made in the mode (each holds the window at its floor to see whose queue it is).
+    public var probes = 0
+    /// Times a probe found the queue gone and ended the mode.
+    public var exits = 0
+
+    /// Counts of the given sizes.
+    public init(competing: Bool = false, entries: Int = 0, probes: Int = 0, exits: Int = 0) {
+        self.competing = competing
+        self.entries = entries
+        self.probes = probes
+        self.exits = exits
     }
 }
 

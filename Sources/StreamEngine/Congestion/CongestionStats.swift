@@ -32,6 +32,9 @@ public struct CongestionStats: Sendable, Equatable {
     /// The controller's count of losses (declared, found to be reordering, cuts undone) and its
     /// reorder window; nil when it keeps none.
     public var losses: CongestionLossCounts?
+    /// The controller's competitive mode (in it now, times begun, probes, times ended); nil
+    /// when it has none.
+    public var competition: CongestionCompetition?
 
     /// Empty stats.
     public init() {}

@@ -30,13 +30,21 @@ public struct ScreamConfiguration: Sendable, Equatable {
     public var lossBeta: Double
     /// The window after a classic CE mark, as a fraction (at most once per RTT).
     public var ecnBeta: Double
+    /// Meet a flow that keeps a queue standing (a loss-based TCP in a deep drop-tail buffer) on
+    /// its own terms: when the flow has given way down to its floor and the queue still stands,
+    /// stop answering queue delay and answer loss and CE only, until a probe finds the queue
+    /// gone with the flow at its floor (`ScreamController`, competitive mode).
+    public var competesWithQueueBuildingFlows: Bool
+    /// How often a flow in competitive mode checks whether the queue is still another's.
+    public var competitiveProbeInterval: Duration
 
     /// Defaults for a live video flow; the bitrates in bits per second.
     public init(minBitrate: Int = 150_000, maxBitrate: Int = 50_000_000, startBitrate: Int = 1_000_000,
                 l4s: Bool = false, queueDelayTarget: Duration = .milliseconds(20),
                 pacingHeadroom: Double = 1.05, windowHeadroom: Double = 1.5, maxPacketSize: Int = 1200,
                 baseDelayWindow: Duration = .seconds(10), initialRTT: Duration = .milliseconds(100),
-                lossBeta: Double = 0.7, ecnBeta: Double = 0.8) {
+                lossBeta: Double = 0.7, ecnBeta: Double = 0.8, competesWithQueueBuildingFlows: Bool = true,
+                competitiveProbeInterval: Duration = .seconds(10)) {
         self.minBitrate = minBitrate
         self.maxBitrate = maxBitrate
         self.startBitrate = startBitrate
@@ -49,6 +57,8 @@ public struct ScreamConfiguration: Sendable, Equatable {
         self.initialRTT = initialRTT
         self.lossBeta = lossBeta
         self.ecnBeta = ecnBeta
+        self.competesWithQueueBuildingFlows = competesWithQueueBuildingFlows
+        self.competitiveProbeInterval = competitiveProbeInterval
     }
 }
 
@@ -100,6 +110,22 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   reordering and held the rate at a fifth of the link (tools/cc-eval case h, results/cc/
 ///   reordering.md). Packets no report ever covers (their feedback was lost) leave the
 ///   flight after a timeout without a reaction, so lost feedback does not read as congestion.
+/// - Competitive mode, where RFC 8298 raises its delay target with the delay it sees (and
+///   SCReAM v2 leaves the case to the delay target's setting): a loss-based flow in a deep
+///   drop-tail buffer keeps a queue standing whatever this flow does, and answering that queue
+///   held the flow at its minimum bitrate (tools/cc-eval case e: 10 % of the link against one
+///   TCP flow). When the standing queue stays over twice the target for `competitiveEntryTime`
+///   and four rounds with the window at its floor, the queue is not this flow's: the window
+///   goes back to half what it was when the queue rose, and only loss and CE cut it from then
+///   on. Every `competitiveProbeInterval` a probe halves the window for two feedback delays
+///   (after BBR's ProbeRTT, which drains a queue of its own to see the path's delay) and then
+///   puts it back at the rate it had. When the packets it sent in the second found the queue
+///   (over the base delay the mode began with) at half or less of what stood before it, and a
+///   second probe a second later finds the same, the queue was this flow's and the mode ends;
+///   another flow's stays, as a loss-based flow grows into what this one left. With little
+///   queue before a probe, or a loss during it (which the other flow took too, and cut for),
+///   it tells nothing and the next comes a second later. A base delay that rose while in the mode
+///   (a route change) reads as queue that stays: the flow then stays loss-based on that path.
 public struct ScreamController: CongestionController {
     /// Its settings.
     public private(set) var configuration: ScreamConfiguration
@@ -205,6 +231,38 @@ public struct ScreamController: CongestionController {
     /// The classic DCTCP gain of the marked-fraction EWMA.
     static let markedFractionGain = 1.0 / 16
 
+    /// In competitive mode: a queue-building flow holds the bottleneck's queue, and this flow
+    /// answers loss and CE only (see the type's notes).
+    private(set) var competing = false
+    /// Times competitive mode began, probes made in it, and times a probe ended it.
+    private(set) var competitiveEntries = 0
+    private(set) var competitiveProbes = 0
+    private(set) var competitiveExits = 0
+    /// How long the window must sit at its floor with the queue standing before the mode begins.
+    static let competitiveEntryTime: Int64 = 2_000_000_000
+    /// The reference window at the end of the last round whose standing queue was under the
+    /// target (what the path carried before a standing queue rose), the rounds ended with the
+    /// window at its floor while the queue stood, and since when it has been there.
+    private var windowBeforeQueue: Double = 0
+    private var floorRounds = 0
+    private var atFloorSince: Int64?
+    /// The least one-way delay when the mode began: the standing queue raises the base delay's
+    /// minimum over its window, so a probe measures against this one.
+    private var competingBase: Int64 = 0
+    private var nextProbeAt: Int64 = 0
+    /// In the mode: the least queue delay over `competingBase` of the packets confirmed in this
+    /// round, and in the last round ended (`.max`: none).
+    private var roundLeastOverCompetingBase = Int64.max
+    private var lastRoundLeastOverCompetingBase = Int64.max
+    /// A probe under way: the window it halved, when it began, the feedback delay then, the
+    /// queue that stood before it (the last round's least over `competingBase`), and the least
+    /// queue delay over `competingBase` of the packets sent from one feedback delay after it
+    /// began (what this flow's half could drain by then has drained) and how many there were.
+    private var probe: (savedWindow: Double, startedAt: Int64, feedbackDelay: Int64, before: Int64, least: Int64,
+                        count: Int, lossesBefore: Int)?
+    /// The last probe found the queue this flow's: the next one, a second later, decides.
+    private var probeFoundOwnQueue = false
+
     /// A controller with `configuration`.
     public init(configuration: ScreamConfiguration = ScreamConfiguration()) {
         precondition(configuration.minBitrate > 0 && configuration.minBitrate <= configuration.maxBitrate)
@@ -268,6 +326,12 @@ public struct ScreamController: CongestionController {
     public var lossCounts: CongestionLossCounts? {
         CongestionLossCounts(declared: lossesDeclared, spurious: spuriousLosses, cutsUndone: lossCutsUndone,
                              reorderWindow: .nanoseconds(reorderWindow))
+    }
+
+    /// Whether it competes with a queue-building flow now, and how often it began, probed, ended.
+    public var competition: CongestionCompetition? {
+        CongestionCompetition(competing: competing, entries: competitiveEntries, probes: competitiveProbes,
+                              exits: competitiveExits)
     }
 
     /// ECT(1) answers CE in proportion to the marks (L4S); any other codepoint, from the next
@@ -347,6 +411,14 @@ public struct ScreamController: CongestionController {
                 entries[index].declaredLost = false
                 noteReordering(delayed: oneWay - (baseDelay.minimum ?? oneWay))
             }
+            if competing {
+                let overBase = oneWay - competingBase
+                roundLeastOverCompetingBase = min(roundLeastOverCompetingBase, overBase)
+                if probe != nil, entry.sentAt >= probe!.startedAt + probe!.feedbackDelay {
+                    probe!.least = min(probe!.least, overBase)
+                    probe!.count += 1
+                }
+            }
             baseDelay.record(oneWay, at: now)
             let sizeClass = sizeClass(of: Int(entries[index].bytes))
             baseDelayBySize[sizeClass].record(oneWay, at: now)
@@ -362,7 +434,7 @@ public struct ScreamController: CongestionController {
             roundLeastQueueDelay = min(roundLeastQueueDelay, delay)
             // Virtual marking: none under half the target, every packet at the target.
             let half = Double(queueDelayTarget) / 2
-            let virtual = min(max((Double(delay) - half) / half, 0), 1)
+            let virtual = competing ? 0 : min(max((Double(delay) - half) / half, 0), 1)
             let ce = report.ecn == .ce
             if ce {
                 ceSeen = true
@@ -425,6 +497,7 @@ public struct ScreamController: CongestionController {
         roundMarkedBytes += markedBytes
         if ceSeen && configuration.l4s { roundHadMark = true }
         let roundEnded = endRoundIfDue(now: now)
+        if roundEnded && configuration.competesWithQueueBuildingFlows { updateCompetition(now: now) }
 
         let mayReduce = now - lastReductionAt >= rtt
         let newCongestion = newestSignalSentAt > lastReductionAt
@@ -451,7 +524,9 @@ public struct ScreamController: CongestionController {
                 grow(ackedBytes: ackedBytes, inFlightBefore: inFlightBefore)
             }
             let standing = min(standingQueueDelay, lastStandingQueueDelay)
-            if roundEnded && mayReduce && standing > 2 * queueDelayTarget {
+            if competing {
+                // Queue delay is another flow's doing: loss and CE only (above).
+            } else if roundEnded && mayReduce && standing > 2 * queueDelayTarget {
                 // A standing queue far over the target for two rounds (the capacity fell under
                 // the rate): the marked fraction's EWMA (gain 1/16 a round) would take many
                 // rounds to cut deep enough while every round adds queue. Cut at once toward the
@@ -464,7 +539,83 @@ public struct ScreamController: CongestionController {
                 reduce(by: 1 - markedFraction / 2, now: now)
             }
         }
+        if probe != nil { finishProbeIfDue(now: now) }
+        if let probe { referenceWindow = min(referenceWindow, probe.savedWindow / 2) }
         referenceWindow = min(max(referenceWindow, floorWindow), ceilingWindow)
+    }
+
+    /// At each round's end: outside competitive mode, whether the flow has given way to its
+    /// floor while the queue stood (then the mode begins); in it, whether a probe is due.
+    private mutating func updateCompetition(now: Int64) {
+        if competing {
+            lastRoundLeastOverCompetingBase = roundLeastOverCompetingBase
+            roundLeastOverCompetingBase = .max
+            guard probe == nil, now >= nextProbeAt, lastRoundLeastOverCompetingBase != .max else { return }
+            probe = (referenceWindow, now, rtt, lastRoundLeastOverCompetingBase, .max, 0, lossesDeclared)
+            competitiveProbes += 1
+            return
+        }
+        if standingQueueDelay <= queueDelayTarget { windowBeforeQueue = referenceWindow }
+        guard min(standingQueueDelay, lastStandingQueueDelay) > 2 * queueDelayTarget else {
+            floorRounds = 0
+            atFloorSince = nil
+            return
+        }
+        guard referenceWindow <= 1.5 * floorWindow else {
+            floorRounds = 0
+            atFloorSince = nil
+            return
+        }
+        floorRounds += 1
+        let since = atFloorSince ?? now
+        atFloorSince = since
+        guard floorRounds >= 4, now - since >= Self.competitiveEntryTime else { return }
+        competing = true
+        competitiveEntries += 1
+        competingBase = baseDelay.minimum ?? 0
+        referenceWindow = max(referenceWindow, windowBeforeQueue / 2)
+        roundLeastOverCompetingBase = .max
+        probeFoundOwnQueue = false
+        floorRounds = 0
+        atFloorSince = nil
+        slowStart = false
+        growthHeldUntil = now
+        nextProbeAt = now + configuration.competitiveProbeInterval.nanoseconds
+    }
+
+    /// Ends a probe two feedback delays after it began (once a packet it sent late enough was
+    /// confirmed, or after four when none was). With this flow's window halved, a queue of its
+    /// own falls by half its share of the round trip or more; another flow's stays (a
+    /// loss-based flow grows into what this one left). The window comes back at the rate it
+    /// had (scaled by the feedback delay's change, so a queue that fell is not refilled in a
+    /// burst), less any cut made during the probe.
+    private mutating func finishProbeIfDue(now: Int64) {
+        guard let probe else { return }
+        let elapsed = now - probe.startedAt
+        guard elapsed >= max(2 * probe.feedbackDelay, 300_000_000),
+              probe.count > 0 || elapsed >= 4 * probe.feedbackDelay else { return }
+        self.probe = nil
+        nextProbeAt = now + configuration.competitiveProbeInterval.nanoseconds
+        let cutsDuringProbe = min(1, referenceWindow / max(probe.savedWindow / 2, 1))
+        let rateKept = min(1, Double(rtt) / Double(max(probe.feedbackDelay, 1)))
+        referenceWindow = max(referenceWindow, probe.savedWindow * rateKept * cutsDuringProbe)
+        guard probe.before >= 4 * queueDelayTarget, lossesDeclared == probe.lossesBefore else {
+            // Too little queue stood to tell whose it is, or a loss during the probe (which
+            // the other flow took too, and cut for): soon again.
+            nextProbeAt = now + max(4 * probe.feedbackDelay, 1_000_000_000)
+            return
+        }
+        let ownQueue = probe.count > 0 && probe.least <= probe.before / 2
+        guard ownQueue && probeFoundOwnQueue else {
+            // A loss-based flow can be the smaller one in the queue for a while after its cuts:
+            // one more probe, a second later, before the mode ends.
+            probeFoundOwnQueue = ownQueue
+            if ownQueue { nextProbeAt = now + max(4 * probe.feedbackDelay, 1_000_000_000) }
+            return
+        }
+        // The queue was this flow's: answer delay again (its drain cut takes what is left).
+        competing = false
+        competitiveExits += 1
     }
 
     private var roundHadMarkAtEnd = false

@@ -759,6 +759,7 @@ final class SenderFlow {
         stats.pacingRate = Int(pace ?? 0)
         stats.queueDelayMs = congestion.queueDelayEstimate.map { Double($0.nanoseconds) / 1e6 }
         stats.losses = congestion.lossCounts
+        stats.competition = congestion.competition
         let confirmed = flow.log.confirmed
         if confirmed > lastConfirmedForCE {
             stats.ceFraction = Double(max(0, rtcp.ceReported - lastCEReported)) / Double(confirmed - lastConfirmedForCE)
