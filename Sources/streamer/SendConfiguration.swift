@@ -50,10 +50,8 @@ struct SendConfiguration {
         fast = options.fast
         let congestionControl = options.congestionControl
             ?? (!isFile && !options.fast && !pacePinned && !options.noFeedback && options.rtspListen == nil && !multicast)
-        if (isFile || pacePinned) && options.congestionControl == nil,
-           let given = [("--min-bitrate", options.minBitrate), ("--max-bitrate", options.maxBitrate),
-                        ("--start-bitrate", options.startBitrate)].first(where: { $0.1 != nil }) {
-            throw UsageError("\(given.0): congestion control is off by default for .hevc files and with --pace (add --cc on)")
+        if (isFile || pacePinned) && options.congestionControl == nil, let given = options.congestionOptionsGiven.first {
+            throw UsageError("\(given): congestion control is off by default for .hevc files and with --pace (add --cc on)")
         }
         self.congestionControl = congestionControl
         // The encoder opens at the controller's start bitrate.
@@ -78,7 +76,8 @@ struct SendConfiguration {
             if congestionControl {
                 let rates = options.congestionBitrates
                 config.congestionControl = .scream(ScreamConfiguration(
-                    minBitrate: Int(rates.minimum), maxBitrate: Int(rates.maximum), startBitrate: Int(rates.start)))
+                    minBitrate: Int(rates.minimum), maxBitrate: Int(rates.maximum), startBitrate: Int(rates.start),
+                    competesWithQueueBuildingFlows: options.ccCompete ?? true))
             }
             config.srtp = key
             if isFile && target.pace == nil { config.followFileRate(options, congestionControl: congestionControl) }

@@ -46,6 +46,9 @@ struct SendOptions {
     var minBitrate: Double?
     var maxBitrate: Double?
     var startBitrate: Double?
+    /// `--cc-compete on|off`; nil: on (the controller competes with a flow that keeps the queue
+    /// standing, `ScreamConfiguration.competesWithQueueBuildingFlows`).
+    var ccCompete: Bool?
     var printRateChanges = false
     var statsSeriesPath: String?
     var srtp = SRTPOptions()
@@ -125,6 +128,8 @@ struct SendOptions {
       --min-bitrate RATE         with --cc: the lowest target (default 150k, at most the others)
       --max-bitrate RATE         with --cc: the highest target (default --bitrate)
       --start-bitrate RATE       with --cc: the target before any feedback (default --bitrate, within min..max)
+      --cc-compete on|off        with --cc: when a flow that keeps the queue standing (TCP in a deep
+                                 buffer) holds this one at its minimum, compete on loss (default on)
       --print-rate-changes       say each new target bitrate on stderr
       --quiet                    no progress on stderr
     """
@@ -184,6 +189,10 @@ struct SendOptions {
             case "--min-bitrate": options.minBitrate = try parseRate(try reader.value(for: argument), option: argument)
             case "--max-bitrate": options.maxBitrate = try parseRate(try reader.value(for: argument), option: argument)
             case "--start-bitrate": options.startBitrate = try parseRate(try reader.value(for: argument), option: argument)
+            case "--cc-compete":
+                let text = try reader.value(for: argument)
+                guard text == "on" || text == "off" else { throw UsageError("--cc-compete: '\(text)' is not one of on, off") }
+                options.ccCompete = text == "on"
             case "--print-rate-changes": options.printRateChanges = true
             case "--stats-series": options.statsSeriesPath = try reader.value(for: argument)
             case "--multicast-if": options.multicastInterface = try interfaceIndex(try reader.value(for: argument))
@@ -257,6 +266,12 @@ struct SendOptions {
         if maxUnconfirmed != nil { throw UsageError("--max-unconfirmed: not with a multicast --to (\(group.text): no per-packet feedback)") }
     }
 
+    /// The options that only work with congestion control, as given.
+    var congestionOptionsGiven: [String] {
+        [("--min-bitrate", minBitrate != nil), ("--max-bitrate", maxBitrate != nil),
+         ("--start-bitrate", startBitrate != nil), ("--cc-compete", ccCompete != nil)].filter(\.1).map(\.0)
+    }
+
     /// `--cc` and its bitrates fit together: `--cc on` needs feedback and a `--to`; the bitrates
     /// only with `--cc` (not `off`), with min <= start <= max.
     private func checkCongestionControl() throws {
@@ -264,8 +279,7 @@ struct SendOptions {
             if noFeedback { throw UsageError("--cc on: needs RTCP feedback (not with --no-feedback)") }
             if rtspListen != nil { throw UsageError("--cc on: not with --rtsp (RTSP clients send no per-packet feedback)") }
         }
-        let given = [("--min-bitrate", minBitrate), ("--max-bitrate", maxBitrate), ("--start-bitrate", startBitrate)]
-            .filter { $0.1 != nil }.map(\.0)
+        let given = congestionOptionsGiven
         if let first = given.first, congestionControl == false || noFeedback || rtspListen != nil {
             throw UsageError("\(first): only with congestion control (--cc on)")
         }

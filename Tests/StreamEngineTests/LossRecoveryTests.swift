@@ -314,6 +314,30 @@ import UringIO
         #expect(link.asked.count == 1 && stats.nackAbandoned == 1)
     }
 
+    /// The path's round trip (300 ms) is longer than the latency derived from the RTT assumed
+    /// at the start (3 x 50 ms): the first loss's answer comes after its frame was given up. It
+    /// still measures the round trip, the latency grows to three of them, and a later loss is
+    /// recovered in time. (Before, a late answer measured nothing, and every loss stayed lost.)
+    @Test func aLateAnswerStillMeasuresTheRoundTrip() {
+        let frames = Self.stream(frames: 60)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link(rtxDelay: 300 * Self.millisecond)
+        let first = frames[0].datagrams.count  // frame 1's first packet
+        let later = frames.prefix(58).reduce(0) { $0 + $1.datagrams.count }  // frame 58's first
+        link.send(datagrams, drop: [first, later], interval: 20 * Self.millisecond)
+        link.run()
+        let stats = link.stats
+        // The first loss was asked for twice (63.5 ms apart, after the 50 ms assumed), both
+        // answers late; the second once, its answer in time.
+        #expect(link.asked.map(\.sequence) == [UInt16(1000 + first), UInt16(1000 + first), UInt16(1000 + later)])
+        #expect(stats.lost == 2 && stats.rtxLate == 2 && stats.recovered == 1)
+        #expect(stats.framesIncomplete == 1 && stats.framesComplete == 59)
+        #expect(link.units.count == 60 && !link.units[1].isComplete && link.units[58].isComplete)
+        let rtt = stats.retransmissionRTTMs ?? 0
+        #expect(rtt >= 300 && rtt < 302)
+        #expect(stats.playoutLatencyDerived && (stats.playoutLatencyMs ?? 0) >= 900)
+    }
+
     @Test func aPacketStillMissingAfterAnRTTIsAskedAgain() {
         let frames = Self.stream(frames: 20)
         let datagrams = frames.flatMap(\.datagrams)

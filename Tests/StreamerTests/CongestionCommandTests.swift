@@ -2,8 +2,8 @@ import Foundation
 import Testing
 import TestSupport
 
-/// `streamer send --cc`, `--min-bitrate`, `--max-bitrate`, `--start-bitrate`, `--print-rate-changes`
-/// and the `cc` stats.
+/// `streamer send --cc`, `--min-bitrate`, `--max-bitrate`, `--start-bitrate`, `--cc-compete`,
+/// `--print-rate-changes` and the `cc` stats.
 @Suite struct CongestionCommandTests {
     @Test(arguments: [
         (["--cc", "maybe"], "--cc: 'maybe' is not one of on, off"),
@@ -16,6 +16,8 @@ import TestSupport
         (["--start-bitrate", "100k", "--min-bitrate", "200k"], "--start-bitrate: 100k is not within 200k..4M"),
         (["--cc", "off", "--max-bitrate", "2M"], "--max-bitrate: only with congestion control"),
         (["--no-feedback", "--min-bitrate", "1M"], "--min-bitrate: only with congestion control"),
+        (["--cc-compete", "sometimes"], "--cc-compete: 'sometimes' is not one of on, off"),
+        (["--cc", "off", "--cc-compete", "off"], "--cc-compete: only with congestion control"),
     ])
     func badCongestionOptionsExitTwoWithOneLine(options: [String], mentions: String) throws {
         let binary = try #require(streamerBinary(), "streamer not built")
@@ -72,7 +74,8 @@ import TestSupport
         #expect(lines.count == changes, "stderr: \(live.send.stderr)")
         #expect(changes == 0 || intField(live.stats, "cc.encoderTargetBps") != 500_000, "the encoder followed")
         for key in ["windowBytes", "bytesInFlight", "pacingRateBps", "queueDelayMs", "ceFraction", "framesDropped",
-                    "encoderReconfigs", "encoderReopens", "active"] {
+                    "encoderReconfigs", "encoderReopens", "active", "competition.competing", "competition.entries",
+                    "competition.probes", "competition.exits"] {
             #expect(field(live.stats, "cc." + key) != nil, "cc.\(key) missing")
         }
         // The series: one line per 0.2 s, each a stats object at its time, the last the final stats.
@@ -91,11 +94,13 @@ import TestSupport
         #expect(intField(file.received, "frames.complete") == 60)
 
         let paced = try sendAcrossLoopback(binary, directory, frames: 60, out: nil,
-                                           options: ["--source", clip, "--cc", "on", "--max-bitrate", "20M"])
+                                           options: ["--source", clip, "--cc", "on", "--max-bitrate", "20M",
+                                                     "--cc-compete", "off"])
         #expect(paced.send.status == 0, "send: \(paced.send.stderr)")
         #expect(field(paced.stats, "cc.enabled") as? Bool == true && field(paced.stats, "cc.active") as? Bool == true)
         #expect(intField(paced.received, "frames.complete") == intField(paced.stats, "frames.sent"))
         #expect(intField(paced.stats, "frames.sent")! + intField(paced.stats, "cc.framesDropped")! == 60)
+        #expect(intField(paced.stats, "cc.competition.entries") == 0)
     }
 
     /// Runs `streamer recv` and `streamer send --frames N` with `options` on loopback; returns

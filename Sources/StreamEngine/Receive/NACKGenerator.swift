@@ -59,6 +59,12 @@ struct NACKGenerator: Sendable {
     var burst = 1500.0
 
     private(set) var asks: [Int64: Ask] = [:]
+    /// When each gap was first asked for, kept after the gap was given up or its asks abandoned
+    /// (the last `forgottenAskMemory` to twice that): an answer that comes after all still
+    /// measures the round trip (`LossRecovery.takeRetransmission`).
+    private var forgottenAsks: [Int64: Int64] = [:]
+    private var forgottenOrder: [Int64] = []
+    static let forgottenAskMemory = 512
     /// NACK bytes the budget can pay now.
     private(set) var tokens = 1500.0
     /// Sequence numbers asked for (each ask of each one).
@@ -107,7 +113,30 @@ struct NACKGenerator: Sendable {
 
     /// Forgets every sequence number up to `sequence`.
     mutating func forget(through sequence: Int64) {
+        for (forgotten, ask) in asks where forgotten <= sequence { keepFirstAsk(forgotten, ask) }
         asks = asks.filter { $0.key > sequence }
+    }
+
+    /// Keeps when `sequence` was first asked for (nothing when it never was).
+    private mutating func keepFirstAsk(_ sequence: Int64, _ ask: Ask) {
+        guard let first = ask.firstAsked else { return }
+        forgottenAsks[sequence] = first
+        forgottenOrder.append(sequence)
+        if forgottenOrder.count > 2 * Self.forgottenAskMemory {
+            for old in forgottenOrder.prefix(Self.forgottenAskMemory) { forgottenAsks.removeValue(forKey: old) }
+            forgottenOrder.removeFirst(Self.forgottenAskMemory)
+        }
+    }
+
+    /// When `sequence` was first asked for before it was given up (taken: one answer measures).
+    mutating func takeForgottenAsk(_ sequence: Int64) -> Int64? {
+        forgottenAsks.isEmpty ? nil : forgottenAsks.removeValue(forKey: sequence)
+    }
+
+    /// The sequence numbers restarted: no ask of the old numbers is remembered.
+    mutating func dropForgottenAsks() {
+        forgottenAsks.removeAll()
+        forgottenOrder.removeAll()
     }
 
     /// Media bytes arrived: the NACK budget grows by its share of them.
@@ -156,7 +185,7 @@ struct NACKGenerator: Sendable {
             }
         }
         for sequence in hopeless {
-            asks[sequence] = nil
+            if let ask = asks.removeValue(forKey: sequence) { keepFirstAsk(sequence, ask) }
             abandoned += 1
         }
         guard !ready.isEmpty else { return [] }
