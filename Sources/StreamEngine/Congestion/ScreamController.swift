@@ -539,7 +539,7 @@ public struct ScreamController: CongestionController {
                 reduce(by: 1 - markedFraction / 2, now: now)
             }
         }
-        if probe != nil { finishProbeIfDue(now: now) }
+        finishProbeIfDue(now: now)
         if let probe { referenceWindow = min(referenceWindow, probe.savedWindow / 2) }
         referenceWindow = min(max(referenceWindow, floorWindow), ceilingWindow)
     }
@@ -556,12 +556,8 @@ public struct ScreamController: CongestionController {
             return
         }
         if standingQueueDelay <= queueDelayTarget { windowBeforeQueue = referenceWindow }
-        guard min(standingQueueDelay, lastStandingQueueDelay) > 2 * queueDelayTarget else {
-            floorRounds = 0
-            atFloorSince = nil
-            return
-        }
-        guard referenceWindow <= 1.5 * floorWindow else {
+        guard min(standingQueueDelay, lastStandingQueueDelay) > 2 * queueDelayTarget,
+              referenceWindow <= 1.5 * floorWindow else {
             floorRounds = 0
             atFloorSince = nil
             return
