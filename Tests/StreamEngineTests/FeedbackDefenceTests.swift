@@ -72,11 +72,12 @@ func bindRTPPair() throws -> (rtp: UDPSocket, rtcp: UDPSocket) {
     }
 }
 
-/// Waits (2 s at most) for the first RTP packet on `rtp`: its header (readable under SRTP
-/// too) and the sender's RTCP address (its RTP port + 1).
+/// Waits (20 s at most: it returns with the first packet, and the suite's parallel load has
+/// kept a sender's first packet from a 2 s wait) for the first RTP packet on `rtp`: its header
+/// (readable under SRTP too) and the sender's RTCP address (its RTP port + 1).
 func learnStream(_ rtp: UDPSocket) throws -> (header: RTPHeader, senderRTCP: SocketAddress) {
     var buffer = [UInt8](repeating: 0, count: 65_536)
-    try PlainUDP.setReceiveTimeout(rtp, nanoseconds: 2_000_000_000)
+    try PlainUDP.setReceiveTimeout(rtp, nanoseconds: 20_000_000_000)
     var storage = sockaddr_storage()
     var storageLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
     let length = buffer.withUnsafeMutableBytes { raw in
@@ -123,11 +124,18 @@ func startSenderToHandMadeReceiver(srtp: SRTPMasterKey?) throws
     config.srtp = srtp
     let sender = try MediaSender(config: config)
     let done = DispatchSemaphore(value: 0)
+    let failure = Mutex<(any Error)?>(nil)
     Thread {
-        try? sender.run()
+        do { try sender.run() } catch { failure.withLock { $0 = error } }
         done.signal()
     }.start()
     for unit in units { sender.send(unit) }
-    let (header, senderRTCP) = try learnStream(rtp)
-    return (sender, done, rtcp, header, senderRTCP)
+    do {
+        let (header, senderRTCP) = try learnStream(rtp)
+        return (sender, done, rtcp, header, senderRTCP)
+    } catch {
+        let run = failure.withLock { $0.map { "\($0)" } } ?? "no error (still running)"
+        Issue.record("no RTP packet from the sender; its run: \(run)")
+        throw error
+    }
 }
