@@ -94,7 +94,8 @@ func congestionObject(_ stats: CongestionStats?) -> [String: Any] {
     guard let stats else { return ["enabled": false] }
     return ["enabled": true, "controller": stats.controller, "active": stats.active,
             "targetBitrateBps": stats.targetBitrate, "windowBytes": stats.window, "bytesInFlight": stats.bytesInFlight,
-            "pacingRateBps": stats.pacingRate, "queueDelayMs": orNull(stats.queueDelayMs),
+            "pacingRateBps": stats.pacingRate, "bottleneckRateBps": orNull(stats.bottleneckRate),
+            "queueDelayMs": orNull(stats.queueDelayMs),
             "ceFraction": (stats.ceFraction * 10_000).rounded() / 10_000, "rateChanges": stats.rateChanges,
             "framesDropped": stats.framesDropped,
             "losses": stats.losses.map { losses -> Any in

@@ -39,6 +39,8 @@ struct BottleneckSimulation {
     /// receiver reports a packet it reported missing again when it arrives (RFC 8888 reports
     /// overlap).
     var reorder = false
+    /// The receiver's timestamps in units of this many nanoseconds (RFC 8888's are 1/1024 s).
+    var arrivalResolution: Int64 = 1
     private var reportedMissing: Set<Int64> = []
     var generator = SplitMix64(seed: 12)
 
@@ -246,7 +248,8 @@ struct BottleneckSimulation {
         while toReceiverHead < toReceiver.count, toReceiver[toReceiverHead].at <= now {
             let packet = toReceiver[toReceiverHead]
             toReceiverHead += 1
-            received[packet.sequence] = (packet.at + Self.receiverClockOffset, packet.ecn)
+            let arrival = packet.at + Self.receiverClockOffset
+            received[packet.sequence] = (arrival - arrival % arrivalResolution, packet.ecn)
             highestArrived = max(highestArrived, packet.sequence)
         }
         if toReceiverHead > 4096 { toReceiver.removeFirst(toReceiverHead); toReceiverHead = 0 }
@@ -332,6 +335,50 @@ struct CongestionControllerTests {
         #expect(simulation.utilisation >= 0.9)
         #expect(simulation.sojournP95 <= 5)
         #expect(simulation.dropped == 0)
+    }
+
+    /// The rate at which the bottleneck delivered the flow's packets while a queue stood before
+    /// them is the link's: L4S at 20 Mbit/s with the receiver's timestamps in RFC 8888's 1/1024 s
+    /// (a packet takes 0.48 ms there); drop-tail at 100 ms RTT, at the end of each capacity
+    /// phase of case (b), the phase's capacity (virtual marks from 10 ms of queue).
+    @Test func theBottleneckRateIsTheLinks() {
+        var l4s = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 2_000_000, l4s: true)),
+                                       capacity: 20e6, oneWayDelayMs: 12.5, bufferBytes: 200_000,
+                                       marking: .l4sStep(thresholdMs: 1), ecn: .ect1)
+        l4s.arrivalResolution = 1_000_000_000 / 1024
+        #expect(l4s.controller.bottleneckRate == nil)
+        l4s.run(until: BottleneckSimulation.seconds(20))
+        let measured = Double(try! #require(l4s.controller.bottleneckRate))
+        print("L4S 20 Mbit/s: bottleneck rate \(measured)")
+        #expect(abs(measured / 20e6 - 1) <= 0.03)
+
+        // Cases (g) and (h): 0-10 ms of delay variation after the link, in order and reordered.
+        // A packet's gap to the one before it, alone, read 12 and 2 Mbit/s in the lab.
+        for reorder in [false, true] {
+            var jittery = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 2_000_000, l4s: true)),
+                                               capacity: 20e6, oneWayDelayMs: 12.5, bufferBytes: 200_000,
+                                               marking: .l4sStep(thresholdMs: 1), ecn: .ect1)
+            jittery.arrivalResolution = 1_000_000_000 / 1024
+            jittery.jitter = 10_000_000
+            jittery.reorder = reorder
+            jittery.run(until: BottleneckSimulation.seconds(20))
+            let rate = Double(try! #require(jittery.controller.bottleneckRate))
+            print("L4S 20 Mbit/s, 10 ms of jitter, reorder \(reorder): bottleneck rate \(rate)")
+            #expect(abs(rate / 20e6 - 1) <= 0.15)
+        }
+
+        var dropTail = BottleneckSimulation(controller: ScreamController(configuration: ScreamConfiguration(startBitrate: 500_000)),
+                                            capacity: 1e6, oneWayDelayMs: 50, bufferBytes: 37_500)
+        dropTail.arrivalResolution = 1_000_000_000 / 1024
+        let s = BottleneckSimulation.seconds
+        dropTail.capacitySchedule = [(0, 1e6), (s(25), 2.5e6), (s(45), 0.6e6), (s(65), 1e6)]
+        var ratios: [Double] = []
+        for (end, capacity) in [(25.0, 1e6), (45, 2.5e6), (65, 0.6e6), (85, 1e6)] {
+            dropTail.run(until: s(end))
+            ratios.append(Double(try! #require(dropTail.controller.bottleneckRate)) / capacity)
+        }
+        print("drop-tail steps: bottleneck rate over capacity at each phase's end \(ratios)")
+        for ratio in ratios { #expect(abs(ratio - 1) <= 0.1) }
     }
 
     /// Issue 12's case (b) in miniature, drop-tail without ECN, 100 ms RTT, 300 ms of buffer at

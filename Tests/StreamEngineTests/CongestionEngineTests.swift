@@ -27,13 +27,17 @@ struct FixedController: CongestionController {
     let pacingRate: Int
     private(set) var targetBitrate: Int
     let targetAfterFeedback: Int
+    /// What it says the path's bottleneck delivers (nil: it measures nothing).
+    let bottleneckRate: Int?
     private(set) var bytesInFlight = 0
     private var outstanding: [Int64: Int] = [:]
     private let log: ControllerLog
     private let instance: Int
 
-    init(window: Int, pacingRate: Int, target: Int, targetAfterFeedback: Int, log: ControllerLog) {
+    init(window: Int, pacingRate: Int, target: Int, targetAfterFeedback: Int, bottleneckRate: Int? = nil,
+         log: ControllerLog) {
         self.window = window
+        self.bottleneckRate = bottleneckRate
         self.pacingRate = pacingRate
         self.targetBitrate = target
         self.targetAfterFeedback = targetAfterFeedback
@@ -67,7 +71,8 @@ struct FixedController: CongestionController {
 struct CongestionEngineTests {
     /// A flow's configuration to `receiver` obeying a `FixedController`.
     static func config(to receiver: BackgroundReceiver, window: Int, pacingRate: Int, target: Int = 1_000_000,
-                       targetAfterFeedback: Int = 1_000_000, log: ControllerLog) -> MediaSenderConfig {
+                       targetAfterFeedback: Int = 1_000_000, bottleneckRate: Int? = nil,
+                       log: ControllerLog) -> MediaSenderConfig {
         var config = MediaSenderConfig(destination: receiver.receiver.localAddress)
         config.mtu = .fixed(1500)
         // The pace until the first per-packet report (then the controller's): 20 ms of it is far below
@@ -77,7 +82,7 @@ struct CongestionEngineTests {
         config.maxFrameWait = .seconds(60)  // these tests count bytes, not dropped frames
         config.congestionControl = .custom {
             FixedController(window: window, pacingRate: pacingRate, target: target,
-                            targetAfterFeedback: targetAfterFeedback, log: log)
+                            targetAfterFeedback: targetAfterFeedback, bottleneckRate: bottleneckRate, log: log)
         }
         return config
     }
@@ -138,6 +143,34 @@ struct CongestionEngineTests {
         #expect(elapsed >= atRate / 2, "\(stats.bytesSent) B in \(elapsed) s, \(atRate) s at the rate")
         #expect(elapsed < atRate * 3, "\(stats.bytesSent) B in \(elapsed) s, \(atRate) s at the rate")
         #expect(stats.pacingRate == Double(rate) && stats.congestion?.pacingRate == rate)
+    }
+
+    /// An L4S flow's backlog goes no faster than 0.9 of the rate the controller measured the
+    /// bottleneck delivering (when that is over its target): 45 frames handed over at once, the
+    /// controller pacing at 4 Mbit/s with a target of 1 Mbit/s and saying the bottleneck carries
+    /// 2 Mbit/s, take at least their time at 1.8 Mbit/s, less one burst; without the cap they
+    /// leave at the pacing rate, in less than half that time. The rate reaches the stats.
+    @Test func aBacklogIsPacedUnderTheBottlenecksRate() throws {
+        let units = try encodeSynthetic(count: 45, width: 640, height: 360, bitrateKbps: 12_000)
+        let bytes = units.reduce(0) { $0 + $1.byteCount }
+        try #require(bytes > 600_000)
+        let receiver = try BackgroundReceiver(frameLimit: units.count)
+        var config = Self.config(to: receiver, window: 10_000_000, pacingRate: 4_000_000, bottleneckRate: 2_000_000,
+                                 log: ControllerLog())
+        config.ecn = .ect1  // an L4S flow: a classic one's backlog may go into the path's queue
+        let sender = try MediaSender(config: config)
+        for unit in units { sender.send(unit) }
+        sender.finish()
+        let start = ContinuousClock.now
+        try sender.run()
+        let elapsed = Double((ContinuousClock.now - start).nanoseconds) / 1e9
+        let received = receiver.finish(within: 20)
+        let stats = sender.stats
+        #expect(sameFrames(received, units), "\(received.count) of \(units.count) frames")
+        let atCap = Double(stats.bytesSent - 1500) * 8 / 1.8e6
+        #expect(elapsed >= atCap, "\(stats.bytesSent) B in \(elapsed) s, \(atCap) s at 1.8 Mbit/s")
+        #expect(elapsed < atCap * 3, "\(stats.bytesSent) B in \(elapsed) s, \(atCap) s at 1.8 Mbit/s")
+        #expect(stats.congestion?.bottleneckRate == 2_000_000)
     }
 
     /// The controller's target reaches the application as an event and in the stats, once.

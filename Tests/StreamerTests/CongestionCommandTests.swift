@@ -73,7 +73,7 @@ import TestSupport
         let lines = live.send.stderrLines.filter { $0.contains("target bitrate") }
         #expect(lines.count == changes, "stderr: \(live.send.stderr)")
         #expect(changes == 0 || intField(live.stats, "cc.encoderTargetBps") != 500_000, "the encoder followed")
-        for key in ["windowBytes", "bytesInFlight", "pacingRateBps", "queueDelayMs", "ceFraction", "framesDropped",
+        for key in ["windowBytes", "bytesInFlight", "pacingRateBps", "bottleneckRateBps", "queueDelayMs", "ceFraction", "framesDropped",
                     "encoderReconfigs", "encoderReopens", "active", "competition.competing", "competition.entries",
                     "competition.probes", "competition.exits"] {
             #expect(field(live.stats, "cc." + key) != nil, "cc.\(key) missing")

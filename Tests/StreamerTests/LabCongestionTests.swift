@@ -65,6 +65,7 @@ struct LabCongestionTests {
             received \(receivedRate(on.recv) / 1e6) Mbit/s, \
             frames complete \(intField(on.recv, "frames.complete") ?? -1), dropped whole at the sender \
             \(intField(on.send, "cc.framesDropped") ?? -1), rate changes \(intField(on.send, "cc.rateChanges") ?? -1), \
+            bottleneck rate \(intField(on.send, "cc.bottleneckRateBps") ?? -1) bit/s, \
             sender seconds \(on.senderSeconds)
             """)
         // The source offers three times the capacity: without control the queue overflows.
@@ -88,6 +89,13 @@ struct LabCongestionTests {
         // Alone on the path, every queue it met was its own: its competitive mode never began.
         #expect(field(on.send, "cc.competition.competing") as? Bool == false)
         #expect(intField(on.send, "cc.competition.entries") == 0)
+        // The rate the controller saw the bottleneck deliver while a queue stood is the tbf's:
+        // at most its 2 Mbit/s (the payload counted is under the frames tbf serves; a tenth over
+        // for the receiver's timestamps, 1/1024 s in RFC 8888), at least four fifths of it (the
+        // headers of 1,200-byte datagrams are 3 %).
+        let bottleneck = Double(try #require(intField(on.send, "cc.bottleneckRateBps"), "no bottleneck rate measured"))
+        #expect(bottleneck >= Self.capacity * 0.8 && bottleneck <= Self.capacity * 1.1,
+                "bottleneck rate \(bottleneck) bit/s behind a \(Self.capacity) bit/s tbf")
         let completeOn = intField(on.recv, "frames.complete") ?? 0
         #expect(completeOn > (intField(off.recv, "frames.complete") ?? 0) && completeOn >= 30)
         if let decoded = on.decoded { #expect(decoded >= completeOn * 9 / 10, "ffprobe decoded \(decoded) of \(completeOn)") }

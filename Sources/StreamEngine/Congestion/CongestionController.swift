@@ -34,6 +34,11 @@ public protocol CongestionController: Sendable {
     /// Whether the controller competes with a queue-building flow now, and how often it began,
     /// probed and ended doing so (nil when it has no such mode): `CongestionStats.competition`.
     var competition: CongestionCompetition? { get }
+    /// The rate, bits per second, at which the path's bottleneck delivered this flow's packets
+    /// while a queue stood before them: its capacity, or this flow's share of it beside other
+    /// flows (nil when the controller measures none, or has not lately). A backlog (a keyframe)
+    /// is paced no faster: `CongestionStats.bottleneckRate`.
+    var bottleneckRate: Int? { get }
     /// The flow sends `codepoint` from now on (its path remarked the one it sent: ECT(1)
     /// delivered as ECT(0) asks for a classic response to CE).
     mutating func ecnChanged(to codepoint: ECNCodepoint)
@@ -46,6 +51,8 @@ extension CongestionController {
     public var lossCounts: CongestionLossCounts? { nil }
     /// No such mode: a controller that always answers delay alike needs not say so.
     public var competition: CongestionCompetition? { nil }
+    /// No measurement: a controller that keeps none needs not say so.
+    public var bottleneckRate: Int? { nil }
     /// Nothing to change: a controller that treats every codepoint alike needs not hear of it.
     public mutating func ecnChanged(to codepoint: ECNCodepoint) {}
 }

@@ -35,6 +35,10 @@ public struct CongestionStats: Sendable, Equatable {
     /// The controller's competitive mode (in it now, times begun, probes, times ended); nil
     /// when it has none.
     public var competition: CongestionCompetition?
+    /// The rate at which the path's bottleneck delivered the flow's packets while a queue stood
+    /// before them, bits per second (`CongestionController.bottleneckRate`); nil when the
+    /// controller measures none or has not in its base delay window.
+    public var bottleneckRate: Int?
 
     /// Empty stats.
     public init() {}

@@ -110,6 +110,13 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   reordering and held the rate at a fifth of the link (tools/cc-eval case h, results/cc/
 ///   reordering.md). Packets no report ever covers (their feedback was lost) leave the
 ///   flight after a timeout without a reaction, so lost feedback does not read as congestion.
+/// - It measures the rate at which the bottleneck delivers the flow's packets while a queue
+///   stands before them (`bottleneckRate`: runs of marked packets, each right behind the one
+///   before, timed by the receiver), and the flow paces a backlog, a keyframe, at no more than
+///   0.9 of it (or the target if that is more). SCReAM v2 paces at 1.5 x the target; here a
+///   backlog went at up to twice the target to drain within a quarter of `maxFrameWait`, and
+///   at an L4S bottleneck every keyframe then overran the link, drew a burst of marks and a cut
+///   (tools/cc-eval case a: 86.5 % of the link; results/cc/bottleneck-rate.md).
 /// - Competitive mode, where RFC 8298 raises its delay target with the delay it sees (and
 ///   SCReAM v2 leaves the case to the delay target's setting): a loss-based flow in a deep
 ///   drop-tail buffer keeps a queue standing whatever this flow does, and answering that queue
@@ -263,6 +270,31 @@ public struct ScreamController: CongestionController {
     /// The last probe found the queue this flow's: the next one, a second later, decides.
     private var probeFoundOwnQueue = false
 
+    /// Runs of packets that found a queue before them (marked: CE, or virtual), each right
+    /// behind the one before it in sequence: a queue stood, so the bottleneck sent them back to
+    /// back, and the receiver's time from the arrival of the packet before a run to the arrival
+    /// of its last is what the bottleneck took to send the run. The run under way: the arrival
+    /// before it, its last packet's sequence and arrival, its bytes and packets.
+    private var run: (before: Int64, lastSequence: Int64, lastArrival: Int64, bytes: Double, packets: Int)?
+    /// The bytes and the time of the runs ended since the last sample.
+    private var queuedBytes = 0.0
+    private var queuedTime: Int64 = 0
+    /// The newest packet reported received and its arrival (receiver's clock).
+    private var lastArrival: (sequence: Int64, arrival: Int64)?
+    /// The rate at which the bottleneck delivered this flow's packets while a queue stood
+    /// before them (bits per second; nil: none measured in `baseDelayWindow`), and when it was
+    /// last measured.
+    private(set) var queuedDeliveryRate: Double?
+    private var queuedDeliveryRateAt: Int64 = 0
+    /// A run counts from this many packets. Only a run's ends carry the noise of what the path
+    /// does after the bottleneck (delay variation, reordering; the receiver's timestamps come
+    /// in 1/1024 s): short runs would be all noise, and a packet's gap to the one before it,
+    /// taken alone, is longer on average than the bottleneck's (tools/cc-eval case g, 10 ms of
+    /// delay variation: 12 Mbit/s read on a 20 Mbit/s link).
+    static let queuedRunMinimumPackets = 8
+    /// The runs' times must add up to this much to be a sample.
+    static let queuedDeliveryMinimumSpan: Int64 = 50_000_000
+
     /// A controller with `configuration`.
     public init(configuration: ScreamConfiguration = ScreamConfiguration()) {
         precondition(configuration.minBitrate > 0 && configuration.minBitrate <= configuration.maxBitrate)
@@ -327,6 +359,12 @@ public struct ScreamController: CongestionController {
         CongestionLossCounts(declared: lossesDeclared, spurious: spuriousLosses, cutsUndone: lossCutsUndone,
                              reorderWindow: .nanoseconds(reorderWindow))
     }
+
+    /// The rate at which the bottleneck delivered this flow's packets while a queue stood
+    /// before them (runs of at least `queuedRunMinimumPackets` marked packets, each right behind
+    /// the one before, timed by the receiver; smoothed, a quarter per sample of 50 ms of runs),
+    /// nil when none was measured in `baseDelayWindow`.
+    public var bottleneckRate: Int? { queuedDeliveryRate.map { Int($0) } }
 
     /// Whether it competes with a queue-building flow now, and how often it began, probed, ended.
     public var competition: CongestionCompetition? {
@@ -403,6 +441,8 @@ public struct ScreamController: CongestionController {
             let wasOutstanding = entries[index].outstanding
             highestReceived = max(highestReceived, report.sequence)
             let arrival = arrivalDuration.nanoseconds
+            let previousArrival = lastArrival
+            lastArrival = (report.sequence, arrival)
             let entry = entries[index]
             // Arrival times are the receiver's word: absurd ones must not trap.
             let (oneWay, overflow) = arrival.subtractingReportingOverflow(entry.sentAt)
@@ -442,6 +482,27 @@ public struct ScreamController: CongestionController {
             }
             markedBytes += bytes * max(ce && configuration.l4s ? 1 : 0, virtual)
             if virtual > 0 { roundHadMark = true }
+            if ce || virtual > 0, let previous = previousArrival, previous.sequence == report.sequence - 1 {
+                // Queued behind the packet before it: the bottleneck sent it right after that one.
+                if var current = run, current.lastSequence == previous.sequence {
+                    current.lastSequence = report.sequence
+                    current.lastArrival = arrival
+                    current.bytes += bytes
+                    current.packets += 1
+                    run = current
+                    if current.packets >= Self.queuedRunMinimumPackets,
+                       arrival - current.before >= Self.queuedDeliveryMinimumSpan {
+                        // A queue that stands long is sampled as it stands, not once when it ends.
+                        endQueuedRun()
+                        run = (arrival, report.sequence, arrival, 0, 0)
+                    }
+                } else {
+                    endQueuedRun()
+                    run = (previous.arrival, report.sequence, arrival, bytes, 1)
+                }
+            } else {
+                endQueuedRun()
+            }
             if newestAcked == nil || report.sequence > newestAcked!.sequence {
                 newestAcked = (report.sequence, entry.sentAt, arrival)
             }
@@ -451,6 +512,15 @@ public struct ScreamController: CongestionController {
             }
         }
         if queueDelayCount > 0 { queueDelay = Int64(queueDelaySum / Double(queueDelayCount)) }
+        if queuedTime >= Self.queuedDeliveryMinimumSpan {
+            let sample = queuedBytes * 8e9 / Double(queuedTime)
+            queuedDeliveryRate = queuedDeliveryRate.map { $0 + (sample - $0) / 4 } ?? sample
+            queuedDeliveryRateAt = now
+            queuedBytes = 0
+            queuedTime = 0
+        } else if queuedDeliveryRate != nil, now - queuedDeliveryRateAt > configuration.baseDelayWindow.nanoseconds {
+            forgetBottleneckRate()  // the path may carry more now; unmeasured for too long
+        }
 
         // RTT: the caller's sample, else the newest packet's round trip less its wait at the receiver.
         if let sample = feedback.rttSample?.nanoseconds ?? newestAcked.map({ acked in
@@ -576,6 +646,9 @@ public struct ScreamController: CongestionController {
         atFloorSince = nil
         slowStart = false
         growthHeldUntil = now
+        // What the bottleneck gave this flow while it yielded to the queue is no measure of
+        // what it can have now.
+        forgetBottleneckRate()
         nextProbeAt = now + configuration.competitiveProbeInterval.nanoseconds
     }
 
@@ -620,6 +693,24 @@ public struct ScreamController: CongestionController {
     private var roundLeastQueueDelay = Int64.max
     private var standingQueueDelay: Int64 = 0
     private var lastStandingQueueDelay: Int64 = 0
+
+    /// Drops the bottleneck rate and what was gathered toward the next sample.
+    private mutating func forgetBottleneckRate() {
+        queuedDeliveryRate = nil
+        run = nil
+        queuedBytes = 0
+        queuedTime = 0
+    }
+
+    /// Ends the run of queued packets under way: one long enough adds to the next sample.
+    private mutating func endQueuedRun() {
+        guard let ended = run else { return }
+        run = nil
+        let time = ended.lastArrival - ended.before
+        guard ended.packets >= Self.queuedRunMinimumPackets, time > 0, time < 10_000_000_000 else { return }
+        queuedBytes += ended.bytes
+        queuedTime += time
+    }
 
     /// Closes the RTT round when one has passed: folds its marked fraction into the EWMA.
     private mutating func endRoundIfDue(now: Int64) -> Bool {
