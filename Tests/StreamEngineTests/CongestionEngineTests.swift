@@ -87,6 +87,19 @@ struct CongestionEngineTests {
         return config
     }
 
+    /// Hands every unit to a sender with `config` at once and runs it until the final feedback
+    /// confirmed every packet: how long that took (seconds), what `receiver` got, the sender's stats.
+    static func sendAtOnce(_ units: [AccessUnit], config: MediaSenderConfig, to receiver: BackgroundReceiver) throws
+        -> (elapsed: Double, received: [DepacketizedAccessUnit], stats: SenderStats) {
+        let sender = try MediaSender(config: config)
+        for unit in units { sender.send(unit) }
+        sender.finish()
+        let start = ContinuousClock.now
+        try sender.run()
+        let elapsed = Double((ContinuousClock.now - start).nanoseconds) / 1e9
+        return (elapsed, receiver.finish(within: 20), sender.stats)
+    }
+
     /// A window of 20 KB holds 1.7 MB handed over at once (unpaced but for a pacer at 200 Mbit/s):
     /// never more than the window is in flight, counted by the engine's own sent-packet log (every
     /// packet there is unconfirmed until feedback confirms it), and the window is used; every
@@ -124,15 +137,8 @@ struct CongestionEngineTests {
         try #require(bytes > 1_000_000)
         let receiver = try BackgroundReceiver(frameLimit: units.count)
         let rate = 4_000_000
-        let sender = try MediaSender(config: Self.config(to: receiver, window: 10_000_000, pacingRate: rate,
-                                                         log: ControllerLog()))
-        for unit in units { sender.send(unit) }
-        sender.finish()
-        let start = ContinuousClock.now
-        try sender.run()  // returns once the final feedback confirmed every packet
-        let elapsed = Double((ContinuousClock.now - start).nanoseconds) / 1e9
-        let received = receiver.finish(within: 20)
-        let stats = sender.stats
+        let (elapsed, received, stats) = try Self.sendAtOnce(
+            units, config: Self.config(to: receiver, window: 10_000_000, pacingRate: rate, log: ControllerLog()), to: receiver)
         let same = sameFrames(received, units)
         #expect(same, "\(received.count) of \(units.count) frames")
         #expect(receiver.receiver.stats.bytesReceived == stats.bytesSent)
@@ -158,14 +164,7 @@ struct CongestionEngineTests {
         var config = Self.config(to: receiver, window: 10_000_000, pacingRate: 4_000_000, bottleneckRate: 2_000_000,
                                  log: ControllerLog())
         config.ecn = .ect1  // an L4S flow: a classic one's backlog may go into the path's queue
-        let sender = try MediaSender(config: config)
-        for unit in units { sender.send(unit) }
-        sender.finish()
-        let start = ContinuousClock.now
-        try sender.run()
-        let elapsed = Double((ContinuousClock.now - start).nanoseconds) / 1e9
-        let received = receiver.finish(within: 20)
-        let stats = sender.stats
+        let (elapsed, received, stats) = try Self.sendAtOnce(units, config: config, to: receiver)
         #expect(sameFrames(received, units), "\(received.count) of \(units.count) frames")
         let atCap = Double(stats.bytesSent - 1500) * 8 / 1.8e6
         #expect(elapsed >= atCap, "\(stats.bytesSent) B in \(elapsed) s, \(atCap) s at 1.8 Mbit/s")

@@ -295,7 +295,7 @@ final class SenderFlow {
     /// more): faster, a backlog only moves from the sender's queue into the path's, where an L4S
     /// bottleneck marks what waits over about 1 ms and the controller cuts for the flow's own
     /// keyframe (tools/cc-eval case a: a burst of marks at every keyframe, 86.5 % of the link;
-    /// 89.5 % with this, results/cc/bottleneck-rate.md). Not for a classic flow: a classic
+    /// 89.2-89.7 % with this, results/cc/bottleneck-rate.md). Not for a classic flow: a classic
     /// queue takes a keyframe's burst in (the controller answers delay from 10 ms on), and its
     /// frames reach the receiver sooner through it than waiting in the sender at 0.9 of the
     /// link (case f: 93 frames aged out at the sender, against about 30 without the cap).
