@@ -183,7 +183,8 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "nack": ["sent": stats.nackSent, "requested": stats.nackRequested, "bytes": stats.nackBytes,
                  "abandoned": stats.nackAbandoned, "budgetLimited": stats.nackBudgetLimited,
                  "spurious": stats.nackSpurious],
-        "playout": ["latencyMs": orNull(stats.playoutLatencyMs), "derived": stats.playoutLatencyDerived,
+        "playout": ["latencyMs": orNull(stats.playoutLatencyMs), "targetLatencyMs": orNull(stats.playoutLatencyTargetMs),
+                    "derived": stats.playoutLatencyDerived,
                     "rttMs": orNull(stats.retransmissionRTTMs),
                     "addedLatencyMs": stats.playoutAddedLatencyMs.map { added -> Any in
                         ["p50": added.p50, "p95": added.p95, "max": added.max, "frames": added.frames]

@@ -316,7 +316,7 @@ import UringIO
 
     /// The path's round trip (300 ms) is longer than the latency derived from the RTT assumed
     /// at the start (3 x 50 ms): the first loss's answer comes after its frame was given up. It
-    /// still measures the round trip, the latency grows to three of them, and a later loss is
+    /// still measures the round trip, the latency grows toward three of them, and a later loss is
     /// recovered in time. (Before, a late answer measured nothing, and every loss stayed lost.)
     @Test func aLateAnswerStillMeasuresTheRoundTrip() {
         let frames = Self.stream(frames: 60)
@@ -335,7 +335,50 @@ import UringIO
         #expect(link.units.count == 60 && !link.units[1].isComplete && link.units[58].isComplete)
         let rtt = stats.retransmissionRTTMs ?? 0
         #expect(rtt >= 300 && rtt < 302)
-        #expect(stats.playoutLatencyDerived && (stats.playoutLatencyMs ?? 0) >= 900)
+        // The target is three round trips; the latency in use is on its way there (100 ms per
+        // second from 150 ms), past the one round trip the second loss needed.
+        #expect(stats.playoutLatencyDerived && (stats.playoutLatencyTargetMs ?? 0) >= 900)
+        let latency = stats.playoutLatencyMs ?? 0
+        #expect(latency > 400 && latency < (stats.playoutLatencyTargetMs ?? 0))
+    }
+
+    /// When the derived latency grows (the first answers on a 300 ms path measure its round
+    /// trip: from 150 ms to ~950 ms), frames go out stretched, at 9/10 of their pace, until the
+    /// latency reaches its target, and no frame waits much more than a frame interval after
+    /// the one before it. Taking the target at once held the next frame ~800 ms: a freeze.
+    @Test func aGrowingLatencyStretchesPlayoutInsteadOfFreezingIt() {
+        let frames = Self.stream(frames: 420)
+        var link = Link(rtxDelay: 300 * Self.millisecond)
+        let frameInterval: Int64 = 1_000_000_000 / 30
+        // Each frame's packets 1 ms apart from its capture time; frame 1's first packet and
+        // frame 400's first packet are lost.
+        var firstArrivals: [Int64] = []
+        for (index, frame) in frames.enumerated() {
+            let start = ReceiveSessionTests.start + Int64(index) * frameInterval
+            firstArrivals.append(start + Self.millisecond)
+            for (number, datagram) in frame.datagrams.enumerated() {
+                link.history[try! RTPHeader.parse(datagram).header.sequenceNumber] = datagram
+                if number == 0 && (index == 1 || index == 400) { continue }
+                link.arrive(datagram, at: start + Int64(number + 1) * Self.millisecond)
+            }
+        }
+        link.run(finish: false)
+        let stats = link.stats
+        #expect(link.units.count == 420 && stats.framesIncomplete == 1 && !link.units[1].isComplete)
+        #expect(link.units[400].isComplete && stats.recovered == 1)
+        // The latency went from 150 ms to its target (3 x 300 ms and the jitter) and is there.
+        let target = try! #require(stats.playoutLatencyTargetMs)
+        #expect(target >= 900 && target < 1_000 && stats.playoutLatencyMs == target)
+        let released = link.harness.unitTimes
+        let gaps = zip(released, released.dropFirst()).map { Double($1 - $0) / 1e6 }
+        // At most a frame interval stretched by 10/9 and a millisecond of the fake clock.
+        #expect(gaps.max()! < 33.34 * 10 / 9 + 1, "longest gap \(gaps.max()!) ms")
+        // Stretched while it grew: the added delay went up by ~100 ms per second of frames.
+        let added = zip(released, firstArrivals).map { Double($0 - $1) / 1e6 }
+        #expect(added[2] < 160 && abs(added[419] - target) < 1)
+        // Frame 120 (4 s in) goes out at t with t − 4 s = 150 ms + (t − ~0.4 s) / 10, the
+        // climb having begun with the first answer: ~570 ms (not 150, not the target).
+        #expect(added[120] > 450 && added[120] < 700, "\(added[120]) ms")
     }
 
     @Test func aPacketStillMissingAfterAnRTTIsAskedAgain() {

@@ -3,8 +3,9 @@ import Testing
 import TestSupport
 @testable import StreamEngine
 
-/// The jitter buffer's two clocks on their own: `FramePlayout` (a frame's playout time from
-/// its first packet's arrival) and `PlayoutBuffer` (packets in order, held behind a gap).
+/// The jitter buffer's clocks on their own: `FramePlayout` (a frame's playout time from its
+/// first packet's arrival), `PlayoutLatency` (the latency in use following its target) and
+/// `PlayoutBuffer` (packets in order, held behind a gap).
 /// Both skip their dictionaries on the usual path (packets of one frame in a row, nothing
 /// missing); these check that the skipping never changes what they answer.
 @Suite struct PlayoutStateTests {
@@ -28,25 +29,25 @@ import TestSupport
 
         playout.hold(Self.unit(3000), now: 10_000)
         playout.hold(Self.unit(6000), now: 10_000)
-        #expect(playout.nextRelease(latency: Self.latency) == 800 + Self.latency)
+        #expect(playout.nextFirstArrival == 800)
         var out: [UInt32] = []
         playout.release(now: 800 + Self.latency, latency: Self.latency) { out.append($0.timestamp) }
         #expect(out == [3000])
-        #expect(playout.nextRelease(latency: Self.latency) == 1_900 + Self.latency)
+        #expect(playout.nextFirstArrival == 1_900)
     }
 
     @Test func aTimestampSeenAgainAfterItsFrameWentOutStartsAfresh() {
         var playout = FramePlayout()
         playout.noteArrival(timestamp: 3000, arrival: 1_000)
         playout.hold(Self.unit(3000), now: 2_000)
-        #expect(playout.nextRelease(latency: Self.latency) == 1_000 + Self.latency)
+        #expect(playout.nextFirstArrival == 1_000)
         playout.release(now: Int64.max, latency: Self.latency, all: true) { _ in }
         // A frame of the same timestamp again (a sender that restarted its clock, or a late
         // packet of a frame already out): its own first arrival, not the one of the frame that went out.
         playout.noteArrival(timestamp: 3000, arrival: 5_000)
         playout.noteArrival(timestamp: 3000, arrival: 5_100)
         playout.hold(Self.unit(3000), now: 9_000)
-        #expect(playout.nextRelease(latency: Self.latency) == 5_000 + Self.latency)
+        #expect(playout.nextFirstArrival == 5_000)
     }
 
     @Test func aFrameWithoutNotedArrivalsWaitsFromWhenItCameOut() {
@@ -55,11 +56,42 @@ import TestSupport
         playout.hold(Self.unit(3000), now: 2_000)
         playout.hold(Self.unit(3000), now: 7_000)  // nothing noted for it since: from now
         var firsts: [Int64] = []
-        while let release = playout.nextRelease(latency: Self.latency) {
-            firsts.append(release - Self.latency)
-            playout.release(now: release, latency: Self.latency) { _ in }
+        while let first = playout.nextFirstArrival {
+            firsts.append(first)
+            playout.release(now: first + Self.latency, latency: Self.latency) { _ in }
         }
         #expect(firsts == [1_000, 7_000])
+    }
+
+    /// The release time a frame is given is the first time at which it is due by the latency
+    /// `follow` gives then: growing, shrinking, reaching the target on the way, or already due.
+    @Test(arguments: [(150, 950), (950, 150), (300, 310), (310, 300), (200, 200)])
+    func aFrameIsDueAtItsReleaseTimeAndNotBefore(from: Int64, to: Int64) {
+        let ms: Int64 = 1_000_000
+        var rng = SplitMix64(seed: 7)
+        for _ in 0..<2_000 {
+            var latency = PlayoutLatency()
+            let start: Int64 = 1_700_000_000_000_000_000  // CLOCK_REALTIME, as kernel timestamps
+            latency.follow(from * ms, now: start)
+            let moved = start + Int64.random(in: 0...(2_000 * ms), using: &rng)
+            latency.follow(to * ms, now: moved)
+            let firstArrival = moved + Int64.random(in: -(1_500 * ms)...(200 * ms), using: &rng)
+            let release = latency.releaseTime(firstArrival: firstArrival, target: to * ms)
+            func isDue(at time: Int64) -> Bool {
+                var copy = latency
+                return firstArrival + copy.follow(to * ms, now: time) <= time
+            }
+            #expect(isDue(at: release))
+            if release > moved { #expect(!isDue(at: release - 2)) }
+            // Never sooner than the lesser of the two latencies, never later than the greater.
+            #expect(release - firstArrival <= max(latency.current!, to * ms) || release <= moved)
+        }
+        // It moves by a tenth of the time that passes, and stops at the target.
+        var latency = PlayoutLatency()
+        latency.follow(from * ms, now: 0)
+        let halfway = latency.follow(to * ms, now: 1_000 * ms)
+        #expect(halfway == (from < to ? min(to, from + 100) : max(to, from - 100)) * ms)
+        #expect(latency.follow(to * ms, now: 20_000 * ms) == to * ms)
     }
 
     static func packet(_ sequence: Int64) -> PlayoutBuffer.Packet {

@@ -87,6 +87,8 @@ struct LabRetransmissionTests {
         #expect(added["frames"] as? Int == int(recv, "frames.complete"))
         #expect(p50 >= 297 && p50 <= 325, "added latency p50 \(p50) ms for a playout latency of 300 ms")
         #expect((added["max"] as? Double ?? 0) >= p50)
+        // Configured, the latency is its own target from the start.
+        #expect(field(recv, "playout.latencyMs") as? Double == 300 && field(recv, "playout.targetLatencyMs") as? Double == 300)
         print("added latency: p50 \(p50) ms, p95 \(added["p95"] ?? "-") ms, max \(added["max"] ?? "-") ms (playout latency 300 ms)")
 
         let plain = try stream(lab: lab, extra: ["--no-rtx"])

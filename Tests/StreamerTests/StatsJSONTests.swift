@@ -66,6 +66,7 @@ import UringIO
         stats.rejected = [.foreignSSRC: 3, .rtp(.badPadding): 1, .payload(.fragmentEmpty): 2]
         stats.source = "127.0.0.1:41000"
         stats.playoutLatencyMs = 300
+        stats.playoutLatencyTargetMs = 450
         stats.playoutAddedLatencyMs = .init(p50: 300, p95: 301.5, max: 309, frames: 2400)
         stats.rtcpIntervalSeconds = 0.02
         return stats

@@ -67,9 +67,9 @@ struct FramePlayout: Sendable {
         waiting.append(Waiting(unit: unit, firstArrival: first))
     }
 
-    /// When the oldest waiting frame is due, with `latency`; nil when none waits.
-    func nextRelease(latency: Int64) -> Int64? {
-        head < waiting.count ? waiting[head].firstArrival + latency : nil
+    /// The first packet's arrival of the oldest waiting frame; nil when none waits.
+    var nextFirstArrival: Int64? {
+        head < waiting.count ? waiting[head].firstArrival : nil
     }
 
     /// Releases, in order, the frames whose playout time (first arrival + `latency`) is at or

@@ -59,11 +59,30 @@ struct LossRecovery: Sendable {
     /// answer can still arrive in time is judged with the smoothed RTT alone.
     var nackRTT: Int64 { rtt + 2 * rttVariation }
 
-    /// The playout latency now: configured, or max(50 ms, 3 x RTT + jitter): a loss gets two
+    /// The playout latency to hold: configured, or max(50 ms, 3 x RTT + jitter): a loss gets two
     /// chances (ask, answer lost, ask again about an RTT later, answer). Measured in the lab at
     /// 50 ms RTT and 10 % loss, 2 x RTT left one chance and 7 % of the frames broken.
-    var latency: Int64 {
+    var targetLatency: Int64 {
         configuredLatency ?? max(Self.minimumLatency, 3 * rtt + Int64(jitter) * 100_000 / 9)
+    }
+
+    /// The derived latency in use, following `targetLatency` (``PlayoutLatency``).
+    private var derivedLatency = PlayoutLatency()
+
+    /// The playout latency in use (as of the last `followLatency(now:)`): configured, or the
+    /// derived latency on its way to its target.
+    var latency: Int64 { configuredLatency ?? derivedLatency.current ?? targetLatency }
+
+    /// Moves the derived latency in use toward its target by what the time since its last
+    /// move allows. Called before the latency is read, and before its target changes.
+    mutating func followLatency(now: Int64) {
+        if configuredLatency == nil { derivedLatency.follow(targetLatency, now: now) }
+    }
+
+    /// When the oldest frame waiting for its playout time is due (the latency in use moving
+    /// toward its target meanwhile); nil when none waits.
+    var nextFrameRelease: Int64? {
+        frames.nextFirstArrival.map { derivedLatency.releaseTime(firstArrival: $0, target: targetLatency) }
     }
 
     /// The extended sequence number of `sequence` near the highest one in the buffer; nil before the first packet.
@@ -105,6 +124,7 @@ struct LossRecovery: Sendable {
     mutating func insert(_ packet: PlayoutBuffer.Packet, arrival: Int64, now: Int64,
                          into output: inout [PlayoutBuffer.Packet]) -> PlayoutBuffer.Insertion {
         let highestBefore = playout.nextSequence == nil ? nil : playout.highestSequence
+        followLatency(now: now)
         let result = playout.insert(packet, arrival: arrival > 0 ? arrival : now, latency: latency, into: &output)
         if let before = highestBefore, packet.sequence > before + 1, let deadline = playout.deadlines[packet.sequence - 1] {
             nack.noteMissing((before + 1)..<packet.sequence, now: now, deadline: deadline)
@@ -159,6 +179,7 @@ struct LossRecovery: Sendable {
     /// missing like a gap (deadline: the report's arrival + the latency), asked for.
     mutating func expectTail(through last: Int64, arrival: Int64, now: Int64) {
         guard playout.nextSequence != nil, last > highestExpected else { return }
+        followLatency(now: now)
         let deadline = (arrival > 0 ? arrival : now) + latency
         let first = highestExpected + 1
         playout.expectTail(through: last, deadline: deadline)
@@ -214,6 +235,7 @@ struct LossRecovery: Sendable {
     mutating func takeRetransmission(_ packet: PlayoutBuffer.Packet, arrival: Int64, now: Int64,
                                      into output: inout [PlayoutBuffer.Packet]) -> PlayoutBuffer.Insertion {
         let firstAsked = nack.remove(packet.sequence).map(\.firstAsked) ?? nack.takeForgottenAsk(packet.sequence)
+        followLatency(now: now)  // up to now toward the target before this sample moves it
         if let asked = firstAsked, arrival > asked {
             let sample = arrival - asked
             if let smoothed = measuredRTT {
@@ -268,6 +290,7 @@ struct LossRecovery: Sendable {
         stats.nackBudgetLimited = nack.budgetLimited
         stats.nackSpurious = nack.spuriousAsks
         stats.playoutLatencyMs = Double(latency) / 1e6
+        stats.playoutLatencyTargetMs = Double(targetLatency) / 1e6
         stats.playoutLatencyDerived = configuredLatency == nil
         stats.playoutAddedLatencyMs = frames.addedLatency.count == 0 ? nil : ReceiverStats.PercentilesMs(
             p50: frames.addedLatency.median ?? 0, p95: frames.addedLatency.percentile95 ?? 0,

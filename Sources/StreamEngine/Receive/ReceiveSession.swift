@@ -501,7 +501,7 @@ public struct ReceiveSession: Sendable {
             if recovers {
                 if let release = recovery.playout.nextDeadline { deadline = min(deadline, release) }
                 if let ask = recovery.nack.nextDue(rtt: recovery.nackRTT) { deadline = min(deadline, ask) }
-                if let release = recovery.frames.nextRelease(latency: recovery.latency) { deadline = min(deadline, release) }
+                if let release = recovery.nextFrameRelease { deadline = min(deadline, release) }
                 if let tail = recovery.tailDeadline { deadline = min(deadline, tail) }
             }
             return deadline
@@ -931,6 +931,7 @@ public struct ReceiveSession: Sendable {
 
     /// Outputs the frames whose playout time came (all of them with `all`).
     private mutating func releaseFrames(now: Int64, all: Bool = false) {
+        recovery.followLatency(now: now)
         let latency = recovery.latency
         // Each frame moved straight into the outputs (a list of the frames released was
         // allocated and freed per frame).

@@ -100,6 +100,10 @@ public struct ReceiverStats: Sendable, Equatable {
     public var nackSpurious = 0
     /// The playout latency in use (milliseconds), nil without retransmission.
     public var playoutLatencyMs: Double?
+    /// The playout latency the one in use is moving toward (milliseconds; the configured one,
+    /// or 3 x RTT + jitter, at least 50 ms), nil without retransmission. A derived latency
+    /// follows it by at most 100 ms per second.
+    public var playoutLatencyTargetMs: Double?
     /// Whether the playout latency is derived from the RTT and jitter (not configured).
     public var playoutLatencyDerived = false
     /// With retransmission: the delay each frame was given, from the kernel receive time of
