@@ -318,10 +318,14 @@ import UringIO
     /// at the start (3 x 50 ms): the first loss's answer comes after its frame was given up. It
     /// still measures the round trip, the latency grows toward three of them, and a later loss is
     /// recovered in time. (Before, a late answer measured nothing, and every loss stayed lost.)
-    @Test func aLateAnswerStillMeasuresTheRoundTrip() {
+    /// Answers resent on the media SSRC likewise: a packet given up after it was asked for
+    /// that then comes is taken for the first answer (an original that late says as much of
+    /// the path).
+    @Test(arguments: [false, true]) func aLateAnswerStillMeasuresTheRoundTrip(sameSSRC: Bool) {
         let frames = Self.stream(frames: 60)
         let datagrams = frames.flatMap(\.datagrams)
         var link = Link(rtxDelay: 300 * Self.millisecond)
+        link.sameSSRC = sameSSRC
         let first = frames[0].datagrams.count  // frame 1's first packet
         let later = frames.prefix(58).reduce(0) { $0 + $1.datagrams.count }  // frame 58's first
         link.send(datagrams, drop: [first, later], interval: 20 * Self.millisecond)

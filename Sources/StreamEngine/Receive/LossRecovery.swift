@@ -94,15 +94,19 @@ struct LossRecovery: Sendable {
 
     /// Whether a packet of the media SSRC with `sequence` is a retransmission of the original
     /// (resent unchanged): it is missing and was asked for, or it was recovered already (a
-    /// second answer), and the sender has not shown that it retransmits on an RTX stream of its
-    /// own (then such a packet is an original, late).
+    /// second answer), or it was asked for and given up (an answer after its deadline, which
+    /// measures the RTT all the same: without it, on a path whose round trip is over the
+    /// latency, every answer came late as an original and the latency never grew), and the
+    /// sender has not shown that it retransmits on an RTX stream of its own (then such a packet
+    /// is an original, late).
     // Asked for every packet: inlined, since called out of line on the session's stored value
     // the whole 456-byte `LossRecovery` was copied to the stack first, and the set of recovered
     // sequence numbers is not hashed into while it is empty (results/profile.md section 32).
     @inline(__always)
     func isSameSSRCRetransmission(_ sequence: Int64) -> Bool {
         rtxSSRC == nil && ((playout.isMissing(sequence) && nack.asks[sequence]?.lastAsked != nil)
-                           || (!recoveredSequences.isEmpty && recoveredSequences.contains(sequence)))
+                           || (!recoveredSequences.isEmpty && recoveredSequences.contains(sequence))
+                           || (nack.remembersAsk(sequence) && playout.wasGivenUp(sequence)))
     }
 
     /// Sequence numbers recovered lately (the last `recoveredMemory` to twice that), in order in `recoveredOrder`.

@@ -128,10 +128,20 @@ struct NACKGenerator: Sendable {
         }
     }
 
-    /// When `sequence` was first asked for before it was given up (taken: one answer measures).
+    /// When `sequence` was first asked for before it was given up (taken: one answer measures;
+    /// the ask is still remembered, `remembersAsk`).
     mutating func takeForgottenAsk(_ sequence: Int64) -> Int64? {
-        forgottenAsks.isEmpty ? nil : forgottenAsks.removeValue(forKey: sequence)
+        guard !forgottenAsks.isEmpty, let first = forgottenAsks[sequence], first != Self.measured else { return nil }
+        forgottenAsks[sequence] = Self.measured
+        return first
     }
+
+    /// Whether `sequence` was asked for before it was given up (one of the last
+    /// `forgottenAskMemory` to twice that), whether or not an answer measured it since.
+    func remembersAsk(_ sequence: Int64) -> Bool { !forgottenAsks.isEmpty && forgottenAsks[sequence] != nil }
+
+    /// A forgotten ask an answer has measured.
+    private static let measured = Int64.min
 
     /// The sequence numbers restarted: no ask of the old numbers is remembered.
     mutating func dropForgottenAsks() {
