@@ -7,9 +7,9 @@
 /// A latency that took its target at once froze the picture for the whole step: when the first
 /// answers on a path with a 300 ms queue measured its RTT, the latency went from 150 ms to
 /// ~1.1 s, and the next frame waited that much longer than the one before it (tools/cc-eval
-/// case e: the longest freeze 1.2 s in 2 of 3 runs; results/cc/competition.md). Its price: a
-/// gap's deadline is the latency in use, so losses during the climb are repaired only once the
-/// latency has grown past their round trip.
+/// case e: frames put out froze 1.0-1.1 s in 3 of 3 runs, 0.2-0.4 s with the climb;
+/// results/cc/competition.md). Its price: a gap's deadline is the latency in use, so losses
+/// during the climb are repaired only once the latency has grown past their round trip.
 ///
 /// Pure: times are passed in (nanoseconds, the clock of kernel receive timestamps).
 struct PlayoutLatency: Sendable {
