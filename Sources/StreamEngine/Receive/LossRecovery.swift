@@ -101,12 +101,14 @@ struct LossRecovery: Sendable {
     /// is an original, late).
     // Asked for every packet: inlined, since called out of line on the session's stored value
     // the whole 456-byte `LossRecovery` was copied to the stack first, and the set of recovered
-    // sequence numbers is not hashed into while it is empty (results/profile.md section 32).
+    // sequence numbers is not hashed into while it is empty (results/profile.md section 32);
+    // nor the asks of given-up gaps for a packet ahead of the buffer (every new one).
     @inline(__always)
     func isSameSSRCRetransmission(_ sequence: Int64) -> Bool {
         rtxSSRC == nil && ((playout.isMissing(sequence) && nack.asks[sequence]?.lastAsked != nil)
                            || (!recoveredSequences.isEmpty && recoveredSequences.contains(sequence))
-                           || (nack.remembersAsk(sequence) && playout.wasGivenUp(sequence)))
+                           || (sequence < (playout.nextSequence ?? .min) && nack.remembersAsk(sequence)
+                               && playout.wasGivenUp(sequence)))
     }
 
     /// Sequence numbers recovered lately (the last `recoveredMemory` to twice that), in order in `recoveredOrder`.
