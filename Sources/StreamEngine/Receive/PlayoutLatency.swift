@@ -24,11 +24,11 @@ struct PlayoutLatency: Sendable {
     /// (the first move takes the target); returns it.
     @discardableResult
     mutating func follow(_ target: Int64, now: Int64) -> Int64 {
-        guard let value = current, now > moved else {
-            if current == nil { current = target }
-            moved = max(moved, now)
-            return current!
+        guard let value = current else {
+            (current, moved) = (target, now)
+            return target
         }
+        guard now > moved else { return value }
         let step = (now - moved) / Self.pace
         moved = now
         let next = value < target ? min(target, value + step) : max(target, value - step)
