@@ -466,6 +466,26 @@ import UringIO
         #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
     }
 
+    /// A packet of the RTX payload type from an SSRC not known yet is the RTX stream's first
+    /// only if it names a packet asked for: a stray one (another source of the same address, or
+    /// forged) is foreign and does not shut the stream's own retransmissions out.
+    @Test func aStrayRetransmissionDoesNotTakeTheRTXStream() {
+        let frames = Self.stream(frames: 20)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link()
+        link.send(datagrams, drop: [12])
+        // Before the answer to the NACK for 1012: an RTX packet of another SSRC for a packet of no gap.
+        let stray = RTPHeader(marker: false, payloadType: 97, sequenceNumber: 7, timestamp: 0, ssrc: 0xBAD0_0001).bytes
+            + [0x9C, 0x40] + Array(repeating: 0xEE, count: 100)
+        link.arrive(stray, at: link.harness.now + 14 * Self.millisecond)
+        link.run()
+        let stats = link.stats
+        #expect(link.asked.map(\.sequence) == [1012])
+        #expect(stats.rejected == [.foreignSSRC: 1])
+        #expect(stats.recovered == 1 && stats.rtxReceived == 1 && stats.rtxDuplicate == 0)
+        #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+    }
+
     /// RFC 4588 8.3: the sender's SDES names its RTX stream with the media's CNAME. Known before
     /// any retransmission came, a packet asked for that then comes on the media SSRC is its
     /// original, late: reported to the sender per packet (its congestion controller learns that

@@ -197,6 +197,21 @@ import UringIO
         #expect(lastBlock?.cumulativeLost == Int32(dropped))
     }
 
+    /// A frame lost whole right after the first leaves the stream's first step between frames
+    /// two intervals long, before any step of one: counted missing once the interval shows.
+    @Test func aFrameLostRightAfterTheFirstIsCountedMissing() {
+        let frames = Self.stream(frames: 10)
+        var harness = Harness(feedback: false)
+        for (index, frame) in frames.enumerated() where index != 1 {
+            for datagram in frame.datagrams { harness.deliver(datagram) }
+        }
+        harness.finish()
+        let stats = harness.session.stats
+        // (Frame 2 is incomplete: the packets lost before it may have begun it.)
+        #expect(stats.framesComplete == 8 && stats.framesIncomplete == 1 && stats.framesMissing == 1)
+        #expect(harness.units.map(\.timestamp) == frames.indices.filter { $0 != 1 }.map { frames[$0].unit.timestamp })
+    }
+
     /// The PLI or the keyframe it asked for may be lost: while no complete keyframe mends the
     /// chain, the request is repeated every second (not every 200 ms, which would ask again
     /// for a keyframe still on its way), and not after the chain is mended.

@@ -20,7 +20,8 @@ struct LossRecovery: Sendable {
     var frames = FramePlayout()
     var nack = NACKGenerator()
     var counts = Counts()
-    /// The SSRC of the RFC 4588 retransmission stream, once one arrived.
+    /// The SSRC of the RFC 4588 retransmission stream: of the first retransmission that
+    /// answered an ask, or the one the sender's SDES names.
     var rtxSSRC: UInt32?
     /// The configured playout latency (nanoseconds); nil: derived.
     let configuredLatency: Int64?
@@ -105,10 +106,23 @@ struct LossRecovery: Sendable {
     // nor the asks of given-up gaps for a packet ahead of the buffer (every new one).
     @inline(__always)
     func isSameSSRCRetransmission(_ sequence: Int64) -> Bool {
-        rtxSSRC == nil && ((playout.isMissing(sequence) && nack.asks[sequence]?.lastAsked != nil)
+        rtxSSRC == nil && ((playout.isMissing(sequence) && wasAskedFor(sequence))
                            || (!recoveredSequences.isEmpty && recoveredSequences.contains(sequence))
                            || (sequence < (playout.nextSequence ?? .min) && nack.remembersAsk(sequence)
                                && playout.wasGivenUp(sequence)))
+    }
+
+    /// Whether `sequence` was asked for: its ask is open, or was abandoned as hopeless or its
+    /// gap given up (the first ask remembered).
+    func wasAskedFor(_ sequence: Int64) -> Bool {
+        nack.asks[sequence]?.lastAsked != nil || nack.remembersAsk(sequence)
+    }
+
+    /// Whether a retransmission of `sequence` from an SSRC not known yet can be the first of
+    /// the stream's RTX stream: the packet was asked for, or recovered already (its original
+    /// came late as an answer on the media SSRC, or another answer came first).
+    func answersAnAsk(_ sequence: Int64) -> Bool {
+        wasAskedFor(sequence) || (!recoveredSequences.isEmpty && recoveredSequences.contains(sequence))
     }
 
     /// Sequence numbers recovered lately (the last `recoveredMemory` to twice that), in order in `recoveredOrder`.

@@ -123,6 +123,9 @@ public struct ReceiveSession: Sendable {
     /// The RTP timestamp of the last frame emitted, and the smallest step seen between frames.
     private var lastTimestamp: UInt32?
     private var frameInterval: UInt32?
+    /// The stream's first steps between frames, counted again if the interval turns out shorter.
+    private var earlySteps: [UInt32] = []
+    static let earlyStepsKept = 64
     private var chainIntact = false
     /// A keyframe was asked for and no complete keyframe has mended the chain since.
     private var keyframeAwaited = false
@@ -790,16 +793,26 @@ public struct ReceiveSession: Sendable {
             reject(.badRetransmission)
             return
         }
-        recovery.rtxSSRC = parsed.header.ssrc
+        let originalSequence = UInt16(body[0]) << 8 | UInt16(body[1])
+        let sequence = recovery.extend(originalSequence)
+        if recovery.rtxSSRC == nil {
+            // The RTX stream is the SSRC whose first retransmission answers an ask (or the one
+            // the sender's SDES names): a stray packet of payload type `rtxPayloadType` from
+            // any other SSRC is foreign, and does not shut the stream's retransmissions out.
+            guard let sequence, recovery.answersAnAsk(sequence) else {
+                reject(.foreignSSRC)
+                return
+            }
+            recovery.rtxSSRC = parsed.header.ssrc
+        }
         recovery.counts.rtxReceived += 1
         recovery.counts.rtxBytes += datagram.count
         // Reported per packet under the RTX SSRC: the sender learns which retransmissions got through.
         feedback.recordRetransmission(sequence: parsed.header.sequenceNumber, arrival: arrival > 0 ? arrival : now,
                                       ecn: TrafficMark.ecnBits(of: tos))
-        let originalSequence = UInt16(body[0]) << 8 | UInt16(body[1])
         let header = RTPHeader(marker: parsed.header.marker, payloadType: payloadType, sequenceNumber: originalSequence,
                                timestamp: parsed.header.timestamp, ssrc: ssrc)
-        guard let sequence = recovery.extend(originalSequence) else { return }
+        guard let sequence else { return }
         takeRetransmission(header, payload: UnsafeRawBufferPointer(rebasing: body[2...]), sequence: sequence,
                            arrival: arrival, now: now)
     }
@@ -965,17 +978,30 @@ public struct ReceiveSession: Sendable {
     }
 
     /// Frames whose every packet was lost leave a gap of whole frame intervals in the
-    /// timestamps (the interval is the smallest step seen).
+    /// timestamps (the interval is the smallest step seen). The stream's first steps are kept
+    /// (`earlySteps`) and counted again when a smaller one shows that the interval was shorter:
+    /// a frame lost just after the first one left a step of two intervals before any step of one.
     private mutating func countMissingFrames(before timestamp: UInt32) {
         defer { lastTimestamp = timestamp }
         guard let last = lastTimestamp else { return }
         let step = timestamp &- last
         guard step > 0, step < 90_000 * 10 else { return }
-        guard let interval = frameInterval, step >= interval else {
+        if let interval = frameInterval, step >= interval {
+            counts.framesMissing += Self.framesMissing(in: step, interval: interval)
+        } else {
+            if let interval = frameInterval {
+                for early in earlySteps {
+                    counts.framesMissing += Self.framesMissing(in: early, interval: step) - Self.framesMissing(in: early, interval: interval)
+                }
+            }
             frameInterval = step
-            return
         }
-        if step >= interval * 2 - interval / 2 { counts.framesMissing += Int((step + interval / 2) / interval) - 1 }
+        if earlySteps.count < Self.earlyStepsKept { earlySteps.append(step) }
+    }
+
+    /// Whole frame intervals missing in a step of `step` between two frames (half an interval's slack).
+    private static func framesMissing(in step: UInt32, interval: UInt32) -> Int {
+        step >= interval * 2 - interval / 2 ? Int((step + interval / 2) / interval) - 1 : 0
     }
 
     // MARK: RTCP
