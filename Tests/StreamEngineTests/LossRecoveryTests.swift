@@ -31,8 +31,14 @@ import UringIO
         /// Each datagram is handed over in one receive buffer, overwritten after each (as a
         /// kernel buffer is reused for the next datagram).
         var reusesOneBuffer = false
+        /// Times the session, its timeout just run with nothing handed to it since, still
+        /// wanted to be woken at once: a receive loop would spin (the run takes such a deadline
+        /// a millisecond later).
+        private(set) var deadlinesMetAgain = 0
         private var transmitsSeen = 0
         private var lastTimeout: Int64 = 0
+        /// The last event was a timeout (no datagram since).
+        private var timeoutLast = false
 
         init(latency: Duration? = nil, rtxDelay: Int64 = 20 * LossRecoveryTests.millisecond) {
             self.rtxDelay = rtxDelay
@@ -69,12 +75,15 @@ import UringIO
                 let arrival = pending.first?.time
                 if let deadline = harness.session.nextDeadline, deadline <= (arrival ?? end) {
                     // A deadline already met at this time is taken a millisecond later (no spin).
+                    if deadline <= harness.now && harness.now == lastTimeout && timeoutLast { deadlinesMetAgain += 1 }
                     harness.now = max(deadline, harness.now == lastTimeout ? harness.now + LossRecoveryTests.millisecond : harness.now)
                     if harness.now > end && arrival == nil { break }
                     lastTimeout = harness.now
+                    timeoutLast = true
                     harness.session.handleTimeout(now: harness.now)
                 } else if let arrival {
                     harness.now = max(harness.now, arrival)
+                    timeoutLast = false
                     let (_, datagram, source) = pending.removeFirst()
                     if reusesOneBuffer {
                         let count = datagram.count
@@ -466,6 +475,23 @@ import UringIO
         #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
     }
 
+    /// The original of a packet asked for comes after its retransmission (the path held it
+    /// back past the ask and the answer): it was not lost, so nothing was recovered, and the
+    /// ask was spurious. Counted as recovered, `recovered` exceeded `lost`.
+    @Test func anOriginalAfterItsRetransmissionTakesTheRecoveryBack() {
+        let frames = Self.stream(frames: 20)
+        let datagrams = frames.flatMap(\.datagrams)
+        var link = Link()
+        link.send(datagrams, drop: [12])
+        link.arrive(datagrams[12], at: link.harness.now + 90 * Self.millisecond)
+        link.run()
+        let stats = link.stats
+        #expect(link.asked.map(\.sequence) == [1012])
+        #expect(stats.rtxReceived == 1 && stats.recovered == 0 && stats.lost == 0 && stats.nackSpurious == 1)
+        #expect(stats.late == 0 && stats.received == datagrams.count)
+        #expect(ReceiveSessionTests.same(link.units, frames) && link.units.allSatisfy(\.isComplete))
+    }
+
     /// A packet of the RTX payload type from an SSRC not known yet is the RTX stream's first
     /// only if it names a packet asked for: a stray one (another source of the same address, or
     /// forged) is foreign and does not shut the stream's own retransmissions out.
@@ -690,6 +716,9 @@ import UringIO
         #expect(stats.nackBytes <= 1500 + received * 2 / 100)
         #expect(stats.nackBytes == link.nacks.reduce(0) { $0 + 12 + 4 * $1.entries.count })
         #expect(stats.nackBudgetLimited > 0 && stats.nackSent == link.nacks.count)
+        // Asks the budget cannot pay for wait for the media that refills it: the session does
+        // not ask to be woken for them at once, again and again, meanwhile.
+        #expect(link.deadlinesMetAgain == 0)
     }
 
     @Test func duplicateAndUnaskedRetransmissionsAreCountedAndDropped() {

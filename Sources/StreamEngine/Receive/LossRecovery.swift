@@ -140,6 +140,16 @@ struct LossRecovery: Sendable {
         }
     }
 
+    /// The original of a packet a retransmission recovered came after all (the path reordered
+    /// it past its ask): it was not lost, so not recovered, and its ask was spurious. Returns
+    /// whether `sequence` had been recovered.
+    mutating func originalFollowedItsRetransmission(_ sequence: Int64) -> Bool {
+        guard !recoveredSequences.isEmpty, recoveredSequences.remove(sequence) != nil else { return false }
+        counts.recovered -= 1
+        nack.noteSpuriousAsk()
+        return true
+    }
+
     /// An original packet into the playout buffer; the gaps it reveals go on the NACK list.
     mutating func insert(_ packet: PlayoutBuffer.Packet, arrival: Int64, now: Int64,
                          into output: inout [PlayoutBuffer.Packet]) -> PlayoutBuffer.Insertion {

@@ -57,6 +57,8 @@ struct NACKGenerator: Sendable {
     var share = 0.02
     /// Bytes of NACK the bucket holds at most.
     var burst = 1500.0
+    /// A generic NACK's bytes: its header and SSRCs, and each entry (FCI) after them.
+    static let headerBytes = 12, entryBytes = 4
 
     private(set) var asks: [Int64: Ask] = [:]
     /// When each gap was first asked for, kept after the gap was given up or its asks abandoned
@@ -96,6 +98,9 @@ struct NACKGenerator: Sendable {
     /// A packet arrived (or was given up): no more asks for it. Returns what was asked.
     @discardableResult
     mutating func remove(_ sequence: Int64) -> Ask? { asks.isEmpty ? nil : asks.removeValue(forKey: sequence) }
+
+    /// The original of a packet asked for arrived after its retransmission: the ask was spurious.
+    mutating func noteSpuriousAsk() { spuriousAsks += 1 }
 
     /// The original of packet `sequence` arrived at `now` with `highest` the highest number
     /// received before it: no more asks for it, and if it was missing, the path reordered it.
@@ -154,12 +159,15 @@ struct NACKGenerator: Sendable {
         tokens = min(burst, tokens + share * Double(count))
     }
 
-    /// When an ask comes due next, if ever.
+    /// When an ask comes due next, if ever: not while the byte budget cannot pay for one NACK
+    /// entry. The budget grows only with media arriving, which wakes the session anyway; an
+    /// ask due in the past that cannot be paid for woke a receive loop at once, again and
+    /// again, until the next packet came (found by `ReceiveSessionChaosTests`).
     // A loop: the lazy map's closure held a copy of the generator in an object allocated at
     // every call, and the session asks at every wake-up, mostly with nothing asked for
     // (results/profile.md section 32).
     func nextDue(rtt: Int64) -> Int64? {
-        guard !asks.isEmpty else { return nil }
+        guard !asks.isEmpty, tokens >= Double(Self.headerBytes + Self.entryBytes) else { return nil }
         var next = Int64.max
         for ask in asks.values { next = min(next, dueTime(ask, rtt: rtt)) }
         return next
@@ -202,7 +210,7 @@ struct NACKGenerator: Sendable {
         ready.sort()
         var entries = RTCPGenericNACK(senderSSRC: 0, mediaSSRC: 0,
                                       sequenceNumbers: ready.map { UInt16(truncatingIfNeeded: $0) }).entries
-        let affordable = max(0, Int((tokens - 12) / 4))
+        let affordable = max(0, Int((tokens - Double(Self.headerBytes)) / Double(Self.entryBytes)))
         if affordable < entries.count {
             budgetLimited += 1
             entries.removeLast(entries.count - affordable)
@@ -217,7 +225,7 @@ struct NACKGenerator: Sendable {
             asks[sequence]?.asks += 1
             requested += 1
         }
-        let cost = 12 + 4 * entries.count
+        let cost = Self.headerBytes + Self.entryBytes * entries.count
         tokens -= Double(cost)
         bytes += cost
         packets += 1

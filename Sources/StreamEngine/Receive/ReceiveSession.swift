@@ -740,8 +740,13 @@ public struct ReceiveSession: Sendable {
         // The list of released packets is reused from packet to packet: no allocation per packet.
         swap(&released, &releasedScratch)
         switch recovery.insert(packet, arrival: arrival, now: now, into: &released) {
-        case .late, .beforeStart: recovery.counts.late += 1  // a gap given up, or before the stream's start
-        case .accepted, .duplicate: break
+        case .late, .beforeStart:
+            // A gap given up, or before the stream's start; or a retransmission took its place.
+            if !recovery.originalFollowedItsRetransmission(tracked.extendedSequence) { recovery.counts.late += 1 }
+        case .duplicate:
+            // (The tracker lets no duplicate original through: a retransmission took its place.)
+            _ = recovery.originalFollowedItsRetransmission(tracked.extendedSequence)
+        case .accepted: break
         }
         pushReleased(released, now: now, arriving: atOnce ? (tracked.extendedSequence, payload) : nil)
         // Emptied one by one: `removeAll(keepingCapacity:)` is a generic range replacement,
