@@ -324,6 +324,7 @@ import UringIO
         #expect(stats.received == packets && stats.lost == 0)
         #expect(stats.rejected == [.sequenceJump: 1])  // the first one, until the second showed a restart
         #expect(stats.framesComplete == 20 && stats.framesMissing == 0)
+        #expect(stats.bytesReceived == Self.byteCount(before + after))  // the first one's counted once
     }
 
     /// A new sender (another SSRC) on the same address is not followed: the session stays
@@ -372,7 +373,7 @@ import UringIO
         var sent: [ReceiveRejection: Int] = [:]
         func foreign(_ index: Int) -> (bytes: [UInt8], from: SocketAddress, reason: ReceiveRejection?) {
             let valid = frames[index % frames.count].datagrams[0]
-            switch index % 5 {
+            switch index % 6 {
             case 0: return (valid, Self.stranger, .foreignSource)
             case 1:
                 var bytes = valid
@@ -385,6 +386,14 @@ import UringIO
             case 3:
                 let bytes = (0..<Int.random(in: 0...11, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
                 return (bytes, Self.sender, .rtp(.tooShort))
+            case 4:
+                // The stream's SSRC, far from its sequence numbers (even ones: never two in a
+                // row, which would be a restart).
+                var bytes = valid
+                let far = UInt16(30_000 + (2 * index) % 20_000)
+                bytes[2] = UInt8(far >> 8)
+                bytes[3] = UInt8(far & 0xFF)
+                return (bytes, Self.sender, .sequenceJump)
             default:
                 var bytes = (0..<40).map { _ in UInt8.random(in: 0...255, using: &rng) }
                 bytes[0] = 0x40  // version 1

@@ -114,7 +114,7 @@ public struct ReceiveSession: Sendable {
     /// The last packet the tracker found far from the stream's sequence numbers (its payload
     /// in `sequenceJumpPayload`): if the next one follows it, the sender restarted its
     /// sequence, the tracker counts both received, and both go into the frames.
-    private var sequenceJumpCandidate: (header: RTPHeader, arrival: Int64, ecn: UInt8)?
+    private var sequenceJumpCandidate: (header: RTPHeader, arrival: Int64, tos: UInt8, uncountedBytes: Int)?
     private var sequenceJumpPayload: [UInt8] = []
     private var lastReport: Int64 = 0
     /// When a report last went out early to answer a sender report about to be replaced.
@@ -630,27 +630,26 @@ public struct ReceiveSession: Sendable {
     private mutating func accept(_ header: RTPHeader, datagram: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer,
                                  tos: UInt8, arrival: Int64, now: Int64) {
         let ecn = TrafficMark.ecnBits(of: tos)
-        noteMarks(tos: tos, count: 1)
-        counts.bytesReceived += datagram.count
-        if reportsToGroup { multicastTiming!.noteMedia(bytes: datagram.count, now: now) }
-        if recovers {
-            recovery.nack.noteMediaBytes(datagram.count)
-            if let sequence = recovery.extend(header.sequenceNumber), recovery.isSameSSRCRetransmission(sequence) {
-                // The original resent unchanged on the media SSRC (RFC 4588's alternative for
-                // receivers of one payload type): a retransmission, not an original's arrival.
-                recovery.counts.rtxReceived += 1
-                takeRetransmission(header, payload: payload, sequence: sequence, arrival: arrival, now: now)
-                return
-            }
+        if recovers, let sequence = recovery.extend(header.sequenceNumber), recovery.isSameSSRCRetransmission(sequence) {
+            // The original resent unchanged on the media SSRC (RFC 4588's alternative for
+            // receivers of one payload type): a retransmission, not an original's arrival.
+            noteStreamBytes(datagram.count, tos: tos, now: now)
+            recovery.counts.rtxReceived += 1
+            takeRetransmission(header, payload: payload, sequence: sequence, arrival: arrival, now: now)
+            return
         }
         let arrival90kHz = Self.in90kHz(arrival)
         var tracked = tracker.track(sequence: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: arrival90kHz)
+        // A packet far from the stream's numbers is not the stream's, unless it begins a
+        // restarted sequence: its bytes and mark count then. (Counted at once, stray packets of
+        // the stream's SSRC grew `bytesReceived` and refilled the NACK budget.)
+        if tracked.outcome != .sequenceJump { noteStreamBytes(datagram.count, tos: tos, now: now) }
         switch tracked.outcome {
         case .sequenceJump, .late:
             // Far from the stream's sequence numbers (counted), or older than the tracker's
             // window (counted by it): kept out of the frames, and aside in case the sender restarted.
             if tracked.outcome == .sequenceJump { reject(.sequenceJump) }
-            sequenceJumpCandidate = (header, arrival, ecn)
+            sequenceJumpCandidate = (header, arrival, tos, tracked.outcome == .sequenceJump ? datagram.count : 0)
             sequenceJumpPayload.removeAll(keepingCapacity: true)
             sequenceJumpPayload.append(contentsOf: payload)
             return
@@ -659,8 +658,9 @@ public struct ReceiveSession: Sendable {
         case .restarted:
             // The packet kept aside began the restarted stream: it goes first.
             if let candidate = sequenceJumpCandidate, candidate.header.sequenceNumber == header.sequenceNumber &- 1 {
-                feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival, ecn: candidate.ecn,
-                                marker: candidate.header.marker)
+                if candidate.uncountedBytes > 0 { noteStreamBytes(candidate.uncountedBytes, tos: candidate.tos, now: now) }
+                feedback.record(sequence: candidate.header.sequenceNumber, arrival: candidate.arrival,
+                                ecn: TrafficMark.ecnBits(of: candidate.tos), marker: candidate.header.marker)
                 let restart = RTPSequenceTracker.Tracked(outcome: .restarted, extendedSequence: tracked.extendedSequence - 1)
                 let candidatePayload = sequenceJumpPayload
                 candidatePayload.withUnsafeBytes {
@@ -677,6 +677,15 @@ public struct ReceiveSession: Sendable {
         feedback.record(sequence: header.sequenceNumber, arrival: arrival, ecn: ecn, marker: header.marker)
         push(header, payload: payload, tracked: tracked, arrival: arrival, now: now)
         if recovers { askForRetransmissions(now: now) }
+    }
+
+    /// A datagram of `count` bytes of the stream, marked `tos`: counted, and into the NACK budget.
+    @inline(__always)
+    private mutating func noteStreamBytes(_ count: Int, tos: UInt8, now: Int64) {
+        noteMarks(tos: tos, count: 1)
+        counts.bytesReceived += count
+        if reportsToGroup { multicastTiming!.noteMedia(bytes: count, now: now) }
+        if recovers { recovery.nack.noteMediaBytes(count) }
     }
 
     /// An arrival time (nanoseconds) in 90 kHz units, at 10 us resolution (no overflow for any
