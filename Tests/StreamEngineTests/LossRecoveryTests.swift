@@ -36,9 +36,8 @@ import UringIO
         /// a millisecond later).
         private(set) var deadlinesMetAgain = 0
         private var transmitsSeen = 0
-        private var lastTimeout: Int64 = 0
-        /// The last event was a timeout (no datagram since).
-        private var timeoutLast = false
+        /// When the last event, a timeout, ran (nil when a datagram came after it).
+        private var lastTimeout: Int64?
 
         init(latency: Duration? = nil, rtxDelay: Int64 = 20 * LossRecoveryTests.millisecond) {
             self.rtxDelay = rtxDelay
@@ -76,16 +75,15 @@ import UringIO
                 if let deadline = harness.session.nextDeadline, deadline <= (arrival ?? end) {
                     // A deadline the timeout just run left due is taken a millisecond later (no
                     // spin); one due since a datagram, at once.
-                    let again = deadline <= harness.now && harness.now == lastTimeout && timeoutLast
+                    let again = deadline <= harness.now && harness.now == lastTimeout
                     if again { deadlinesMetAgain += 1 }
                     harness.now = again ? harness.now + LossRecoveryTests.millisecond : max(deadline, harness.now)
                     if harness.now > end && arrival == nil { break }
                     lastTimeout = harness.now
-                    timeoutLast = true
                     harness.session.handleTimeout(now: harness.now)
                 } else if let arrival {
                     harness.now = max(harness.now, arrival)
-                    timeoutLast = false
+                    lastTimeout = nil
                     let (_, datagram, source) = pending.removeFirst()
                     if reusesOneBuffer {
                         let count = datagram.count

@@ -107,7 +107,7 @@ struct LossRecovery: Sendable {
     @inline(__always)
     func isSameSSRCRetransmission(_ sequence: Int64) -> Bool {
         rtxSSRC == nil && ((playout.isMissing(sequence) && wasAskedFor(sequence))
-                           || (!recoveredSequences.isEmpty && recoveredSequences.contains(sequence))
+                           || wasRecovered(sequence)
                            || (sequence < (playout.nextSequence ?? .min) && nack.remembersAsk(sequence)
                                && playout.wasGivenUp(sequence)))
     }
@@ -122,8 +122,12 @@ struct LossRecovery: Sendable {
     /// the stream's RTX stream: the packet was asked for, or recovered already (its original
     /// came late as an answer on the media SSRC, or another answer came first).
     func answersAnAsk(_ sequence: Int64) -> Bool {
-        wasAskedFor(sequence) || (!recoveredSequences.isEmpty && recoveredSequences.contains(sequence))
+        wasAskedFor(sequence) || wasRecovered(sequence)
     }
+
+    /// Whether a retransmission recovered `sequence` lately (the set is not hashed into while empty).
+    @inline(__always)
+    func wasRecovered(_ sequence: Int64) -> Bool { !recoveredSequences.isEmpty && recoveredSequences.contains(sequence) }
 
     /// Sequence numbers recovered lately (the last `recoveredMemory` to twice that), in order in `recoveredOrder`.
     private var recoveredSequences = Set<Int64>()
