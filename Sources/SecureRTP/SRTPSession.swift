@@ -1,4 +1,5 @@
 internal import CSRTP
+import Glibc
 
 /// libsrtp2's srtp_init, run once per process before the first session.
 private let libraryStatus: Int32 = csrtp_init()
@@ -24,10 +25,15 @@ public enum SRTPPacketKind: Sendable, Hashable {
 /// counter and replay window. Owned by one thread.
 ///
 /// An inbound session keeps state only for SSRCs whose packets authenticated, and for at
-/// most `maxSources` of them: memory stays bounded whatever arrives.
+/// most `maxSources` of them: memory stays bounded whatever arrives. A new one takes the place
+/// of the one unused longest if that has been unused for `idleBeforeReplaced` (a sender started
+/// again, with the key and a new SSRC, after earlier ones ended); otherwise it is refused.
 public final class SRTPSession {
     /// The most SSRCs an inbound session keeps state for.
     public static let maxSources = 16
+    /// How long an SSRC's state must have gone unused before a new SSRC may take its place
+    /// (nanoseconds): a live stream uses its state at every packet and sender report.
+    public static let idleBeforeReplaced: Int64 = 10_000_000_000
     /// Packets of reordering the replay check tolerates (libsrtp2's window).
     public static let replayWindow = 1024
     /// The largest packet `unprotect` takes (a UDP payload).
@@ -44,6 +50,10 @@ public final class SRTPSession {
     private let scratch: UnsafeMutableRawBufferPointer
     /// SSRCs with state in an inbound session (at most `maxSources`).
     private var sources: [UInt32] = []
+    /// When each of `sources` last authenticated a packet (`CLOCK_MONOTONIC_COARSE` nanoseconds).
+    private var lastUsed: [Int64] = []
+    /// Added to the clock, for tests: time passing without waiting for it.
+    var clockAdvance: Int64 = 0
 
     /// Makes a session with `key`. Throws when libsrtp2 cannot be initialised or refuses the
     /// suite (the AEAD suites need a libsrtp2 built with a crypto library that has GCM).
@@ -151,15 +161,32 @@ public final class SRTPSession {
         guard status == 0 else { return .failure(Self.rejection(status)) }
         let ssrcOffset = kind == .rtp ? 8 : 4
         let ssrc = UnsafeRawBufferPointer(scratch).loadUnaligned(fromByteOffset: ssrcOffset, as: UInt32.self).bigEndian
-        if !sources.contains(ssrc) {
-            guard sources.count < Self.maxSources else {
-                _ = csrtp_remove_stream(session, ssrc)  // libsrtp2 made its state on success: freed again
-                return .failure(.tooManySources)
-            }
+        let now = Self.coarseNow() + clockAdvance
+        if let index = sources.firstIndex(of: ssrc) {
+            lastUsed[index] = now
+        } else if sources.count < Self.maxSources {
             sources.append(ssrc)
+            lastUsed.append(now)
+        } else if let oldest = lastUsed.indices.min(by: { lastUsed[$0] < lastUsed[$1] }),
+                  now - lastUsed[oldest] >= Self.idleBeforeReplaced {
+            _ = csrtp_remove_stream(session, sources[oldest])
+            sources[oldest] = ssrc
+            lastUsed[oldest] = now
+            stats.sourcesReplaced += 1
+        } else {
+            _ = csrtp_remove_stream(session, ssrc)  // libsrtp2 made its state on success: freed again
+            return .failure(.tooManySources)
         }
         if kind == .rtp { stats.rtpUnprotected += 1 } else { stats.rtcpUnprotected += 1 }
         return .success(Int(size))
+    }
+
+    /// `CLOCK_MONOTONIC_COARSE` in nanoseconds (a few nanoseconds through the vDSO; its
+    /// resolution, a few milliseconds, is plenty for `idleBeforeReplaced`).
+    private static func coarseNow() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     private static func rejection(_ status: Int32) -> SRTPRejection {

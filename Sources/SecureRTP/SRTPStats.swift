@@ -6,7 +6,8 @@ public enum SRTPRejection: String, Error, CaseIterable, Sendable, Hashable {
     case replayed
     /// Too short for its header and tag, not RTP version 2, or refused by libsrtp2 as malformed.
     case malformed
-    /// An authenticated packet of one SSRC too many (`SRTPSession.maxSources`): its state is freed.
+    /// An authenticated packet of a new SSRC while state is kept for `SRTPSession.maxSources`
+    /// others, each used within `SRTPSession.idleBeforeReplaced`: its state is freed.
     case tooManySources
     /// Any other libsrtp2 failure.
     case failed
@@ -28,6 +29,8 @@ public struct SRTPStats: Sendable, Hashable {
     public var rtcpUnprotected = 0
     /// Received packets dropped, by reason.
     public var rejected: [SRTPRejection: Int] = [:]
+    /// SSRCs whose state was freed for a new one's, after `SRTPSession.idleBeforeReplaced` unused.
+    public var sourcesReplaced = 0
 
     /// Zero counters for `suite`.
     public init(suite: SRTPSuite) { self.suite = suite }
@@ -42,6 +45,7 @@ public struct SRTPStats: Sendable, Hashable {
         protectFailed += other.protectFailed
         rtpUnprotected += other.rtpUnprotected
         rtcpUnprotected += other.rtcpUnprotected
+        sourcesReplaced += other.sourcesReplaced
         for (reason, count) in other.rejected { rejected[reason, default: 0] += count }
     }
 }

@@ -111,7 +111,7 @@ func writeOwnerOnly(_ text: String, to path: String) throws {
 func srtpStatsObject(_ stats: SRTPStats?) -> Any {
     guard let stats else { return StatsJSON.Null() }
     var object: [String: Any] = [
-        "suite": stats.suite.rawValue, "protectFailed": stats.protectFailed,
+        "suite": stats.suite.rawValue, "protectFailed": stats.protectFailed, "sourcesReplaced": stats.sourcesReplaced,
         "protected": ["rtp": stats.rtpProtected, "rtcp": stats.rtcpProtected],
         "unprotected": ["rtp": stats.rtpUnprotected, "rtcp": stats.rtcpUnprotected],
     ]

@@ -200,6 +200,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
         "ioUringEnters": stats.enterCalls,
         "source": stats.source ?? StatsJSON.Null(),
         "sourceMoves": stats.sourceMoves,
+        "streamChanges": stats.streamChanges,
         "cpu": cpuObject(),
     ]
 }

@@ -1,5 +1,5 @@
 import MediaFormats
-import SecureRTP
+@testable import SecureRTP
 import Testing
 
 /// libsrtp2's own reference packets (test/srtp_driver.c, `srtp_validate` and
@@ -148,6 +148,36 @@ private func rtpPacket(ssrc: UInt32 = 0x1234_5678, sequence: UInt16, payload: In
         // A known SSRC still passes.
         let again = try #require(outbound.protect(rtpPacket(ssrc: 1, sequence: 2), kind: .rtp))
         #expect((try? inbound.unprotect(again, kind: .rtp).get()) != nil)
+    }
+
+    /// Senders started again with the key and new SSRCs, more than `maxSources` over time: each
+    /// new SSRC takes the place of the one unused longest once that has been unused for
+    /// `idleBeforeReplaced`, never of one in use; memory stays bounded.
+    @Test func aNewSourceTakesThePlaceOfOneUnusedLongEnough() throws {
+        let key = SRTPMasterKey.random()
+        let outbound = try SRTPSession(key: key, direction: .outbound)
+        let inbound = try SRTPSession(key: key, direction: .inbound)
+        func passes(_ ssrc: UInt32, _ sequence: UInt16) throws -> Bool {
+            let wire = try #require(outbound.protect(rtpPacket(ssrc: ssrc, sequence: sequence), kind: .rtp))
+            return (try? inbound.unprotect(wire, kind: .rtp).get()) != nil
+        }
+        for ssrc in 1...UInt32(SRTPSession.maxSources) { #expect(try passes(ssrc, 1)) }
+        // Just short of the idle time: the 17th is refused.
+        inbound.clockAdvance = SRTPSession.idleBeforeReplaced - 100_000_000
+        #expect(try !passes(100, 1))
+        #expect(inbound.stats.rejected == [.tooManySources: 1] && inbound.stats.sourcesReplaced == 0)
+        // SSRC 1 stays in use; past the idle time the others may be replaced, the one unused
+        // longest first (2), and SSRC 1, used just now, keeps its state: its replay window
+        // still refuses its first packet again.
+        #expect(try passes(1, 2))
+        inbound.clockAdvance = SRTPSession.idleBeforeReplaced + 200_000_000
+        for ssrc in 100...UInt32(114) { #expect(try passes(ssrc, 1)) }
+        #expect(inbound.stats.sourcesReplaced == 15)
+        let replayed = try #require(outbound.protect(rtpPacket(ssrc: 1, sequence: 2), kind: .rtp))
+        #expect(inbound.unprotect(replayed, kind: .rtp) == .failure(.replayed))
+        // All sixteen used within the idle time: a new one is refused again.
+        #expect(try !passes(200, 1))
+        #expect(inbound.stats.rejected == [.tooManySources: 2, .replayed: 1])
     }
 
     @Test func protectInPlaceNeedsRoomForTheTag() throws {

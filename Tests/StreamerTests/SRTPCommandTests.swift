@@ -94,7 +94,7 @@ private func writeFile(_ directory: URL, _ name: String, _ text: String, mode: m
         #expect(sendSRTP["suite"] as? String == "AES_CM_128_HMAC_SHA1_80")
         #expect((sendSRTP["protected"] as? [String: Any])?["rtp"] as? Int == packetsSent)
         #expect((recvSRTP["unprotected"] as? [String: Any])?["rtp"] as? Int == packetsSent)
-        for reason in ["authFailed", "replayed", "malformed", "tooManySources", "failed"] {
+        for reason in ["authFailed", "replayed", "malformed", "tooManySources", "failed", "sourcesReplaced"] {
             #expect(sendSRTP[reason] as? Int == 0 && recvSRTP[reason] as? Int == 0, "\(reason)")
         }
         let sdp = try String(contentsOfFile: path("out.sdp"), encoding: .utf8)

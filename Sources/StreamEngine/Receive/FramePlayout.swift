@@ -33,6 +33,13 @@ struct FramePlayout: Sendable {
     /// Most frames whose first arrival is remembered.
     static let maxFrames = 512
 
+    /// Goes on measuring where `earlier` (a stream that ended) left off: its frames' delays
+    /// and the longest one count with this stream's.
+    mutating func carryMeasurements(from earlier: FramePlayout) {
+        addedLatency = earlier.addedLatency
+        maxAddedLatency = earlier.maxAddedLatency
+    }
+
     /// The entry of `firstArrivals` the last arrival found or made, while it is there: a
     /// frame's packets come one after another, so most of them are not hashed.
     private var lastNoted: (timestamp: UInt32, first: Int64)?

@@ -116,6 +116,18 @@ public struct ReceiveSession: Sendable {
     /// sequence, the tracker counts both received, and both go into the frames.
     private var sequenceJumpCandidate: (header: RTPHeader, arrival: Int64, tos: UInt8, uncountedBytes: Int)?
     private var sequenceJumpPayload: [UInt8] = []
+    /// The stream's sender said BYE: another stream may take its place (`considerNewStream`).
+    private var streamEnded = false
+    /// When the stream last showed its sender alive (`now` of its last media packet,
+    /// retransmission or sender report): silent for `streamTimeout`, another stream may take
+    /// its place.
+    private var lastStreamActivity: Int64 = 0
+    /// Packets of another stream kept aside, after the stream ended, while they may be a new
+    /// one (at most `newStreamEvidence - 1` of them), with where the next one must continue.
+    private var newStreamCandidate: (source: SocketAddress, header: RTPHeader, held: [HeldPacket])?
+    /// The stats of the streams received before this one (nil while the first is): `stats`
+    /// adds them up with this stream's.
+    private var earlierStreams: ReceiverStats?
     private var lastReport: Int64 = 0
     /// When a report last went out early to answer a sender report about to be replaced.
     private var lastEarlyAnswer: Int64 = 0
@@ -240,7 +252,13 @@ public struct ReceiveSession: Sendable {
         } else if let locked = lockedSource, let source = source(), source != locked {
             // Counted foreign for now; taken back if the stream turns out to have moved there.
             reject(.foreignSource)
-            guard let held = considerMove(parsed.header, datagram, from: source, tos: tos, arrival: arrival) else { return }
+            guard let held = considerMove(parsed.header, datagram, from: source, tos: tos, arrival: arrival) else {
+                if streamEnded || now - lastStreamActivity >= Self.streamTimeout {
+                    considerNewStream(parsed.header, datagram, from: source, reason: .foreignSource, tos: tos,
+                                      arrival: arrival, now: now)
+                }
+                return
+            }
             // The sender's address changed (a new source address on its path): the stream
             // goes on from there, and so does the feedback. The packets kept aside go first.
             lockedSource = source
@@ -264,6 +282,9 @@ public struct ReceiveSession: Sendable {
                 return
             }
             reject(.foreignSSRC)
+            if streamEnded || now - lastStreamActivity >= Self.streamTimeout, let source = source() {
+                considerNewStream(parsed.header, datagram, from: source, reason: .foreignSSRC, tos: tos, arrival: arrival, now: now)
+            }
             return
         }
         if parsed.header.payloadType == PathMTUProbe.payloadType {
@@ -416,6 +437,7 @@ public struct ReceiveSession: Sendable {
         }
         guard taken > 0 else { return start }
         runPackets += taken
+        lastStreamActivity = now
         lastAcceptedTimestamp = last
         // The run's marks and bytes, as `accept` counts them packet by packet.
         noteMarks(tos: tos, count: taken)
@@ -428,6 +450,8 @@ public struct ReceiveSession: Sendable {
         var bytes: [UInt8]
         var tos: UInt8
         var arrival: Int64
+        /// Why it was counted rejected while held (taken back if it turns out to be the stream's).
+        var reason: ReceiveRejection = .foreignSource
     }
 
     /// The stream's packets from another address: a move of the sender (RFC 3550 8.2 allows a
@@ -463,6 +487,66 @@ public struct ReceiveSession: Sendable {
     /// How far ahead of the highest sequence number the first packet from a moved sender may be
     /// (what a short outage during the move can lose).
     static let maxMoveAhead: UInt16 = 512
+
+    /// A packet no path of the stream took, after the stream ended (its BYE) or fell silent for
+    /// `streamTimeout`: another stream takes the stream's place (a sender restarted: a new SSRC,
+    /// sequence and clock, from its address or another) once `newStreamEvidence` such packets
+    /// came in a row from one address: media of one SSRC and payload type (not a probe's, an
+    /// RTX one's or one RTCP multiplexing would claim), each the next sequence number, their
+    /// timestamps near each other; from the pinned address only, if the user pinned one (`from`).
+    /// Until then they are kept aside, counted rejected (`reason`), and taken back when the new
+    /// stream is followed.
+    private mutating func considerNewStream(_ header: RTPHeader, _ datagram: UnsafeRawBufferPointer, from source: SocketAddress,
+                                            reason: ReceiveRejection, tos: UInt8, arrival: Int64, now: Int64) {
+        guard header.payloadType != PathMTUProbe.payloadType, !(recovers && header.payloadType == config.rtxPayloadType),
+              !(config.rtcpMux && (64...95).contains(header.payloadType)), config.from.map({ $0 == source }) ?? true else { return }
+        let packet = HeldPacket(bytes: Array(datagram), tos: tos, arrival: arrival, reason: reason)
+        guard var candidate = newStreamCandidate, candidate.source == source, header.ssrc == candidate.header.ssrc,
+              header.payloadType == candidate.header.payloadType,
+              header.sequenceNumber == candidate.header.sequenceNumber &+ 1,
+              Self.isNear(header.timestamp, candidate.header.timestamp) else {
+            newStreamCandidate = (source, header, [packet])
+            return
+        }
+        candidate.held.append(packet)
+        guard candidate.held.count >= Self.newStreamEvidence else {
+            candidate.header = header
+            newStreamCandidate = candidate
+            return
+        }
+        followNewStream(candidate.held, from: source, now: now)
+    }
+
+    /// Packets in a row of another stream that prove it took the ended stream's place.
+    static let newStreamEvidence = 3
+    /// How long a stream may fall silent (no media, retransmission or sender report) before
+    /// another may take its place (nanoseconds): a sender that stopped without a BYE
+    /// (killed, or one that sends no RTCP) and was started again.
+    static let streamTimeout: Int64 = 2_000_000_000
+
+    /// The stream ended and `packets` (in order, from `source`) begin the one that takes its
+    /// place: what is held of the ended stream goes out (as at its end), and the session starts
+    /// again on the new stream as a new session would, keeping the counts so far
+    /// (`earlierStreams`), the outputs not yet polled, its own SSRC and CNAME, and the frames'
+    /// delays; then `packets` go in, no longer counted rejected.
+    private mutating func followNewStream(_ packets: [HeldPacket], from source: SocketAddress, now: Int64) {
+        releaseEverything(now: now)
+        var earlier = stats
+        for packet in packets {
+            earlier.rejected[packet.reason, default: 0] -= 1
+            if earlier.rejected[packet.reason] == 0 { earlier.rejected[packet.reason] = nil }
+        }
+        earlier.streamChanges += 1
+        var next = ReceiveSession(config: config, ssrc: feedback.ssrc, cname: feedback.cname)
+        next.earlierStreams = earlier
+        next.outputs = Array(outputs[nextOutput...])
+        next.recovery.frames.carryMeasurements(from: recovery.frames)
+        next.runPackets = runPackets
+        self = next
+        for packet in packets {
+            handleDatagram(packet.bytes, from: source, tos: packet.tos, arrival: packet.arrival, port: .rtp, now: now)
+        }
+    }
 
     /// A datagram arrived; see `handleDatagram(_:from:tos:arrival:port:now:)`.
     public mutating func handleDatagram(_ datagram: [UInt8], from source: SocketAddress?, tos: UInt8 = 0,
@@ -617,6 +701,7 @@ public struct ReceiveSession: Sendable {
             stats.rtcpMembers = multicastTiming.members
         }
         for (reason, count) in depacketizer.counters.rejected { stats.rejected[.payload(reason)] = count }
+        if let earlierStreams { stats.addEarlierStreams(earlierStreams) }
         return stats
     }
 
@@ -630,6 +715,7 @@ public struct ReceiveSession: Sendable {
     private mutating func accept(_ header: RTPHeader, datagram: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer,
                                  tos: UInt8, arrival: Int64, now: Int64) {
         let ecn = TrafficMark.ecnBits(of: tos)
+        lastStreamActivity = now
         if recovers, let sequence = recovery.extend(header.sequenceNumber), recovery.isSameSSRCRetransmission(sequence) {
             // The original resent unchanged on the media SSRC (RFC 4588's alternative for
             // receivers of one payload type): a retransmission, not an original's arrival.
@@ -803,6 +889,7 @@ public struct ReceiveSession: Sendable {
             reject(.foreignSSRC)
             return
         }
+        lastStreamActivity = now
         guard body.count > 2 else {
             reject(.badRetransmission)
             return
@@ -1051,6 +1138,7 @@ public struct ReceiveSession: Sendable {
             if case .goodbye(let bye) = packet, let ssrc = lockedSSRC, bye.ssrcs.contains(ssrc) {
                 // RFC 3550 6.6: the sender left. What waits for it (gaps, a tail, frames) never comes.
                 counts.byeReceived += 1
+                streamEnded = true
                 releaseEverything(now: now)
                 continue
             }
@@ -1060,6 +1148,7 @@ public struct ReceiveSession: Sendable {
             }
             feedback.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: arrival > 0 ? arrival : now)
             counts.senderReports += 1
+            lastStreamActivity = now
             noteSenderPacketCount(report.packetCount, arrival: arrival, now: now)
         }
     }

@@ -60,6 +60,11 @@ public struct ReceiverStats: Sendable, Equatable {
     /// Times the stream moved to another source address (the sender's address changed:
     /// same SSRC, the sequence and timestamps continuing) and was followed there.
     public var sourceMoves = 0
+    /// Times another stream took the place of the one received, after that one ended (its
+    /// sender's BYE) or fell silent for `ReceiveSession.streamTimeout`: a sender restarted with
+    /// a new SSRC, sequence and clock, from the same address or another. The counts add up
+    /// over the streams; `ssrc`, `source`, the playout latency and the RTT are the latest's.
+    public var streamChanges = 0
     /// SRTP counters, both directions (nil without SRTP). Packets that fail here never reach
     /// the counters above.
     public var srtp: SRTPStats?
@@ -115,6 +120,63 @@ public struct ReceiverStats: Sendable, Equatable {
 
     /// Zeroed counters.
     public init() {}
+
+    /// Adds the counts of the streams received before this one (`earlier`, their stats when the
+    /// last of them ended): counters add up; what the socket counts (`kernelDrops`, `truncated`,
+    /// `enterCalls`) is a running total, so the larger is kept; what describes a stream
+    /// (`ssrc`, `source`, the playout latency and RTT, the multicast interval) is this one's
+    /// where it has one.
+    mutating func addEarlierStreams(_ earlier: ReceiverStats) {
+        received += earlier.received
+        lost += earlier.lost
+        late += earlier.late
+        duplicate += earlier.duplicate
+        reordered += earlier.reordered
+        for index in ecn.indices { ecn[index] += earlier.ecn[index] }
+        for index in dscp.indices { dscp[index] += earlier.dscp[index] }
+        framesComplete += earlier.framesComplete
+        framesIncomplete += earlier.framesIncomplete
+        keyframes += earlier.keyframes
+        bytesReceived += earlier.bytesReceived
+        rejected.merge(earlier.rejected, uniquingKeysWith: +)
+        kernelDrops = max(kernelDrops, earlier.kernelDrops)
+        enterCalls = max(enterCalls, earlier.enterCalls)
+        ssrc = ssrc ?? earlier.ssrc
+        source = source ?? earlier.source
+        framesMissing += earlier.framesMissing
+        framesUndecodable += earlier.framesUndecodable
+        feedbackSent += earlier.feedbackSent
+        keyframeRequests += earlier.keyframeRequests
+        senderReports += earlier.senderReports
+        byeReceived += earlier.byeReceived
+        feedbackErrors += earlier.feedbackErrors
+        probesReceived += earlier.probesReceived
+        truncated = max(truncated, earlier.truncated)
+        timestampRestarts += earlier.timestampRestarts
+        sourceMoves += earlier.sourceMoves
+        streamChanges += earlier.streamChanges
+        srtp = srtp ?? earlier.srtp
+        rtcpIntervalSeconds = rtcpIntervalSeconds ?? earlier.rtcpIntervalSeconds
+        rtcpMembers = rtcpMembers ?? earlier.rtcpMembers
+        recovered += earlier.recovered
+        framesLate += earlier.framesLate
+        rtxReceived += earlier.rtxReceived
+        rtxBytes += earlier.rtxBytes
+        rtxLate += earlier.rtxLate
+        rtxDuplicate += earlier.rtxDuplicate
+        nackSent += earlier.nackSent
+        nackRequested += earlier.nackRequested
+        nackBytes += earlier.nackBytes
+        nackAbandoned += earlier.nackAbandoned
+        nackBudgetLimited += earlier.nackBudgetLimited
+        nackSpurious += earlier.nackSpurious
+        playoutLatencyMs = playoutLatencyMs ?? earlier.playoutLatencyMs
+        playoutLatencyTargetMs = playoutLatencyTargetMs ?? earlier.playoutLatencyTargetMs
+        playoutLatencyDerived = playoutLatencyDerived || earlier.playoutLatencyDerived
+        // The session carries the frames' delays over to the next stream (`FramePlayout`).
+        playoutAddedLatencyMs = playoutAddedLatencyMs ?? earlier.playoutAddedLatencyMs
+        retransmissionRTTMs = retransmissionRTTMs ?? earlier.retransmissionRTTMs
+    }
 
     /// The median, 95th percentile and largest of a run's samples (milliseconds), and how many.
     public struct PercentilesMs: Sendable, Equatable {
