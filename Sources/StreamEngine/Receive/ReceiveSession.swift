@@ -1022,9 +1022,12 @@ public struct ReceiveSession: Sendable {
             keyframeAwaited = false
         } else if !unit.isComplete || counts.framesMissing > missingBefore {
             chainIntact = false
-        } else if keyframeAwaited && !chainIntact {
-            // The request or the keyframe it asked for may have been lost: ask again.
-            requestKeyframe(now: now, after: Self.keyframeRepeatInterval)
+        }
+        if !chainIntact {
+            // Broken (a frame incomplete or lost whole, or none from a complete keyframe yet: a
+            // receiver that joined mid-stream): a keyframe is asked for, and asked for again while
+            // the chain stays broken (the request or the keyframe it asked for may have been lost).
+            requestKeyframe(now: now, after: keyframeAwaited ? Self.keyframeRepeatInterval : Self.keyframeRequestInterval)
         }
         unit.followsIntactChain = chainIntact && unit.isComplete
         if !unit.followsIntactChain { counts.framesUndecodable += 1 }
