@@ -17,7 +17,8 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
                    or sender reports arrive: at a frame's last packet once S has passed, or S
                    after the first packet not yet reported; default 0.02 (at least 0.001)
   --rtcp-mux       RTCP on the RTP port itself (RFC 5761), both ways, not RTP port + 1
-  --from HOST:PORT accept the stream only from this address (default: the first valid stream)
+  --from HOST:PORT accept the stream only from this address (default: the first valid stream, and
+                   another, a sender started again, once it said BYE or was silent for 2 s)
   --srtp-key @FILE SRTP/SRTCP with the key in FILE (base64 of key and salt, as send's); refused if
                    others can read FILE. --srtp-suite NAME: its suite (default AES_CM_128_HMAC_SHA1_80)
   --sdp FILE       SRTP with the suite and key of FILE's a=crypto line (none: plain RTP); RFC 4588

@@ -70,3 +70,48 @@ extension ReceiveSessionTests {
         #expect(Self.pictureLossRequests(harness).count == requests.count)
     }
 }
+
+extension ReceiveSessionTests {
+    /// `frames` with frame `index` at RTP timestamp `timestamps[index]` (headers rewritten).
+    static func retimed(_ frames: [Frame], _ timestamps: [UInt32]) -> [Frame] {
+        zip(frames, timestamps).map { frame, timestamp in
+            var frame = frame
+            frame.unit.timestamp = timestamp
+            frame.datagrams = frame.datagrams.map { datagram in
+                var datagram = datagram
+                datagram.replaceSubrange(4..<8, with: [UInt8(timestamp >> 24), UInt8(timestamp >> 16 & 0xFF),
+                                                       UInt8(timestamp >> 8 & 0xFF), UInt8(timestamp & 0xFF)])
+                return datagram
+            }
+            return frame
+        }
+    }
+
+    /// A source that slows down (a camera at 30 fps, then 15 in the dark, then 10): with no
+    /// packet lost no frame is missing, the chain stays intact and no keyframe is asked for;
+    /// a frame lost whole is still counted, and breaks the chain until the next keyframe.
+    @Test func aSourceThatSlowsDownMissesNoFrame() {
+        var timestamps: [UInt32] = []
+        var timestamp: UInt32 = 90_000
+        for index in 0..<60 {
+            timestamps.append(timestamp)
+            timestamp += index < 20 ? 3000 : index < 40 ? 6000 : 9000
+        }
+        let frames = Self.retimed(Self.stream(frames: 60, keyframeEvery: 30), timestamps)
+        var harness = Harness()
+        harness.deliver(frames)
+        harness.finish()
+        var stats = harness.session.stats
+        #expect(Self.same(harness.units, frames))
+        #expect(stats.framesComplete == 60 && stats.framesMissing == 0 && stats.framesUndecodable == 0)
+        #expect(harness.units.allSatisfy(\.followsIntactChain) && stats.keyframeRequests == 0)
+
+        // Frame 45 (10 fps by then) lost whole: frame 46 is incomplete, and the chain broken to 59.
+        var lossy = Harness()
+        for (index, frame) in frames.enumerated() where index != 45 { lossy.deliver([frame]) }
+        lossy.finish()
+        stats = lossy.session.stats
+        #expect(stats.framesComplete == 58 && stats.framesIncomplete == 1 && stats.framesMissing >= 1)
+        #expect(stats.framesUndecodable == 14 && stats.keyframeRequests >= 1)
+    }
+}

@@ -135,7 +135,7 @@ public struct ReceiveSession: Sendable {
     /// The RTP timestamp of the last frame emitted, and the smallest step seen between frames.
     private var lastTimestamp: UInt32?
     private var frameInterval: UInt32?
-    /// The stream's first steps between frames, counted again if the interval turns out shorter.
+    /// The stream's first steps between frames after a loss, counted again if the interval turns out shorter.
     private var earlySteps: [UInt32] = []
     static let earlyStepsKept = 64
     private var chainIntact = false
@@ -1013,14 +1013,13 @@ public struct ReceiveSession: Sendable {
             if recovers && unit.missingPackets > 0 { recovery.counts.framesLate += 1 }
             requestKeyframe(now: now, after: Self.keyframeRequestInterval)
         }
-        let missingBefore = counts.framesMissing
-        countMissingFrames(before: unit.timestamp)
+        countMissingFrames(before: unit.timestamp, afterLoss: !unit.isComplete)
         // The chain of references breaks at an incomplete or missing frame and mends at
         // the next complete keyframe; the first frame received needs one too.
         if mendsChain(unit) {
             chainIntact = true
             keyframeAwaited = false
-        } else if !unit.isComplete || counts.framesMissing > missingBefore {
+        } else if !unit.isComplete {
             chainIntact = false
         }
         if !chainIntact {
@@ -1082,16 +1081,19 @@ public struct ReceiveSession: Sendable {
     }
 
     /// Frames whose every packet was lost leave a gap of whole frame intervals in the
-    /// timestamps (the interval is the smallest step seen). The stream's first steps are kept
+    /// timestamps (the interval is the smallest step seen) before a frame whose packets before
+    /// it were lost too (`afterLoss`: not complete). Without packets lost no frame can be
+    /// missing: a longer step is the source's (a camera slowing down in the dark, a variable
+    /// frame rate), counted nothing and breaking no chain. The first steps after a loss are kept
     /// (`earlySteps`) and counted again when a smaller one shows that the interval was shorter:
     /// a frame lost just after the first one left a step of two intervals before any step of one.
-    private mutating func countMissingFrames(before timestamp: UInt32) {
+    private mutating func countMissingFrames(before timestamp: UInt32, afterLoss: Bool) {
         defer { lastTimestamp = timestamp }
         guard let last = lastTimestamp else { return }
         let step = timestamp &- last
         guard step > 0, step < 90_000 * 10 else { return }
         if let interval = frameInterval, step >= interval {
-            counts.framesMissing += Self.framesMissing(in: step, interval: interval)
+            if afterLoss { counts.framesMissing += Self.framesMissing(in: step, interval: interval) }
         } else {
             if let interval = frameInterval {
                 for early in earlySteps {
@@ -1100,7 +1102,7 @@ public struct ReceiveSession: Sendable {
             }
             frameInterval = step
         }
-        if earlySteps.count < Self.earlyStepsKept { earlySteps.append(step) }
+        if afterLoss && earlySteps.count < Self.earlyStepsKept { earlySteps.append(step) }
     }
 
     /// Whole frame intervals missing in a step of `step` between two frames (half an interval's slack).
