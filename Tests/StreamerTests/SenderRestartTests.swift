@@ -61,12 +61,14 @@ struct SenderRestartTests {
         let rejected = try #require(field(recv, "rejected") as? [String: Int])
         let lastRejected = rejected["foreignSource"] ?? 0
         #expect(rejected.keys.allSatisfy { $0 == "foreignSource" }, "\(rejected)")
-        #expect(lastRejected > 0 && lastRejected < sent[3], "\(lastRejected) of \(sent[3])")
+        // (None of it, if a machine slow to start the last sender let 2 s pass before its first
+        // packet. The 2 s are timed exactly in ReceiveSessionTests.)
+        #expect(lastRejected < sent[3], "\(lastRejected) of \(sent[3])")
         #expect(intField(recv, "packets.received") == sent.reduce(0, +) - lastRejected)
         #expect(intField(recv, "packets.lost") == 0)
         #expect(intField(recv, "kernelDrops") == 0)
         let complete = try #require(intField(recv, "frames.complete"))
-        #expect(complete > 90 + 30 && complete < 90 + 30 + 150)
+        #expect(complete > 90 + 30 && complete <= 90 + 30 + 150)
         if let probe = try probeDecodedFrames(directory.appendingPathComponent("recv.hevc").path) {
             // The last sender's first frames followed may wait for its next keyframe to decode.
             let undecodable = intField(recv, "frames.undecodable") ?? 0

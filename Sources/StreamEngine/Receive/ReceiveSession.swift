@@ -19,12 +19,15 @@ import UringIO
 /// and what its socket counted (`recordSocketCounters`).
 ///
 /// What it does: locks onto the first valid stream (or the one from `config.from`), rejects
-/// and counts everything else by `ReceiveRejection`, follows sequence restarts (two packets
+/// and counts everything else by `ReceiveRejection`, follows another stream once the stream
+/// said BYE or fell silent for `streamTimeout` (a sender started again: `considerNewStream`),
+/// follows sequence restarts (two packets
 /// in sequence far from the stream's numbers, as `RTPSequenceTracker` decides) and an RTP
 /// clock that moved on (two packets in sequence on the new clock), taking both packets, confirms path-MTU probes, rebuilds access units (`HEVCDepacketizer`), accounts for
 /// frames (complete, incomplete, missing, undecodable), asks for a keyframe (PLI, at most one
-/// per 200 ms) when a frame is incomplete and again every second while no complete keyframe
-/// has mended the chain of references since (RFC 4585 lets a PLI be repeated), and sends feedback (receiver report, SDES, RFC 8888
+/// per 200 ms) when a frame is incomplete or follows no keyframe this receiver had (it joined
+/// mid-stream), and again every second while no complete keyframe has mended the chain of
+/// references since (RFC 4585 lets a PLI be repeated), and sends feedback (receiver report, SDES, RFC 8888
 /// per-packet feedback, PLI) to the sender's RTP port + 1 (the RTP port itself with
 /// `rtcpMux`) about once per frame, at the arrival of its last packet (marker bit) once
 /// `reportInterval` has passed since the last report, `reportInterval` after the first
@@ -47,7 +50,7 @@ import UringIO
 /// that fills a gap in time counts in `recovered`.
 ///
 /// Memory is bounded whatever arrives: the depacketizer's window and one access unit, the
-/// tracker's bitmap, the feedback's pending arrivals, two datagrams kept aside, and the
+/// tracker's bitmap, the feedback's pending arrivals, a few datagrams kept aside, and the
 /// outputs of one input (drain them after each).
 public struct ReceiveSession: Sendable {
     /// Which of the receiver's ports a datagram came on.
