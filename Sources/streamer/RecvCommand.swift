@@ -127,7 +127,9 @@ func runRecv(_ arguments: [String]) throws -> Int32 {
     let report = FinalReport { [statsPath] in
         statsWriter.stop()
         let stats = receiver.stats
-        printError("streamer recv: \(stats.framesComplete) complete and \(stats.framesIncomplete) incomplete frames, \(stats.received) packets, \(stats.lost) lost, \(stats.bytesReceived) bytes")
+        // A sender started again (`streamChanges`): the counts are of all its streams.
+        let streams = stats.streamChanges > 0 ? ", \(stats.streamChanges + 1) streams one after another" : ""
+        printError("streamer recv: \(stats.framesComplete) complete and \(stats.framesIncomplete) incomplete frames, \(stats.received) packets, \(stats.lost) lost, \(stats.bytesReceived) bytes\(streams)")
         if let statsPath { try writeJSON(receiverStatsObject(stats), to: statsPath) }
     }
     let trap = SignalTrap(finalReport: report) { receiver.stop() }

@@ -84,7 +84,16 @@ struct SenderRestartTests {
         let directory = try temporaryDirectory("restart-ffmpeg")
         defer { try? FileManager.default.removeItem(at: directory) }
         let port = nextPortPair()
-        let receiver = try startReceiver(binary, port: port, seconds: 300, directory: directory, name: "recv")
+        // The receiver's summary line is read from its stderr.
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: binary)
+        receiver.arguments = ["recv", "--listen", "127.0.0.1:\(port)", "--quiet", "--duration", "300",
+                              "--out", directory.appendingPathComponent("recv.hevc").path,
+                              "--stats", directory.appendingPathComponent("recv.json").path]
+        let receiverErrors = Pipe()
+        receiver.standardError = receiverErrors
+        try receiver.run()
+        try waitUntilBound(port: port, address: "127.0.0.1")
         defer { if receiver.isRunning { kill(receiver.processIdentifier, SIGKILL) } }
         for (index, flags) in [["-rtpflags", "send_bye"], [], []].enumerated() {
             if index == 2 { Thread.sleep(forTimeInterval: 2.5) }  // the second sent no BYE
@@ -97,6 +106,9 @@ struct SenderRestartTests {
         Thread.sleep(forTimeInterval: 0.5)
         kill(receiver.processIdentifier, SIGINT)
         #expect(waitForExit(receiver, seconds: 15) == 0)
+        let summary = String(decoding: receiverErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(summary.hasSuffix(" bytes, 3 streams one after another\n") && summary.contains(": 90 complete and 0 incomplete frames,"),
+                "\(summary)")
         let recv = try readJSON(directory.appendingPathComponent("recv.json"))
         #expect(intField(recv, "streamChanges") == 2 && intField(recv, "rtcp.byeReceived") == 1, "\(recv)")
         #expect(intField(recv, "frames.complete") == 90 && intField(recv, "frames.incomplete") == 0)
