@@ -256,7 +256,7 @@ public struct ReceiveSession: Sendable {
             // Counted foreign for now; taken back if the stream turns out to have moved there.
             reject(.foreignSource)
             guard let held = considerMove(parsed.header, datagram, from: source, tos: tos, arrival: arrival) else {
-                if streamEnded || now - lastStreamActivity >= Self.streamTimeout {
+                if mayFollowAnotherStream(now: now) {
                     considerNewStream(parsed.header, datagram, from: source, reason: .foreignSource, tos: tos,
                                       arrival: arrival, now: now)
                 }
@@ -268,8 +268,7 @@ public struct ReceiveSession: Sendable {
             counts.sourceMoves += 1
             // What was reported to the old address in the last second may be lost with it.
             feedback.reportAgain(since: (arrival > 0 ? arrival : now) - 1_000_000_000)
-            counts.rejected[.foreignSource, default: 0] -= held.count + 1
-            if counts.rejected[.foreignSource] == 0 { counts.rejected[.foreignSource] = nil }
+            Self.takeBack(held.count + 1, of: .foreignSource, from: &counts.rejected)
             for packet in held {
                 handleDatagram(packet.bytes, from: source, tos: packet.tos, arrival: packet.arrival, port: port, now: now)
             }
@@ -285,7 +284,7 @@ public struct ReceiveSession: Sendable {
                 return
             }
             reject(.foreignSSRC)
-            if streamEnded || now - lastStreamActivity >= Self.streamTimeout, let source = source() {
+            if mayFollowAnotherStream(now: now), let source = source() {
                 considerNewStream(parsed.header, datagram, from: source, reason: .foreignSSRC, tos: tos, arrival: arrival, now: now)
             }
             return
@@ -390,7 +389,7 @@ public struct ReceiveSession: Sendable {
                                   completion: Int) -> Int {
         guard !reportsToGroup, sourceIsLocked, let ssrc = lockedSSRC, let payloadType = lockedPayloadType,
               var last = lastAcceptedTimestamp, timestampJumpCandidate == nil, sequenceJumpCandidate == nil,
-              !(config.rtcpMux && (64...95).contains(payloadType)), let base = segments.baseAddress else { return start }
+              !rtcpMuxClaims(payloadType), let base = segments.baseAddress else { return start }
         if recovers {
             // Loss recovery with nothing held, missing or asked for: each next packet is released
             // at once and alone (`push`'s usual case), and no NACK comes due (`accept`'s ask).
@@ -502,7 +501,7 @@ public struct ReceiveSession: Sendable {
     private mutating func considerNewStream(_ header: RTPHeader, _ datagram: UnsafeRawBufferPointer, from source: SocketAddress,
                                             reason: ReceiveRejection, tos: UInt8, arrival: Int64, now: Int64) {
         guard header.payloadType != PathMTUProbe.payloadType, !(recovers && header.payloadType == config.rtxPayloadType),
-              !(config.rtcpMux && (64...95).contains(header.payloadType)), config.from.map({ $0 == source }) ?? true else { return }
+              !rtcpMuxClaims(header.payloadType), config.from.map({ $0 == source }) ?? true else { return }
         let packet = HeldPacket(bytes: Array(datagram), tos: tos, arrival: arrival, reason: reason)
         guard var candidate = newStreamCandidate, candidate.source == source, header.ssrc == candidate.header.ssrc,
               header.payloadType == candidate.header.payloadType,
@@ -520,6 +519,23 @@ public struct ReceiveSession: Sendable {
         followNewStream(candidate.held, from: source, now: now)
     }
 
+    /// `count` packets counted rejected for `reason` turned out to be the stream's: counted no more.
+    private static func takeBack(_ count: Int, of reason: ReceiveRejection, from rejected: inout [ReceiveRejection: Int]) {
+        rejected[reason, default: 0] -= count
+        if rejected[reason] == 0 { rejected[reason] = nil }
+    }
+
+    /// Whether another stream may take the stream's place now: it said BYE, or fell silent for `streamTimeout`.
+    private func mayFollowAnotherStream(now: Int64) -> Bool {
+        streamEnded || now - lastStreamActivity >= Self.streamTimeout
+    }
+
+    /// Whether RTCP multiplexing (`config.rtcpMux`) claims RTP payload type `payloadType` (RFC 5761 4:
+    /// 64-95, whose byte with the marker bit is an RTCP packet type).
+    private func rtcpMuxClaims(_ payloadType: UInt8) -> Bool {
+        config.rtcpMux && (64...95).contains(payloadType)
+    }
+
     /// Packets in a row of another stream that prove it took the ended stream's place.
     static let newStreamEvidence = 3
     /// How long a stream may fall silent (no media, retransmission or sender report) before
@@ -535,10 +551,7 @@ public struct ReceiveSession: Sendable {
     private mutating func followNewStream(_ packets: [HeldPacket], from source: SocketAddress, now: Int64) {
         releaseEverything(now: now)
         var earlier = stats
-        for packet in packets {
-            earlier.rejected[packet.reason, default: 0] -= 1
-            if earlier.rejected[packet.reason] == 0 { earlier.rejected[packet.reason] = nil }
-        }
+        for packet in packets { Self.takeBack(1, of: packet.reason, from: &earlier.rejected) }
         earlier.streamChanges += 1
         var next = ReceiveSession(config: config, ssrc: feedback.ssrc, cname: feedback.cname)
         next.earlierStreams = earlier
@@ -1014,7 +1027,6 @@ public struct ReceiveSession: Sendable {
             counts.framesIncomplete += 1
             // With a playout buffer a missing packet was waited for until the frame's deadline.
             if recovers && unit.missingPackets > 0 { recovery.counts.framesLate += 1 }
-            requestKeyframe(now: now, after: Self.keyframeRequestInterval)
         }
         countMissingFrames(before: unit.timestamp, afterLoss: !unit.isComplete)
         // The chain of references breaks at an incomplete or missing frame and mends at
@@ -1027,9 +1039,11 @@ public struct ReceiveSession: Sendable {
         }
         if !chainIntact {
             // Broken (a frame incomplete or lost whole, or none from a complete keyframe yet: a
-            // receiver that joined mid-stream): a keyframe is asked for, and asked for again while
-            // the chain stays broken (the request or the keyframe it asked for may have been lost).
-            requestKeyframe(now: now, after: keyframeAwaited ? Self.keyframeRepeatInterval : Self.keyframeRequestInterval)
+            // receiver that joined mid-stream): a keyframe is asked for, at each incomplete frame
+            // (at most one per 200 ms), and again every second while the chain stays broken (the
+            // request or the keyframe it asked for may have been lost).
+            let interval = unit.isComplete && keyframeAwaited ? Self.keyframeRepeatInterval : Self.keyframeRequestInterval
+            requestKeyframe(now: now, after: interval)
         }
         unit.followsIntactChain = chainIntact && unit.isComplete
         if !unit.followsIntactChain { counts.framesUndecodable += 1 }
