@@ -56,6 +56,9 @@ struct LabFeedbackTests {
         let accounted = ["frames.complete", "frames.incomplete", "frames.missing"]
             .compactMap { intField(result.recv, $0) }.reduce(0, +)
         #expect(accounted == intField(result.send, "frames.sent"))
+        // Random loss on a path that carries full-size packets is no path-MTU black hole.
+        #expect(intField(result.send, "path.blackHoles") == 0 && intField(result.send, "path.mtu") == 1500,
+                "path \(field(result.send, "path") ?? "-")")
     }
 
     /// nft marks 5 % of the media CE: the receiver counts exactly those, and the sender hears of each.

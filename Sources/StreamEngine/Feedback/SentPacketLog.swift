@@ -41,10 +41,13 @@ struct SentPacketLog: Sendable {
     private(set) var expired = 0
     /// Confirmations for sequence numbers never sent or long gone: rejected, counted.
     private(set) var rejectedConfirmations = 0
-    /// Packets larger than this many bytes count in `largeConfirmed` (path-MTU black-hole detection).
-    var largeBytes = Int.max
-    /// Packets larger than `largeBytes` confirmed.
-    private(set) var largeConfirmed = 0
+    /// Packets of at least this many bytes are full-size (sized to the MTU in use) and count in
+    /// `fullConfirmed` (path-MTU black-hole detection; set by `PathMTUController`).
+    var fullBytes = Int.max
+    /// Full-size packets confirmed.
+    private(set) var fullConfirmed = 0
+    /// When the newest full-size packet confirmed was sent (`.min`: none yet).
+    private(set) var newestFullConfirmedSentAt: Int64 = .min
     /// Keep the size and send time of packets declared lost for `takeLostPackets` (path-MTU
     /// black-hole detection).
     var recordsLostPackets = false
@@ -126,7 +129,10 @@ struct SentPacketLog: Sendable {
         }
         entries[index].state = .confirmed
         confirmed += 1
-        if Int(entries[index].bytes) > largeBytes { largeConfirmed += 1 }
+        if Int(entries[index].bytes) >= fullBytes {
+            fullConfirmed += 1
+            newestFullConfirmedSentAt = max(newestFullConfirmedSentAt, entries[index].sentAt)
+        }
         return .confirmed
     }
 

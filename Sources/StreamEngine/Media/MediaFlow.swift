@@ -173,6 +173,10 @@ final class MediaFlow: DatagramProducer {
         return dueAt != .min && dueAt <= now
     }
 
+    /// The size of a full packet at `maxDatagramSize`: every fragment of a large NAL unit but
+    /// its last (`payloadReserve` left free).
+    var fullDatagramSize: Int { maxDatagramSize - payloadReserve }
+
     /// Changes the datagram budget from the next access unit on.
     func setMaxDatagramSize(_ size: Int) throws(HEVCPacketizerError) {
         packetizer = try HEVCPacketizer(maxPayloadSize: size - RTPHeader.fixedSize - payloadReserve)

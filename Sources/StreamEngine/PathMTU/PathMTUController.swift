@@ -20,11 +20,8 @@ final class PathMTUController: DatagramProducer {
     private(set) var prober: PathMTUProber?
     // Read per datagram (`peekDatagram`), on the engine thread only: no dynamic exclusivity check.
     @exclusivity(unchecked) private var pendingProbe: PathMTUProber.Probe?
-    private var largeConfirmedSeen = 0
-    private var confirmedSeen = 0
-    /// When the last large packet declared lost was sent (its send counted once however many
-    /// of its packets were lost, over however many ticks).
-    private var lastLargeLossSentAt: Int64 = .min
+    /// Full-size packets lost and confirmed: the black-hole evidence.
+    private var evidence = BlackHoleEvidence()
     /// Media loss rate (smoothed over ~200 ms of ticks), and the lost count it was last taken from.
     private var lossRate = 0.0
     private var lostSeen = 0
@@ -84,7 +81,6 @@ final class PathMTUController: DatagramProducer {
         configure(&config)
         let prober = PathMTUProber(config: config, kernelMTU: kernel)
         self.prober = prober
-        flow.log.largeBytes = min(config.baseMTU, kernel) - overhead
         flow.log.recordsLostPackets = true
     }
 
@@ -110,7 +106,7 @@ final class PathMTUController: DatagramProducer {
         interfaceMTU = newInterfaceMTU
         lossRate = 0
         lostSeen = flow.log.lost
-        _ = flow.log.takeLostPackets()
+        evidence.skip(&flow.log)
         guard var prober else { return apply() }
         let kernel = socket.kernelPathMTU() ?? 1500
         prober.pathChanged(kernelMTU: kernel, interfaceMTU: newInterfaceMTU ?? max(kernel, prober.config.maxMTU), now: now)
@@ -142,9 +138,7 @@ final class PathMTUController: DatagramProducer {
     /// black-hole evidence), so the prober resumes where it was.
     func pause() {
         _ = drainErrorQueue()
-        _ = flow.log.takeLostPackets()
-        largeConfirmedSeen = flow.log.largeConfirmed
-        confirmedSeen = flow.log.confirmed
+        evidence.skip(&flow.log)
         lostSeen = flow.log.lost
     }
 
@@ -164,26 +158,15 @@ final class PathMTUController: DatagramProducer {
         for report in reports {
             if let announced = report.pathMTU { prober.pathMTUAnnounced(announced, now: now) }
         }
-        // Media that should fit the MTU in use (above the base) but got lost, against media
-        // above the base confirmed: the black-hole evidence.
-        let budget = prober.mtu - overhead
-        let lost = flow.log.takeLostPackets().filter { Int($0.bytes) > flow.log.largeBytes && Int($0.bytes) <= budget }
-        // The sends they were lost from (a send's packets share its time; a burst can be
-        // declared lost over two ticks).
-        var lostSends = 0
-        for packet in lost where packet.sentAt != lastLargeLossSentAt {
-            lostSends += 1
-            lastLargeLossSentAt = packet.sentAt
-        }
-        let confirmed = flow.log.largeConfirmed - largeConfirmedSeen
-        let smallConfirmed = flow.log.confirmed - confirmedSeen - confirmed
-        largeConfirmedSeen = flow.log.largeConfirmed
-        confirmedSeen = flow.log.confirmed
-        prober.mediaAboveBase(lost: lost.count, lostSends: lostSends, confirmed: confirmed, smallConfirmed: smallConfirmed,
-                              receiverAlive: receiverAlive, now: now)
+        // Full-size media lost (none as large sent after it confirmed), against full-size media
+        // confirmed: the black-hole evidence.
+        let read = evidence.read(&flow.log, fullSize: flow.fullDatagramSize, maxSize: prober.mtu - overhead,
+                                 baseSize: min(prober.config.baseMTU, prober.kernelMTU) - overhead)
+        prober.mediaAboveBase(lost: read.lost, lostSends: read.lostSends, confirmed: read.confirmed,
+                              smallConfirmed: read.smallConfirmed, receiverAlive: receiverAlive, now: now)
         prober.roundTripTime = roundTripMilliseconds.map { Int64($0 * 1e6) }
         let newlyLost = max(0, flow.log.lost - lostSeen)
-        let newlyConfirmed = max(0, confirmed + smallConfirmed)
+        let newlyConfirmed = max(0, read.confirmed + read.smallConfirmed)
         lostSeen = flow.log.lost
         if newlyLost + newlyConfirmed > 0 {
             lossRate = lossRate * 0.9 + Double(newlyLost) / Double(newlyLost + newlyConfirmed) * 0.1

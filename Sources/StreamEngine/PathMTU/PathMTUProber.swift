@@ -278,9 +278,10 @@ struct PathMTUProber: Sendable {
         return mtu != before
     }
 
-    /// Media feedback since the last call: datagrams above the base size that should fit the
-    /// MTU in use but were declared lost (and the sends they were lost from, each counted once
-    /// across calls), those confirmed, and datagrams at or below the base confirmed. Enough
+    /// Media feedback since the last call (`BlackHoleEvidence`): full-size datagrams (sized for
+    /// the MTU in use, above the base) declared lost with none as large sent after them
+    /// confirmed (and the sends they were lost from, each counted once across calls), full-size
+    /// datagrams confirmed, and smaller ones confirmed. Enough
     /// large losses in a row from more than one send with no large one confirmed, while small
     /// packets (media or a base-size probe) still get through and the receiver reports
     /// (`receiverAlive`), is a black hole: back to the base and search again. A receiver
@@ -289,15 +290,16 @@ struct PathMTUProber: Sendable {
     @discardableResult
     mutating func mediaAboveBase(lost: Int, lostSends: Int, confirmed confirmedCount: Int, smallConfirmed: Int = 0,
                                         receiverAlive: Bool, now: Int64) -> Bool {
-        largeLossStreak += lost
-        largeLossSends += lostSends
         if confirmedCount > 0 {
+            // The losses passed with it were sent after what was confirmed (`BlackHoleEvidence`):
+            // the streak before them is over, they begin the next.
             largeLossStreak = 0
             largeLossSends = 0
             smallConfirmedDuringStreak = false
-        } else if largeLossStreak > 0 && smallConfirmed > 0 {
-            smallConfirmedDuringStreak = true
         }
+        largeLossStreak += lost
+        largeLossSends += lostSends
+        if largeLossStreak > 0 && smallConfirmed > 0 { smallConfirmedDuringStreak = true }
         guard !disabled, receiverAlive, largeLossStreak >= config.blackHoleLosses, largeLossSends >= config.blackHoleSends,
               smallConfirmedDuringStreak, mtu > min(config.baseMTU, kernelMTU) else { return false }
         largeLossStreak = 0
