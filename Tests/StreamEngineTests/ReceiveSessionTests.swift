@@ -715,6 +715,39 @@ import UringIO
         #expect(confirmations.flatMap(\.entries) == [.init(probeID: 42, size: 1400)])
     }
 
+    /// A sender report that came before the stream's first packet (ffmpeg sends its first one
+    /// so) is taken once the stream locks, if it came from the stream's host within 2 s: not
+    /// counted foreign, answered, an RTT sample. From another host, or older, it stays foreign.
+    @Test func aSenderReportBeforeTheFirstPacketIsTakenWhenTheStreamLocks() {
+        let frames = Self.stream(frames: 3)
+        let ntp: UInt64 = 0x1234_5678_9ABC_DEF0
+        let report = RTCPCompoundBuilder.build([.senderReport(RTCPSenderReport(
+            ssrc: Self.ssrc, ntpTimestamp: ntp, rtpTimestamp: 0, packetCount: 0, octetCount: 0))])
+        var rtcpSource = Self.sender
+        rtcpSource.port += 1
+        func run(from: SocketAddress?, reportFrom source: SocketAddress, before step: Int64) -> (ReceiverStats, answered: Bool) {
+            var harness = Harness(from: from)
+            harness.deliver(report, from: source, port: .rtcp)
+            harness.now += step
+            harness.deliver(frames)
+            harness.finish()
+            let answered = harness.feedbackPackets.contains { packet in
+                if case .receiverReport(let report) = packet { return report.reportBlocks.first?.lastSR == UInt32(truncatingIfNeeded: ntp >> 16) }
+                return false
+            }
+            #expect(Self.same(harness.units, frames))
+            return (harness.session.stats, answered)
+        }
+        let taken = run(from: nil, reportFrom: rtcpSource, before: 20 * Self.millisecond)
+        #expect(taken.0.rejected.isEmpty && taken.0.senderReports == 1 && taken.answered, "\(taken.0.rejected)")
+        let pinned = run(from: Self.sender, reportFrom: rtcpSource, before: 20 * Self.millisecond)
+        #expect(pinned.0.rejected.isEmpty && pinned.0.senderReports == 1 && pinned.answered)
+        let stranger = run(from: nil, reportFrom: Self.stranger, before: 20 * Self.millisecond)
+        #expect(stranger.0.rejected == [.rtcpForeignSource: 1] && stranger.0.senderReports == 0 && !stranger.answered)
+        let old = run(from: nil, reportFrom: rtcpSource, before: 2_100 * Self.millisecond)
+        #expect(old.0.rejected == [.rtcpForeignSource: 1] && old.0.senderReports == 0 && !old.answered)
+    }
+
     /// ECN and DSCP of each stream packet are counted from its TOS byte.
     @Test func trafficMarksAreCounted() {
         let frames = Self.stream(frames: 3)

@@ -128,6 +128,12 @@ public struct ReceiveSession: Sendable {
     /// Packets of another stream kept aside, after the stream ended, while they may be a new
     /// one (at most `newStreamEvidence - 1` of them), with where the next one must continue.
     private var newStreamCandidate: (source: SocketAddress, header: RTPHeader, held: [HeldPacket])?
+    /// RTCP that came before the stream's first packet (ffmpeg sends its first sender report
+    /// before its first RTP packet): the latest such datagram (`earlyRTCPBytes`), handled when
+    /// the stream locks if it came from the stream's host at most `earlyRTCPLifetime` before.
+    /// `rejected`: counted `rtcpForeignSource` meanwhile (no source was pinned), taken back then.
+    private var earlyRTCP: (source: SocketAddress, arrival: Int64, at: Int64, rejected: Bool)?
+    private var earlyRTCPBytes: [UInt8] = []
     /// The stats of the streams received before this one (nil while the first is): `stats`
     /// adds them up with this stream's.
     private var earlierStreams: ReceiverStats?
@@ -293,6 +299,7 @@ public struct ReceiveSession: Sendable {
             if lockedSSRC == nil {
                 lockedSSRC = parsed.header.ssrc
                 if lockedSource == nil { lockedSource = source() }
+                handleEarlyRTCP(now: now)
             }
             // A path-MTU probe: confirmed in the next feedback, never media.
             let body = UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange])
@@ -333,9 +340,11 @@ public struct ReceiveSession: Sendable {
             timestampJumpCandidate = nil
         }
         if lockedPayloadType == nil {
+            let first = lockedSSRC == nil
             lockedSSRC = parsed.header.ssrc
             lockedPayloadType = parsed.header.payloadType
             if lockedSource == nil { lockedSource = source() }
+            if first { handleEarlyRTCP(now: now) }
         }
         accept(parsed.header, datagram: datagram, payload: UnsafeRawBufferPointer(rebasing: datagram[parsed.payloadRange]),
                tos: tos, arrival: arrival, now: now)
@@ -1135,6 +1144,12 @@ public struct ReceiveSession: Sendable {
                                      arrival: Int64, now: Int64) {
         guard let locked = lockedSource, let source, source.host == locked.host else {
             reject(.rtcpForeignSource)
+            if lockedSSRC == nil, let source { holdEarlyRTCP(datagram, from: source, arrival: arrival, now: now, rejected: true) }
+            return
+        }
+        if lockedSSRC == nil {
+            // From the pinned host (`--from`) before its stream: nothing to relate it to yet.
+            holdEarlyRTCP(datagram, from: source, arrival: arrival, now: now, rejected: false)
             return
         }
         let parsed = RTCPPacket.parseCompound(datagram)
@@ -1173,6 +1188,32 @@ public struct ReceiveSession: Sendable {
             lastStreamActivity = now
             noteSenderPacketCount(report.packetCount, arrival: arrival, now: now)
         }
+    }
+
+    /// RTCP datagrams larger than this are not kept before the stream's first packet.
+    static let earlyRTCPLimit = 1500
+    /// How long RTCP that came before the stream's first packet is kept for it.
+    static let earlyRTCPLifetime: Int64 = 2_000_000_000
+
+    /// Keeps RTCP that came before the stream's first packet (the latest only: bounded).
+    private mutating func holdEarlyRTCP(_ datagram: UnsafeRawBufferPointer, from source: SocketAddress, arrival: Int64,
+                                        now: Int64, rejected: Bool) {
+        guard datagram.count <= Self.earlyRTCPLimit else { return }
+        if let early = earlyRTCP, !early.rejected && rejected { return }  // the pinned host's is kept
+        earlyRTCPBytes.removeAll(keepingCapacity: true)
+        earlyRTCPBytes.append(contentsOf: datagram)
+        earlyRTCP = (source, arrival, now, rejected)
+    }
+
+    /// The stream locked: RTCP kept from before it is handled now if it came from the stream's
+    /// host recently enough (then it is no longer counted foreign).
+    private mutating func handleEarlyRTCP(now: Int64) {
+        guard let early = earlyRTCP else { return }
+        earlyRTCP = nil
+        guard now - early.at <= Self.earlyRTCPLifetime, let locked = lockedSource, early.source.host == locked.host else { return }
+        if early.rejected { Self.takeBack(1, of: .rtcpForeignSource, from: &counts.rejected) }
+        let bytes = earlyRTCPBytes
+        bytes.withUnsafeBytes { handleRTCP($0, from: early.source, arrival: early.arrival, now: now) }
     }
 
     /// With rtcp-mux, an RTCP packet on the RTP port: its second byte is an RTCP packet type
