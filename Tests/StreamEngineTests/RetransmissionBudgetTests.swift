@@ -48,6 +48,28 @@ import Testing
         return sent
     }
 
+    /// On a path whose round trip is a fraction of a millisecond (a LAN, the lab), a NACK that
+    /// comes a third of a millisecond after its packet was sent is the receiver's answer to the
+    /// next packet's arrival: it is answered. (Before, the half-RTT age had a floor of 1 ms and
+    /// rejected it `tooEarly`: in the lab at 10 % random loss, 121 of 226 asks, and with the
+    /// default 50 ms playout latency half the frames came late.) Over a 10 ms round trip the
+    /// same ask is still premature.
+    @Test func onAFastPathAnEarlyNACKIsAnswered() throws {
+        final class Clock { var now: Int64 = 0 }
+        let clock = Clock()
+        let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
+        let retransmitter = Retransmitter(inner: Idle(), flow: flow, route: 1, history: History.history(first: 100),
+                                          clock: { clock.now })
+        retransmitter.noteRTT(milliseconds: 0.2)
+        clock.now = 19 * Self.millisecond + 300_000  // packet 119 was sent at 19 ms
+        retransmitter.handle(History.nack([119]))
+        #expect(try Self.sendAll(retransmitter).count == 1 && retransmitter.history.rejected.isEmpty)
+        retransmitter.noteRTT(milliseconds: 10)
+        clock.now = 21 * Self.millisecond  // packet 118 was sent at 18 ms: 3 ms, under half the RTT
+        retransmitter.handle(History.nack([118]))
+        #expect(try Self.sendAll(retransmitter).isEmpty && retransmitter.history.rejected == [.tooEarly: 1])
+    }
+
     @Test func retransmissionsCountInFlightUntilConfirmed() throws {
         let (flow, retransmitter) = try Self.setUp()
         retransmitter.handle(History.nack([100, 101, 102, 103, 104]))
