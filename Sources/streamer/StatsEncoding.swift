@@ -93,14 +93,15 @@ func flowStatsObject(_ stats: SenderStats) -> [String: Any] {
 func congestionObject(_ stats: CongestionStats?) -> [String: Any] {
     guard let stats else { return ["enabled": false] }
     return ["enabled": true, "controller": stats.controller, "active": stats.active,
-            "targetBitrateBps": stats.targetBitrate, "windowBytes": stats.window, "bytesInFlight": stats.bytesInFlight,
+            "targetBitrateBps": stats.targetBitrate, "controllerTargetBps": stats.controllerTarget,
+            "senderQueueMs": (stats.senderQueueMs * 1000).rounded() / 1000, "windowBytes": stats.window, "bytesInFlight": stats.bytesInFlight,
             "pacingRateBps": stats.pacingRate, "bottleneckRateBps": orNull(stats.bottleneckRate),
             "queueDelayMs": orNull(stats.queueDelayMs),
             "ceFraction": (stats.ceFraction * 10_000).rounded() / 10_000, "rateChanges": stats.rateChanges,
             "framesDropped": stats.framesDropped,
             "losses": stats.losses.map { losses -> Any in
                 ["declared": losses.declared, "spurious": losses.spurious, "cutsUndone": losses.cutsUndone,
-                 "reorderWindowMs": Double(losses.reorderWindow.nanoseconds) / 1e6]
+                 "reorderWindowMs": Double(losses.reorderWindow.nanoseconds) / 1e6, "tailProbes": losses.tailProbes]
             } ?? StatsJSON.Null(),
             "competition": stats.competition.map { mode -> Any in
                 ["competing": mode.competing, "entries": mode.entries, "probes": mode.probes, "exits": mode.exits]

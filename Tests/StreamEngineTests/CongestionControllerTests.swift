@@ -12,6 +12,10 @@ import UringIO
 struct BottleneckSimulation {
     enum Marking { case none, l4sStep(thresholdMs: Double), classic(thresholdMs: Double) }
     enum Source { case adaptive, fixed(bitrate: Double) }
+    /// The source follows the media's target under the controller's (`MediaRateControl`, fed
+    /// the wait of the oldest frame not yet started as each frame is queued), not the
+    /// controller's own, when set.
+    var mediaRate: MediaRateControl?
 
     static let tick: Int64 = 100_000
     static let packetSize = 1200
@@ -41,6 +45,9 @@ struct BottleneckSimulation {
     var reorder = false
     /// The receiver's timestamps in units of this many nanoseconds (RFC 8888's are 1/1024 s).
     var arrivalResolution: Int64 = 1
+    /// This fraction of media packets is lost at random after the bottleneck (seeded): loss
+    /// that is no congestion (a radio's, a faulty link's).
+    var randomLoss = 0.0
     private var reportedMissing: Set<Int64> = []
     var generator = SplitMix64(seed: 12)
 
@@ -65,6 +72,10 @@ struct BottleneckSimulation {
     var now: Int64 = 0
     private var sequence: Int64 = 0
     private var sendQueue: [Int] = []
+    /// When each packet in `sendQueue` was queued.
+    private var sendQueueTimes: [Int64] = []
+    /// The index in `sendQueue` of each frame's first packet, oldest first.
+    private var frameStarts: [Int] = []
     private var sendQueueHead = 0
     private var pacerCredit = 0.0
     private var nextFrameAt: Int64 = 0
@@ -90,6 +101,8 @@ struct BottleneckSimulation {
     private(set) var maxInFlight = 0
     private(set) var targets: [Int] = []
     private(set) var windowBlocked = 0
+    /// The longest a packet waited in the sender's queue in the window (nanoseconds).
+    private(set) var longestSendWait: Int64 = 0
     var sentBytes = 0
 
     init(controller: ScreamController, capacity: Double, oneWayDelayMs: Double, bufferBytes: Int = 1_000_000,
@@ -122,6 +135,7 @@ struct BottleneckSimulation {
         maxInFlight = 0
         targets = []
         windowBlocked = 0
+        longestSendWait = 0
         sentBytes = 0
     }
 
@@ -166,12 +180,23 @@ struct BottleneckSimulation {
             nextFrameAt += 1_000_000_000 / Self.framesPerSecond
             let bitrate: Double
             switch source {
-            case .adaptive: bitrate = Double(controller.targetBitrate)
+            case .adaptive:
+                if var media = mediaRate {
+                    frameStarts.removeAll { $0 < sendQueueHead }
+                    let oldest = frameStarts.first.map { now - sendQueueTimes[$0] } ?? 0
+                    media.frameQueued(at: now, queueDelay: oldest)
+                    mediaRate = media
+                    bitrate = Double(media.mediaTarget(controller.targetBitrate, minimum: controller.configuration.minBitrate))
+                } else {
+                    bitrate = Double(controller.targetBitrate)
+                }
             case .fixed(let fixed): bitrate = fixed
             }
             var frame = Int(bitrate / 8 / Double(Self.framesPerSecond))
+            if frame > 0 { frameStarts.append(sendQueue.count) }
             while frame > 0 {
                 sendQueue.append(min(frame, Self.packetSize))
+                sendQueueTimes.append(now)
                 frame -= Self.packetSize
             }
         }
@@ -183,6 +208,7 @@ struct BottleneckSimulation {
             guard pacerCredit >= Double(bytes) else { break }
             guard controller.bytesInFlight + bytes <= controller.window else { windowBlocked += 1; break }
             pacerCredit -= Double(bytes)
+            longestSendWait = max(longestSendWait, now - sendQueueTimes[sendQueueHead])
             sendQueueHead += 1
             controller.packetSent(SentPacketRecord(sequence: sequence, bytes: bytes, sentAt: .nanoseconds(now)))
             sentBytes += bytes
@@ -195,7 +221,12 @@ struct BottleneckSimulation {
             }
             sequence += 1
         }
-        if sendQueueHead > 4096 { sendQueue.removeFirst(sendQueueHead); sendQueueHead = 0 }
+        if sendQueueHead > 4096 {
+            frameStarts = frameStarts.filter { $0 >= sendQueueHead }.map { $0 - sendQueueHead }
+            sendQueue.removeFirst(sendQueueHead)
+            sendQueueTimes.removeFirst(sendQueueHead)
+            sendQueueHead = 0
+        }
         if competitor != nil { stepCompetitor(oneWay: oneWay) }
 
         // The bottleneck.
@@ -226,6 +257,7 @@ struct BottleneckSimulation {
                 if packet.ecn == .ect0, Double(sojourn) > threshold * 1e6 { packet.ecn = .ce }
             }
             if packet.ecn == .ce { marked += 1 }
+            if randomLoss > 0, generator.nextUnit() < randomLoss { continue }
             // FIFO on the wire too: a shorter delay does not overtake, unless reordering.
             let extra = jitter > 0 ? Int64(generator.nextUnit() * Double(jitter)) : 0
             if reorder {
@@ -635,6 +667,107 @@ struct CongestionControllerTests {
         #expect(backRTT >= 20 && backRTT <= 20 + 30)
     }
 
+    /// Random loss (10 and 20 %, no congestion) on a LAN-like path (0.1 ms RTT, 100 Mbit/s) with
+    /// reports every 20 ms, a source at most 4 Mbit/s. Loss cuts keep the window at a few
+    /// packets, and the controller's target (the window over the feedback delay) is then more
+    /// than the window carries: in flight climbs from nothing to the window between reports,
+    /// so its mean, which with the feedback delay sets the rate, is well under it. A source
+    /// at that target fills the sender's queue: its oldest packet waited 420 ms at 10 % and
+    /// 1.9 s at 20 %, where the sender drops frames at 500 ms (`maxFrameWait`). Following the
+    /// media's target (`MediaRateControl`, allowance a quarter of that) instead: 230 and 460 ms
+    /// at the same rate.
+    @Test(arguments: [0.1, 0.2])
+    func randomLossOnAFastPathKeepsTheSendersQueueShort(loss: Double) {
+        func run(media: Bool) -> (wait: Double, rate: Double) {
+            let configuration = ScreamConfiguration(maxBitrate: 4_000_000, startBitrate: 4_000_000)
+            var simulation = BottleneckSimulation(controller: ScreamController(configuration: configuration),
+                                                  capacity: 100e6, oneWayDelayMs: 0.05)
+            simulation.randomLoss = loss
+            if media { simulation.mediaRate = MediaRateControl(allowance: 500_000_000 / 4) }
+            simulation.measure(from: 5, to: 65)
+            return (Double(simulation.longestSendWait) / 1e6, Double(simulation.sentBytes) * 8 / 60)
+        }
+        let target = run(media: false)
+        let media = run(media: true)
+        print("random loss \(loss): following the target \(target.rate) bit/s, longest wait \(target.wait) ms; " +
+              "following the media's target \(media.rate) bit/s, longest wait \(media.wait) ms")
+        #expect(media.wait < 500)
+        #expect(media.wait < target.wait)
+        if loss >= 0.2 { #expect(target.wait > 1000) }
+        #expect(media.rate >= 0.8 * target.rate)
+    }
+
+    /// The last packets sent are all lost and fill the window: nothing more goes out, so nothing
+    /// shows the loss, and the receiver, with nothing new, sends no report. Before tail probes
+    /// the window stayed full until the packets expired (300 ms), and after 100 ms the
+    /// controller took the silence for feedback gone (window two packets, target the minimum).
+    /// Now, a probe timeout after the last progress, the window lets one packet more out
+    /// (before the feedback timeout); the report of its arrival shows the others missing, and
+    /// though fewer than three packets came after them, the time threshold (RACK) declares them
+    /// lost at once: the window is free again, with one loss cut.
+    @Test func aFullWindowOfLostPacketsIsProbedAndDeclaredLost() {
+        var controller = ScreamController(configuration: ScreamConfiguration(maxBitrate: 4_000_000, startBitrate: 2_000_000))
+        let receiverClock: Int64 = 1_000_000_000
+        var now: Int64 = 0
+        var sequence: Int64 = 0
+        var unreported: [(sequence: Int64, sentAt: Int64, arrives: Bool)] = []
+        func report() {
+            let packets = unreported.map { packet in
+                CongestionFeedback.PacketReport(sequence: packet.sequence,
+                                                arrival: packet.arrives ? .nanoseconds(packet.sentAt + 100_000 + receiverClock) : nil,
+                                                ecn: .notECT)
+            }
+            unreported = []
+            controller.feedbackReceived(CongestionFeedback(receivedAt: .nanoseconds(now),
+                                                           reportTime: .nanoseconds(now - 100_000 + receiverClock), packets: packets))
+        }
+        func fill(arriving: Bool) {
+            while controller.bytesInFlight + 1200 <= controller.window {
+                controller.packetSent(SentPacketRecord(sequence: sequence, bytes: 1200, sentAt: .nanoseconds(now)))
+                unreported.append((sequence, now, arriving))
+                sequence += 1
+            }
+        }
+        // Two seconds of a window-limited flow on a 0.2 ms path, a report every 20 ms.
+        while now < 2_000_000_000 {
+            now += 1_000_000
+            controller.advance(to: .nanoseconds(now))
+            if now % 20_000_000 == 0 { report() }
+            fill(arriving: true)
+        }
+        // The report of everything sent so far; then a window full of packets that are all lost.
+        now += 1_000_000
+        report()
+        fill(arriving: false)
+        let lastProgress = now
+        let lostInFlight = controller.bytesInFlight
+        let declaredBefore = controller.lossCounts!.declared
+        let reductionsBefore = controller.reductions
+        #expect(lostInFlight > 0 && controller.tailProbes == 0)
+        // No report comes (nothing new arrives). The probe: room for one packet more.
+        while controller.bytesInFlight + 1200 > controller.window, now - lastProgress < 400_000_000 {
+            now += 1_000_000
+            controller.advance(to: .nanoseconds(now))
+        }
+        let probeAfter = now - lastProgress
+        print("tail: \(lostInFlight) bytes lost in flight, probe after \(Double(probeAfter) / 1e6) ms " +
+              "(timeout \(Double(controller.tailProbeTimeout) / 1e6) ms), feedback timeout \(Double(controller.feedbackTimeout) / 1e6) ms")
+        #expect(controller.tailProbes == 1)
+        #expect(probeAfter < controller.feedbackTimeout)
+        #expect(controller.feedbackStopped == false)
+        #expect(controller.bytesInFlight == lostInFlight)  // nothing expired: the probe came first
+        // The probe arrives; its report (20 ms later) shows the packets before it missing.
+        fill(arriving: true)
+        #expect(controller.bytesInFlight == lostInFlight + 1200)
+        now += 20_000_000
+        report()
+        #expect(controller.bytesInFlight == 0)
+        #expect(controller.lossCounts!.declared == declaredBefore + lostInFlight / 1200)
+        #expect(controller.reductions == reductionsBefore + 1)
+        #expect(controller.feedbackStopped == false)
+        #expect(controller.bytesInFlight + 1200 <= controller.window)
+    }
+
     /// Feedback stops for 2 s: within its timeout (four feedback delays, at least 100 ms) plus
     /// a report interval the window is two packets and the target the minimum; when feedback
     /// returns the target climbs back to 80 % of the capacity within 2 s.
@@ -648,7 +781,8 @@ struct CongestionControllerTests {
         let timeout = Double(simulation.controller.feedbackTimeout) / 1e9
         simulation.run(until: s(10) + s(timeout) + 25_000_000 + 20_000_000)
         #expect(simulation.controller.feedbackStopped)
-        #expect(simulation.controller.window == 2 * 1200)
+        // Two packets, and the tail probes since (each timeout twice the last: at most two yet).
+        #expect(simulation.controller.window >= 2 * 1200 && simulation.controller.window <= 4 * 1200)
         #expect(simulation.controller.targetBitrate == 200_000)
         simulation.resetMeasurements()
         simulation.run(until: s(12))

@@ -89,6 +89,41 @@ import Testing
         #expect(try Self.sendAll(retransmitter).count == 2)
     }
 
+    /// The receiver asks again for a packet whose retransmission it never got: that
+    /// retransmission leaves the flight as the new one is queued, not at the loss timeout
+    /// (at least 200 ms). Before, in a window of two packets (the lab at 10 % random loss),
+    /// two lost retransmissions held back every other packet, the new ones too, for that long.
+    /// A repeated ask the history rejects (premature) leaves the first one in flight.
+    @Test func anAskRepeatedTakesTheLostRetransmissionOutOfFlight() throws {
+        final class Clock { var now: Int64 = 0 }
+        let clock = Clock()
+        let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
+        flow.congestion = StillController(window: 2_100)
+        flow.congestionActive = true
+        let retransmitter = Retransmitter(inner: Idle(), flow: flow, route: 1, history: History.history(first: 100),
+                                          clock: { clock.now })
+        retransmitter.noteRTT(milliseconds: 4)
+        clock.now = 40 * Self.millisecond
+        retransmitter.handle(History.nack([100, 101]))
+        #expect(try Self.sendAll(retransmitter).count == 2 && flow.retransmissionBytesInFlight == 2 * 1_014)
+        // Asked again at once: within half the RTT of the answer, rejected; both stay in flight.
+        clock.now += 1 * Self.millisecond
+        retransmitter.handle(History.nack([100]))
+        #expect(try Self.sendAll(retransmitter).isEmpty && flow.retransmissionBytesInFlight == 2 * 1_014)
+        // Asked again an RTT later: the first one did not arrive. It leaves the flight, and its
+        // successor fits in the window beside the other.
+        clock.now += 4 * Self.millisecond
+        retransmitter.handle(History.nack([100]))
+        #expect(flow.retransmissionBytesInFlight == 1_014)
+        let again = try Self.sendAll(retransmitter)
+        #expect(again.count == 1 && flow.retransmissionBytesInFlight == 2 * 1_014)
+        // Its confirmation empties the window of it; the lost one counts once, when it expires.
+        retransmitter.confirm(again)
+        #expect(flow.retransmissionBytesInFlight == 1_014 && retransmitter.lost == 0)
+        retransmitter.expire(sentBefore: clock.now + 1)
+        #expect(flow.retransmissionBytesInFlight == 0 && retransmitter.lost == 2)
+    }
+
     @Test func unconfirmedRetransmissionsLeaveTheWindowWhenLostOrWrittenOff() throws {
         let (flow, retransmitter) = try Self.setUp()
         retransmitter.handle(History.nack([100, 101]))

@@ -68,13 +68,19 @@ public struct CongestionLossCounts: Sendable, Equatable {
     /// How long past the newest delivered packet's round trip a missing packet waits before it
     /// counts as lost (0 on a path not seen to reorder).
     public var reorderWindow = Duration.zero
+    /// Tail loss probes: a packet let out beyond the window because nothing was confirmed or
+    /// declared lost for a probe timeout while the window was full (its last packets may all
+    /// have been lost, and nothing sent after them would show it).
+    public var tailProbes = 0
 
     /// Counts of the given sizes.
-    public init(declared: Int = 0, spurious: Int = 0, cutsUndone: Int = 0, reorderWindow: Duration = .zero) {
+    public init(declared: Int = 0, spurious: Int = 0, cutsUndone: Int = 0, reorderWindow: Duration = .zero,
+                tailProbes: Int = 0) {
         self.declared = declared
         self.spurious = spurious
         self.cutsUndone = cutsUndone
         self.reorderWindow = reorderWindow
+        self.tailProbes = tailProbes
     }
 }
 

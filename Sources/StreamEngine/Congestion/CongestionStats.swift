@@ -8,11 +8,20 @@ public struct CongestionStats: Sendable, Equatable {
     /// without a controller, and the target announced is the controller's first (or, once it was
     /// obeyed, the last one announced).
     public var active = false
-    /// The bitrate the source should produce, bits per second: the controller's target as last
-    /// announced (`SenderEvent.targetBitrate`), which happens when it moved by
+    /// The bitrate the source should produce, bits per second: the media's target under the
+    /// controller's (`controllerTarget` less room for retransmissions and for frames waiting
+    /// long, `MediaRateControl`) as last announced (`SenderEvent.targetBitrate`), which happens
+    /// when it moved by
     /// `MediaSenderConfig.targetBitrateStep` or more (at most every `targetBitrateInterval`, but
     /// for a large cut).
     public var targetBitrate = 0
+    /// The controller's own target now, bits per second: the window over the feedback delay.
+    /// The media's (`targetBitrate`) leaves room for retransmissions and is lower while frames
+    /// wait long in the flow's queue (`MediaRateControl`).
+    public var controllerTarget = 0
+    /// How long the oldest frame not yet started has waited in the flow's queue, behind the
+    /// one being sent, milliseconds (0 when none waits).
+    public var senderQueueMs = 0.0
     /// The bytes the controller lets be in flight.
     public var window = 0
     /// The bytes in flight as the controller counts them.

@@ -110,6 +110,17 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   reordering and held the rate at a fifth of the link (tools/cc-eval case h, results/cc/
 ///   reordering.md). Packets no report ever covers (their feedback was lost) leave the
 ///   flight after a timeout without a reaction, so lost feedback does not read as congestion.
+/// - Tail loss (RACK-TLP, RFC 8985): when the window is full and no report has confirmed or
+///   declared anything for a probe timeout (`tailProbeTimeout`), the window lets one packet
+///   more out; a packet with fewer than the threshold's three sent after it is declared lost
+///   by time instead, once a packet sent after it was delivered and its round trip passed.
+///   Without it, on a LAN at 10 % random loss, where loss cuts keep the window at a few
+///   packets, a window full of lost packets stalled the flow: nothing more went out, so
+///   nothing showed the loss and the receiver had nothing to report; after 100 ms the silence
+///   read as feedback gone (window two packets, target the minimum) and the packets left the
+///   flight only when they expired (300 ms), while frames waited in the sender.
+///   `Tests/StreamEngineTests/CongestionControllerTests.swift`
+///   (`aFullWindowOfLostPacketsIsProbedAndDeclaredLost`) shows both.
 /// - It measures the rate at which the bottleneck delivers the flow's packets while a queue
 ///   stands before them (`bottleneckRate`: runs of marked packets, each right behind the one
 ///   before, timed by the receiver), and the flow paces a backlog, a keyframe, at no more than
@@ -173,6 +184,19 @@ public struct ScreamController: CongestionController {
     private var growthHeldUntil = Int64.min
     /// Packets reported missing and not yet declared lost (too few later packets received).
     private var pendingMissing: Set<Int64> = []
+    /// The last time a report confirmed a packet or declared one lost, or a packet went into
+    /// an empty flight: a tail probe is due a probe timeout after it (`tailProbeTimeout`).
+    private var lastProgressAt = Int64.min / 2
+    private var lastTailProbeAt = Int64.min / 2
+    /// Bytes the window lets out beyond itself: a tail probe's packet (at most two), until
+    /// the next report that confirms or declares anything.
+    private var probeCredit = 0.0
+    /// Tail probes sent so far, and since the last progress (each doubles the next timeout).
+    private(set) var tailProbes = 0
+    private var tailProbesWithoutProgress = 0
+    /// The smoothed time between feedback reports, and the last one's arrival.
+    private var smoothedReportGap: Int64?
+    private var lastReportAt: Int64?
     private var roundsSinceReduction = 0
     /// Silence is counted from here: the last feedback, or the first packet sent into an
     /// empty flight after it (an idle sender hears nothing and is owed nothing).
@@ -331,8 +355,19 @@ public struct ScreamController: CongestionController {
     /// The bytes that may be in flight: the reference window with `windowHeadroom`, two
     /// packets while feedback has stopped.
     public var window: Int {
-        if feedbackStopped { return Int(2 * Double(configuration.maxPacketSize)) }
-        return Int(referenceWindow * configuration.windowHeadroom)
+        if feedbackStopped { return Int(2 * Double(configuration.maxPacketSize) + probeCredit) }
+        return Int(referenceWindow * configuration.windowHeadroom + probeCredit)
+    }
+
+    /// How long without a packet confirmed or declared lost, with the window full, before a
+    /// tail probe: twice the feedback delay and twice the time between reports (the
+    /// receiver's report interval is its largest ack delay: RFC 9002's PTO has it), at least
+    /// 10 ms, and under half the `feedbackTimeout` (a probe's report keeps a receiver that is
+    /// there from reading as gone); doubled for each probe since the last progress (RFC 9002's
+    /// backoff), so a path that is gone gets one packet ever more seldom.
+    var tailProbeTimeout: Int64 {
+        let base = min(max(2 * rtt, 2 * (smoothedReportGap ?? 0), 10_000_000), feedbackTimeout / 2)
+        return base << min(tailProbesWithoutProgress, 6)
     }
 
     /// The reference window over the feedback delay, within the configured bounds; the
@@ -354,10 +389,11 @@ public struct ScreamController: CongestionController {
     /// four RTTs, and never under 100 ms (a receiver reporting every 20-50 ms skips a few).
     var feedbackTimeout: Int64 { max(4 * rtt, 100_000_000) }
 
-    /// Losses declared, those that turned out to be reordering, cuts undone, the reorder window.
+    /// Losses declared, those that turned out to be reordering, cuts undone, the reorder
+    /// window, tail probes.
     public var lossCounts: CongestionLossCounts? {
         CongestionLossCounts(declared: lossesDeclared, spurious: spuriousLosses, cutsUndone: lossCutsUndone,
-                             reorderWindow: .nanoseconds(reorderWindow))
+                             reorderWindow: .nanoseconds(reorderWindow), tailProbes: tailProbes)
     }
 
     /// The rate at which the bottleneck delivered this flow's packets while a queue stood
@@ -384,6 +420,7 @@ public struct ScreamController: CongestionController {
         if entries[index].outstanding { bytesInFlight -= Int(entries[index].bytes); expired += 1 }
         let bytes = min(max(packet.bytes, 0), 1 << 20)
         if bytesInFlight == 0 { silenceSince = max(silenceSince ?? now, now) }
+        if bytesInFlight == 0 { lastProgressAt = now }
         entries[index] = Entry(sequence: packet.sequence, sentAt: now, bytes: Int32(bytes), outstanding: true)
         if oldest < 0 { oldest = packet.sequence }
         oldest = max(oldest, packet.sequence - Int64(entries.count) + 1)
@@ -398,6 +435,18 @@ public struct ScreamController: CongestionController {
     private mutating func advanceInternal(to now: Int64) {
         // Without feedback nothing else would let a probe out once the window collapsed.
         expireUnreported(now: now)
+        let packet = Double(configuration.maxPacketSize)
+        if bytesInFlight > 0, Double(bytesInFlight) + packet > Double(window),
+           now - max(lastProgressAt, lastTailProbeAt) >= tailProbeTimeout {
+            // Nothing confirmed or lost for a probe timeout with the window full: the last packets
+            // sent may all be lost, and with the window full of them nothing more goes out that
+            // would show it (RACK-TLP's tail loss probe, RFC 8985 section 7). A packet more is let
+            // out; its report shows the others missing, and the time threshold declares them lost.
+            lastTailProbeAt = now
+            probeCredit = min(probeCredit + packet, 2 * packet)
+            tailProbes += 1
+            tailProbesWithoutProgress += 1
+        }
         guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0, now - since > feedbackTimeout else { return }
         // The path or its feedback is gone: send no more than a probe's worth until it answers,
         // and come back in slow start towards the window we had.
@@ -417,6 +466,11 @@ public struct ScreamController: CongestionController {
     public mutating func feedbackReceived(_ feedback: CongestionFeedback) {
         let now = feedback.receivedAt.nanoseconds
         silenceSince = now
+        if let last = lastReportAt, now > last {
+            let gap = min(now - last, 1_000_000_000)
+            smoothedReportGap = smoothedReportGap.map { ($0 * 7 + gap) / 8 } ?? gap
+        }
+        lastReportAt = now
         if feedbackStopped {
             feedbackStopped = false
             slowStart = true
@@ -550,8 +604,15 @@ public struct ScreamController: CongestionController {
         for sequence in pendingMissing {
             guard let index = lookup(sequence), entries[index].outstanding else { continue }
             let sentAt = entries[index].sentAt
-            guard sequence + Self.reorderingThreshold <= highestReceived,
-                  window == 0 || (sentAt <= newestDeliveredSentAt && now - sentAt >= newestDeliveredRTT + window)
+            // Time instead of count for a packet with fewer than the threshold sent after it
+            // (the window held the rest back): reported missing while a packet sent after it
+            // was delivered, and past that one's round trip by the reorder window (at least a
+            // quarter of the least RTT: RACK's reo_wnd), it is lost (RFC 8985).
+            let tail = newestSent - sequence < Self.reorderingThreshold
+            let overdue = sentAt < newestDeliveredSentAt
+                && now - sentAt >= newestDeliveredRTT + max(window, (leastRTT.minimum ?? rtt) / 4)
+            guard tail ? overdue : sequence + Self.reorderingThreshold <= highestReceived
+                    && (window == 0 || (sentAt <= newestDeliveredSentAt && now - sentAt >= newestDeliveredRTT + window))
             else { stillMissing.insert(sequence); continue }
             entries[index].outstanding = false
             entries[index].declaredLost = true
@@ -561,6 +622,11 @@ public struct ScreamController: CongestionController {
         }
         pendingMissing = stillMissing
         lossesDeclared += lost
+        if ackedBytes > 0 || lost > 0 {
+            lastProgressAt = now
+            probeCredit = 0
+            tailProbesWithoutProgress = 0
+        }
         expireUnreported(now: now)
 
         roundAckedBytes += ackedBytes

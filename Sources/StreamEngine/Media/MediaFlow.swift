@@ -157,6 +157,14 @@ final class MediaFlow: DatagramProducer {
         return dueBytes + planBytes - planBytesWritten
     }
 
+    /// How long the oldest access unit not yet started has waited (nanoseconds at `now`, from
+    /// its due time when it had one; 0 when none waits): the backlog behind the one being
+    /// sent, which at a pace just over the stream's takes most of a frame interval by design.
+    func queueDelay(now: Int64) -> Int64 {
+        guard queueHead < queue.count, queue[queueHead].dueAt <= now else { return 0 }
+        return max(0, now - queue[queueHead].enqueuedAt)
+    }
+
     /// Nanoseconds from `now` until the next access unit waiting is due (nil: none waits for
     /// its time). The engine's wait ends then.
     /// Held against the flow's own `now` (what `peekDatagram` went by), so a unit that came

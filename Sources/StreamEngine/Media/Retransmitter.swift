@@ -42,6 +42,8 @@ final class Retransmitter: DatagramProducer {
     /// left, whether feedback confirmed them, their bytes while in flight (the latest `maxTracked`,
     /// oldest first in `sentOrder`).
     private var sentRetransmissions: [UInt16: (original: UInt16, sentAt: Int64, confirmed: Bool, bytes: Int)] = [:]
+    /// The RTX sequence number of each original's latest retransmission among them.
+    private var latestRetransmission: [UInt16: UInt16] = [:]
     private var sentOrder: [UInt16] = []
     private var sentOrderHead = 0
     static let maxTracked = 8192
@@ -83,10 +85,22 @@ final class Retransmitter: DatagramProducer {
             // The original sequence number: the RTX payload's first two bytes, or the header's.
             let original = history.sameSSRC ? UInt16(datagram[2]) << 8 | UInt16(datagram[3])
                 : UInt16(datagram[RTPHeader.fixedSize]) << 8 | UInt16(datagram[RTPHeader.fixedSize + 1])
+            writeOffEarlierRetransmission(of: original)
             queue.append((original, datagram))
             self.waiting.insert(original)
             queuedBytes += datagram.count
         }
+    }
+
+    /// The receiver asked again for `original` and the history answers (the ask is not premature):
+    /// the retransmission sent before did not arrive, so it leaves the flight now rather than
+    /// at the loss timeout (at least 200 ms, and in a small window it held back everything
+    /// else, the new retransmission too). Counted lost when it expires, as before.
+    private func writeOffEarlierRetransmission(of original: UInt16) {
+        guard let sequence = latestRetransmission[original], let entry = sentRetransmissions[sequence],
+              !entry.confirmed, entry.bytes > 0 else { return }
+        sentRetransmissions[sequence]?.bytes = 0
+        flow.retransmissionBytesInFlight -= entry.bytes
     }
 
     /// Takes the oldest waiting retransmission out of the queue.
@@ -109,6 +123,7 @@ final class Retransmitter: DatagramProducer {
         let original = UInt16(datagram[RTPHeader.fixedSize]) << 8 | UInt16(datagram[RTPHeader.fixedSize + 1])
         if sentOrder.count - sentOrderHead >= Self.maxTracked { forgetOldest() }
         sentRetransmissions[sequence] = (original, clock(), false, datagram.count)
+        latestRetransmission[original] = sequence
         sentOrder.append(sequence)
         flow.retransmissionBytesInFlight += datagram.count
     }
@@ -116,9 +131,12 @@ final class Retransmitter: DatagramProducer {
     private func forgetOldest() {
         let sequence = sentOrder[sentOrderHead]
         sentOrderHead += 1
-        if let entry = sentRetransmissions.removeValue(forKey: sequence), !entry.confirmed {
-            lost += 1
-            flow.retransmissionBytesInFlight -= entry.bytes
+        if let entry = sentRetransmissions.removeValue(forKey: sequence) {
+            if latestRetransmission[entry.original] == sequence { latestRetransmission[entry.original] = nil }
+            if !entry.confirmed {
+                lost += 1
+                flow.retransmissionBytesInFlight -= entry.bytes
+            }
         }
         if sentOrderHead > 4096 && sentOrderHead * 2 > sentOrder.count {
             sentOrder.removeFirst(sentOrderHead)

@@ -46,8 +46,8 @@ public enum SenderEvent: Sendable, Equatable {
     /// The kernel picks another source address toward the receiver (the old one removed, or a
     /// new one preferred): the flow's sockets now send from `source`, on the same ports.
     case sourceAddressChanged(flow: Int, source: String?)
-    /// The flow's congestion controller asks the source for another bitrate (bits per second):
-    /// feed it to the encoder. Announced when the target moved by
+    /// The flow's congestion controller asks the source for another bitrate (bits per second;
+    /// the media's target, `CongestionStats.targetBitrate`): feed it to the encoder. Announced when the target moved by
     /// `MediaSenderConfig.targetBitrateStep` or more (at most every `targetBitrateInterval`, but
     /// for a large cut); also in `SenderStats.congestion`.
     case targetBitrate(flow: Int, bitsPerSecond: Int)

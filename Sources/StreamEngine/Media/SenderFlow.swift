@@ -149,6 +149,10 @@ final class SenderFlow {
     private var lastCEReported = 0
     /// When the target was last announced (monotonic nanoseconds).
     private var lastTargetAnnounced: Int64 = 0
+    /// The media's target under the controller's while frames wait in the flow's queue.
+    private var mediaRate = MediaRateControl(allowance: 0)
+    /// The least media target (the controller's `minBitrate`; 1 for a custom controller).
+    private var mediaMinimum = 1
     /// What `storeFramesFinished()` stored last.
     private var storedFramesFinished = 0
     /// With `config.paceStreamMultiple`: the stream's rate, from the access units taken in.
@@ -254,7 +258,9 @@ final class SenderFlow {
             let controller = setting.makeController(ecn: config.ecn, maxPacketSize: mtu - socket.headerOverhead)
             flow.congestion = controller
             flow.maxFrameWait = config.maxFrameWait.nanoseconds
+            mediaRate = MediaRateControl(allowance: config.maxFrameWait.nanoseconds / 4)
             startTarget = controller.targetBitrate
+            if case .scream(let configuration) = setting { mediaMinimum = configuration.minBitrate }
             var congestion = CongestionStats()
             congestion.controller = setting.name
             congestion.targetBitrate = startTarget
@@ -406,7 +412,10 @@ final class SenderFlow {
             return (box.finished && box.accessUnits.isEmpty, box.dropped, box.newDestination)
         }
         let now = incoming.isEmpty ? 0 : monotonicNanoseconds()
-        for (accessUnit, due) in incoming { flow.enqueue(accessUnit, at: now, due: due) }
+        for (accessUnit, due) in incoming {
+            flow.enqueue(accessUnit, at: now, due: due)
+            if flow.congestionActive { mediaRate.frameQueued(at: due ?? now, queueDelay: flow.queueDelay(now: now)) }
+        }
         if config.paceStreamMultiple != nil {
             for (accessUnit, due) in incoming { streamRate.add(byteCount: accessUnit.byteCount, at: due ?? now) }
         }
@@ -761,7 +770,10 @@ final class SenderFlow {
         stats.active = flow.congestionActive
         // Not obeyed: the first target until the controller was ever obeyed (a receiver without
         // per-packet feedback); after that (the receiver gone) the last one announced stays.
-        let target = flow.congestionActive ? congestion.targetBitrate : (rtcp.perPacketFeedback ? stats.targetBitrate : startTarget)
+        if !flow.congestionActive { mediaRate.reset() }
+        mediaRate.sent(mediaBytes: local.bytesSent, retransmittedBytes: retransmitter?.sentBytes ?? 0, at: flow.now)
+        let target = flow.congestionActive ? mediaRate.mediaTarget(congestion.targetBitrate, minimum: mediaMinimum)
+            : (rtcp.perPacketFeedback ? stats.targetBitrate : startTarget)
         let step = config.targetBitrateStep * Double(stats.targetBitrate)
         let now = monotonicNanoseconds()
         if abs(Double(target - stats.targetBitrate)) >= step
@@ -771,6 +783,8 @@ final class SenderFlow {
             stats.rateChanges += 1
             lastTargetAnnounced = now
         }
+        stats.controllerTarget = congestion.targetBitrate
+        stats.senderQueueMs = Double(flow.queueDelay(now: flow.now)) / 1e6
         stats.window = congestion.window
         stats.bytesInFlight = congestion.bytesInFlight
         stats.pacingRate = Int(pace ?? 0)
