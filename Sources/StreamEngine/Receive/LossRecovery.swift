@@ -310,6 +310,7 @@ struct LossRecovery: Sendable {
 
     /// The counters into the session's stats.
     func addStats(to stats: inout ReceiverStats) {
+        stats.sentBeforeFirst = senderCountOffset
         stats.late += counts.late
         stats.recovered = counts.recovered
         stats.framesLate = counts.framesLate

@@ -5,6 +5,13 @@ public struct ReceiverStats: Sendable, Equatable {
     public var received = 0
     /// Packets missing at the end (gaps not filled).
     public var lost: Int64 = 0
+    /// Packets the sender's reports count before the first one received here (with loss
+    /// recovery; nil before a sender report): the stream's first packets lost on the way, which
+    /// no gap shows (RFC 3550's base sequence is the first received, so `lost` cannot hold
+    /// them), or sent before this receiver listened. The least difference of any sender
+    /// report's packet count over the packets expected here, so it settles once a report goes
+    /// out with nothing in flight.
+    public var sentBeforeFirst: Int64?
     /// Packets that arrived after their frame was given up, or outside the window.
     public var late = 0
     /// Packets received twice.
@@ -129,6 +136,7 @@ public struct ReceiverStats: Sendable, Equatable {
     mutating func addEarlierStreams(_ earlier: ReceiverStats) {
         received += earlier.received
         lost += earlier.lost
+        if let before = earlier.sentBeforeFirst { sentBeforeFirst = (sentBeforeFirst ?? 0) + before }
         late += earlier.late
         duplicate += earlier.duplicate
         reordered += earlier.reordered
