@@ -353,7 +353,8 @@ public struct ScreamController: CongestionController {
     }
 
     /// The bytes that may be in flight: the reference window with `windowHeadroom`, two
-    /// packets while feedback has stopped.
+    /// packets while feedback has stopped; either with the tail probes' credit (at most two
+    /// packets, until the next progress).
     public var window: Int {
         if feedbackStopped { return Int(2 * Double(configuration.maxPacketSize) + probeCredit) }
         return Int(referenceWindow * configuration.windowHeadroom + probeCredit)
@@ -419,8 +420,10 @@ public struct ScreamController: CongestionController {
         let index = Int(packet.sequence & mask)
         if entries[index].outstanding { bytesInFlight -= Int(entries[index].bytes); expired += 1 }
         let bytes = min(max(packet.bytes, 0), 1 << 20)
-        if bytesInFlight == 0 { silenceSince = max(silenceSince ?? now, now) }
-        if bytesInFlight == 0 { lastProgressAt = now }
+        if bytesInFlight == 0 {
+            silenceSince = max(silenceSince ?? now, now)
+            lastProgressAt = now
+        }
         entries[index] = Entry(sequence: packet.sequence, sentAt: now, bytes: Int32(bytes), outstanding: true)
         if oldest < 0 { oldest = packet.sequence }
         oldest = max(oldest, packet.sequence - Int64(entries.count) + 1)
