@@ -37,6 +37,22 @@ import Testing
         return (flow, retransmitter)
     }
 
+    final class Clock { var now: Int64 = 0 }
+
+    /// A flow under `window` with a retransmitter on a clock the test moves, set to 40 ms,
+    /// after an RTT of 4 ms.
+    static func setUp(window: Int) throws -> (Clock, MediaFlow, Retransmitter) {
+        let clock = Clock()
+        let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
+        flow.congestion = StillController(window: window)
+        flow.congestionActive = true
+        let retransmitter = Retransmitter(inner: Idle(), flow: flow, route: 1, history: History.history(first: 100),
+                                          clock: { clock.now })
+        retransmitter.noteRTT(milliseconds: 4)
+        clock.now = 40 * Self.millisecond
+        return (clock, flow, retransmitter)
+    }
+
     /// Sends what the window lets out; returns the RTX sequence numbers sent.
     static func sendAll(_ retransmitter: Retransmitter) throws -> [UInt16] {
         var sent: [UInt16] = []
@@ -55,7 +71,6 @@ import Testing
     /// default 50 ms playout latency half the frames came late.) Over a 10 ms round trip the
     /// same ask is still premature.
     @Test func onAFastPathAnEarlyNACKIsAnswered() throws {
-        final class Clock { var now: Int64 = 0 }
         let clock = Clock()
         let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
         let retransmitter = Retransmitter(inner: Idle(), flow: flow, route: 1, history: History.history(first: 100),
@@ -95,15 +110,7 @@ import Testing
     /// two lost retransmissions held back every other packet, the new ones too, for that long.
     /// A repeated ask the history rejects (premature) leaves the first one in flight.
     @Test func anAskRepeatedTakesTheLostRetransmissionOutOfFlight() throws {
-        final class Clock { var now: Int64 = 0 }
-        let clock = Clock()
-        let flow = try MediaFlow(route: 0, maxDatagramSize: 1200)
-        flow.congestion = StillController(window: 2_100)
-        flow.congestionActive = true
-        let retransmitter = Retransmitter(inner: Idle(), flow: flow, route: 1, history: History.history(first: 100),
-                                          clock: { clock.now })
-        retransmitter.noteRTT(milliseconds: 4)
-        clock.now = 40 * Self.millisecond
+        let (clock, flow, retransmitter) = try Self.setUp(window: 2_100)
         retransmitter.handle(History.nack([100, 101]))
         #expect(try Self.sendAll(retransmitter).count == 2 && flow.retransmissionBytesInFlight == 2 * 1_014)
         // Asked again at once: within half the RTT of the answer, rejected; both stay in flight.
@@ -122,6 +129,45 @@ import Testing
         #expect(flow.retransmissionBytesInFlight == 1_014 && retransmitter.lost == 0)
         retransmitter.expire(sentBefore: clock.now + 1)
         #expect(flow.retransmissionBytesInFlight == 0 && retransmitter.lost == 2)
+    }
+
+    /// A retransmission the receiver never got, while a packet sent after it arrived (a media
+    /// packet, or a later retransmission): on a path that keeps order it would have come first,
+    /// so it leaves the flight at that report, beyond the reorder window (RACK), not at the loss
+    /// timeout (at least 200 ms). Before, in the lab at 20 % random loss, one or two of them in a
+    /// window of three or four packets held every other packet back for that long. One sent
+    /// within the reorder window before the delivered packet stays; a late confirmation still
+    /// counts, and the loss is counted once, when it expires.
+    @Test func aRetransmissionOvertakenLeavesTheFlight() throws {
+        let (clock, flow, retransmitter) = try Self.setUp(window: 5_000)
+        retransmitter.handle(History.nack([100, 101]))
+        let first = try Self.sendAll(retransmitter)
+        #expect(first.count == 2 && flow.retransmissionBytesInFlight == 2 * 1_014)
+        // Nothing delivered yet, or only what was sent with them or within the reorder window after.
+        retransmitter.writeOffOvertaken(deliveredSentAt: .min, reorderWindow: 0)
+        retransmitter.writeOffOvertaken(deliveredSentAt: 40 * Self.millisecond, reorderWindow: 0)
+        retransmitter.writeOffOvertaken(deliveredSentAt: 41 * Self.millisecond, reorderWindow: 2 * Self.millisecond)
+        #expect(flow.retransmissionBytesInFlight == 2 * 1_014)
+        // A media packet sent 3 ms after them arrived: both were lost.
+        retransmitter.writeOffOvertaken(deliveredSentAt: 43 * Self.millisecond, reorderWindow: 2 * Self.millisecond)
+        #expect(flow.retransmissionBytesInFlight == 0 && retransmitter.lost == 0)
+        // One arrives after all: confirmed, and the flight stays empty.
+        retransmitter.confirm([first[1]])
+        #expect(flow.retransmissionBytesInFlight == 0 && retransmitter.confirmed == 1)
+
+        // A later retransmission confirmed overtakes an earlier one (no media needed).
+        clock.now = 50 * Self.millisecond
+        retransmitter.handle(History.nack([102]))
+        let second = try Self.sendAll(retransmitter)
+        clock.now = 51 * Self.millisecond
+        retransmitter.handle(History.nack([103]))
+        let third = try Self.sendAll(retransmitter)
+        #expect(second.count == 1 && third.count == 1 && flow.retransmissionBytesInFlight == 2 * 1_014)
+        retransmitter.confirm(third)
+        retransmitter.writeOffOvertaken(deliveredSentAt: 43 * Self.millisecond, reorderWindow: 0)
+        #expect(flow.retransmissionBytesInFlight == 0 && retransmitter.confirmed == 2)
+        retransmitter.expire(sentBefore: clock.now + 1)
+        #expect(retransmitter.lost == 2)
     }
 
     @Test func unconfirmedRetransmissionsLeaveTheWindowWhenLostOrWrittenOff() throws {

@@ -19,6 +19,21 @@ struct SentPacketLogTests {
         log.confirmThrough(2000)  // beyond what was sent: nothing more
         #expect(log.confirmed == 10 && log.sent == 10)
     }
+
+    /// Per-packet feedback: the send time of the newest-sent packet confirmed, whatever its
+    /// size and the order of the confirmations (what overtook the flow's retransmissions).
+    @Test func theNewestConfirmedSendTimeIsKept() {
+        var log = SentPacketLog(capacity: 64)
+        #expect(log.newestConfirmedSentAt == .min)
+        for sequence in 0..<6 { log.recordSent(sequence: Int64(sequence), bytes: 100 + sequence, at: 1_000 + Int64(sequence)) }
+        log.confirm(3)
+        #expect(log.newestConfirmedSentAt == 1_003)
+        log.confirm(1)  // an older one confirmed later moves nothing
+        #expect(log.newestConfirmedSentAt == 1_003)
+        _ = log.expireUnconfirmed(sentBefore: 1_005)
+        log.confirm(4)  // declared lost for its age, then confirmed
+        #expect(log.newestConfirmedSentAt == 1_004)
+    }
 }
 
 struct SentPacketLogLostPacketsTests {

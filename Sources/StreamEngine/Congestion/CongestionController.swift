@@ -21,6 +21,11 @@ public protocol CongestionController: Sendable {
     var window: Int { get }
     /// The bytes in flight as the controller counts them.
     var bytesInFlight: Int { get }
+    /// Bytes the flow holds in flight against `window` that were never handed to
+    /// `packetSent` (RFC 4588 retransmissions, on sequence numbers of their own): with them
+    /// the window may be full while the controller's own bytes leave room. The flow sets it
+    /// whenever it changes; a controller that does not need it ignores it.
+    var otherBytesInFlight: Int { get set }
     /// The rate at which to pace packets onto the wire, bits per second.
     var pacingRate: Int { get }
     /// The bitrate the media source should produce, bits per second.
@@ -55,6 +60,11 @@ extension CongestionController {
     public var bottleneckRate: Int? { nil }
     /// Nothing to change: a controller that treats every codepoint alike needs not hear of it.
     public mutating func ecnChanged(to codepoint: ECNCodepoint) {}
+    /// Not kept: a controller that never looks at the flow's other bytes needs not store them.
+    public var otherBytesInFlight: Int {
+        get { 0 }
+        set {}
+    }
 }
 
 /// What a congestion controller counted of the losses the feedback showed it.

@@ -177,6 +177,9 @@ public struct ScreamController: CongestionController {
     private(set) var feedbackStopped = false
     /// The bytes sent and neither confirmed, declared lost, nor expired.
     public private(set) var bytesInFlight = 0
+    /// The flow's RFC 4588 retransmissions in flight (they share the window): a window full
+    /// of them and of lost packets is full, and gets tail probes like one full of lost packets.
+    public var otherBytesInFlight = 0
 
     private var lastReductionAt = Int64.min / 2
     /// Growth waits an RTT after a loss or classic CE cut (the cut's effect is not yet in the
@@ -439,7 +442,8 @@ public struct ScreamController: CongestionController {
         // Without feedback nothing else would let a probe out once the window collapsed.
         expireUnreported(now: now)
         let packet = Double(configuration.maxPacketSize)
-        if bytesInFlight > 0, Double(bytesInFlight) + packet > Double(window),
+        let held = bytesInFlight + max(otherBytesInFlight, 0)
+        if held > 0, Double(held) + packet > Double(window),
            now - max(lastProgressAt, lastTailProbeAt) >= tailProbeTimeout {
             // Nothing confirmed or lost for a probe timeout with the window full: the last packets
             // sent may all be lost, and with the window full of them nothing more goes out that

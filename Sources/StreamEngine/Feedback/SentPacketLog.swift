@@ -48,6 +48,8 @@ struct SentPacketLog: Sendable {
     private(set) var fullConfirmed = 0
     /// When the newest full-size packet confirmed was sent (`.min`: none yet).
     private(set) var newestFullConfirmedSentAt: Int64 = .min
+    /// When the newest-sent packet confirmed was sent, any size (`.min`: none yet).
+    private(set) var newestConfirmedSentAt: Int64 = .min
     /// Keep the size and send time of packets declared lost for `takeLostPackets` (path-MTU
     /// black-hole detection).
     var recordsLostPackets = false
@@ -129,6 +131,7 @@ struct SentPacketLog: Sendable {
         }
         entries[index].state = .confirmed
         confirmed += 1
+        newestConfirmedSentAt = max(newestConfirmedSentAt, entries[index].sentAt)
         if Int(entries[index].bytes) >= fullBytes {
             fullConfirmed += 1
             newestFullConfirmedSentAt = max(newestFullConfirmedSentAt, entries[index].sentAt)

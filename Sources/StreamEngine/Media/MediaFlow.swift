@@ -287,8 +287,11 @@ final class MediaFlow: DatagramProducer {
 
     /// Bytes of RFC 4588 retransmissions on the wire, neither confirmed by per-packet feedback
     /// on the RTX SSRC nor written off (kept by the flow's `Retransmitter`): they count with the
-    /// controller's bytes in flight against its window, so retransmissions spend the media's budget.
-    var retransmissionBytesInFlight = 0
+    /// controller's bytes in flight against its window, so retransmissions spend the media's
+    /// budget, and the controller is told (`CongestionController.otherBytesInFlight`).
+    var retransmissionBytesInFlight = 0 {
+        didSet { congestion?.otherBytesInFlight = retransmissionBytesInFlight }
+    }
 
     /// Whether the controller's window has room for `bytes` more in flight (always when the flow
     /// does not obey one, and when nothing is in flight, so a window under a packet cannot stall it).

@@ -46,6 +46,10 @@ final class Retransmitter: DatagramProducer {
     private var latestRetransmission: [UInt16: UInt16] = [:]
     private var sentOrder: [UInt16] = []
     private var sentOrderHead = 0
+    /// How far `writeOffOvertaken` has looked in `sentOrder` (every one before was overtaken).
+    private var overtakenHead = 0
+    /// When the newest-sent retransmission the receiver confirmed was sent (`.min`: none yet).
+    private var newestConfirmedSentAt = Int64.min
     static let maxTracked = 8192
     /// Originals whose retransmission the receiver confirmed (recovered at the sender's count).
     private var recoveredOriginals = Set<UInt16>()
@@ -140,6 +144,7 @@ final class Retransmitter: DatagramProducer {
         }
         if sentOrderHead > 4096 && sentOrderHead * 2 > sentOrder.count {
             sentOrder.removeFirst(sentOrderHead)
+            overtakenHead = max(overtakenHead - sentOrderHead, 0)
             sentOrderHead = 0
         }
     }
@@ -151,11 +156,38 @@ final class Retransmitter: DatagramProducer {
             sentRetransmissions[sequence]?.confirmed = true
             flow.retransmissionBytesInFlight -= entry.bytes
             confirmed += 1
+            newestConfirmedSentAt = max(newestConfirmedSentAt, entry.sentAt)
             if recoveredOriginals.insert(entry.original).inserted {
                 recovered += 1
                 if recoveredOriginals.count > Self.maxTracked { recoveredOriginals.removeAll() }
             }
         }
+    }
+
+    /// The receiver got a packet sent after these retransmissions (a media packet sent at
+    /// `deliveredSentAt`, or a later retransmission it confirmed): on a path that keeps order
+    /// they came before it, so those not confirmed by now were lost (RACK's rule, RFC 8985
+    /// 6.2, with `reorderWindow` as its reo_wnd). They leave the flight now rather than at the
+    /// loss timeout (at least 200 ms, while in a window of a few packets they held back every
+    /// other packet: the lab at 20 % random loss); they are counted lost when they expire, as
+    /// before, and a late confirmation still counts.
+    func writeOffOvertaken(deliveredSentAt: Int64, reorderWindow: Int64) {
+        let newest = max(deliveredSentAt, newestConfirmedSentAt)
+        guard newest != .min else { return }
+        let deadline = newest - max(reorderWindow, 0)
+        var index = max(overtakenHead, sentOrderHead)
+        while index < sentOrder.count {
+            let sequence = sentOrder[index]
+            if let entry = sentRetransmissions[sequence] {
+                guard entry.sentAt < deadline else { break }
+                if !entry.confirmed && entry.bytes > 0 {
+                    sentRetransmissions[sequence]?.bytes = 0
+                    flow.retransmissionBytesInFlight -= entry.bytes
+                }
+            }
+            index += 1
+        }
+        overtakenHead = index
     }
 
     /// Retransmissions sent before `deadline` and not confirmed count as lost.

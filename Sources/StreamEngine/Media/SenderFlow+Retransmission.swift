@@ -20,6 +20,12 @@ extension SenderFlow {
         let nacks = rtcp.takeNACKs()
         guard let retransmitter else { return }
         retransmitter.confirm(rtcp.takeRetransmissionsReceived())
+        // Retransmissions still in flight that a packet sent after them overtook were lost. The
+        // reorder window: the controller's (widened where the path reordered), at least a
+        // quarter of the RTT, as the controller's own time threshold has it.
+        let quarterRTT = rtcp.rttSmoothed.map { Int64($0 * 1e6) / 4 } ?? 0
+        let reorderWindow = max(flow.congestion?.lossCounts?.reorderWindow.nanoseconds ?? 0, quarterRTT)
+        retransmitter.writeOffOvertaken(deliveredSentAt: flow.log.newestConfirmedSentAt, reorderWindow: reorderWindow)
         guard !nacks.isEmpty else { return }
         // A request within half a round trip of the last answer, or of the packet itself, is premature.
         if let rtt = rtcp.rttSmoothed { retransmitter.noteRTT(milliseconds: rtt) }
