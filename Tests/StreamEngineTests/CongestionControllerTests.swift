@@ -819,6 +819,38 @@ struct CongestionControllerTests {
         #expect(flow.controller.feedbackStopped == false)
     }
 
+    /// A window full of lost packets, and the tail probes lost too: after the feedback timeout
+    /// the window collapses to two packets while more than that is still in flight. Before,
+    /// those packets held even the probes back until they expired unreported (300 ms after
+    /// they were sent; seen in the lab at 20 % random loss: four packets in flight, the window
+    /// two packets plus two probes' credit, nothing sent for 210 ms, frames aged out at the
+    /// sender). Now the flight is written off when feedback is taken for stopped, as a
+    /// retransmission timeout does, and two packets go at once.
+    @Test func aStoppedFeedbackWritesOffTheFlight() {
+        var flow = FastPathFlow()
+        flow.fill(arriving: false)
+        let lastProgress = flow.now
+        let stuck = flow.controller.bytesInFlight
+        #expect(stuck > 4 * 1200)
+        while flow.now - lastProgress < 400_000_000 {
+            flow.now += 1_000_000
+            flow.controller.advance(to: .nanoseconds(flow.now))
+            if flow.controller.feedbackStopped { break }
+            flow.fill(arriving: false)  // the probes are lost as well
+        }
+        let stoppedAfter = flow.now - lastProgress
+        print("feedback taken for stopped after \(Double(stoppedAfter) / 1e6) ms with \(stuck) bytes stuck; " +
+              "probes \(flow.controller.tailProbes), expired \(flow.controller.expired)")
+        #expect(flow.controller.feedbackStopped && stoppedAfter < 300_000_000)
+        #expect(flow.controller.bytesInFlight == 0 && flow.windowHasRoom)
+        // Two packets go at once (and the probe's credit, one more); their report ends the stop.
+        flow.fill(arriving: true)
+        #expect(flow.controller.bytesInFlight >= 2 * 1200 && flow.controller.bytesInFlight <= 4 * 1200)
+        flow.now += 20_000_000
+        flow.report()
+        #expect(!flow.controller.feedbackStopped && flow.controller.bytesInFlight == 0)
+    }
+
     /// Feedback stops for 2 s: within its timeout (four feedback delays, at least 100 ms) plus
     /// a report interval the window is two packets and the target the minimum; when feedback
     /// returns the target climbs back to 80 % of the capacity within 2 s.

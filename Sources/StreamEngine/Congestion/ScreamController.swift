@@ -69,9 +69,9 @@ public struct ScreamConfiguration: Sendable, Equatable {
 /// delay, pacing at the target with headroom.
 ///
 /// When feedback stops for `feedbackTimeout` while packets are in flight, the window drops
-/// to two packets and the target to the minimum; packets no report covered are written off
-/// after a few feedback delays, so a probe's worth goes out. When feedback returns, slow
-/// start climbs back to the window held before.
+/// to two packets and the target to the minimum, and what was in flight leaves it (as after
+/// a retransmission timeout), so a probe's worth goes out at once. When feedback returns,
+/// slow start climbs back to the window held before.
 ///
 /// Where it departs from SCReAM v2, and why:
 /// - Pacing headroom 1.05, not 1.5. A frame sent at h × the bottleneck rate leaves
@@ -456,11 +456,15 @@ public struct ScreamController: CongestionController {
         }
         guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0, now - since > feedbackTimeout else { return }
         // The path or its feedback is gone: send no more than a probe's worth until it answers,
-        // and come back in slow start towards the window we had.
+        // and come back in slow start towards the window we had. What is in flight leaves it
+        // (as a retransmission timeout writes the flight off, RFC 8985 6.3): held against the
+        // collapsed window, packets that no report will cover (all lost, or their feedback)
+        // kept even the probes from going until they expired.
         feedbackStopped = true
         slowStartThreshold = referenceWindow
         referenceWindow = floorWindow
         reductions += 1
+        writeOffFlight(sentBefore: .max)
     }
 
     private func lookup(_ sequence: Int64) -> Int? {
@@ -867,8 +871,13 @@ public struct ScreamController: CongestionController {
 
     /// Packets sent long before anything reported and never covered by a report leave the flight.
     private mutating func expireUnreported(now: Int64) {
+        writeOffFlight(sentBefore: now - max(3 * rtt, 300_000_000))
+    }
+
+    /// Outstanding packets sent before `cutoff` leave the flight unreported (counted in
+    /// `expired`; a later report of them is taken as for any packet no longer in flight).
+    private mutating func writeOffFlight(sentBefore cutoff: Int64) {
         guard oldest >= 0 else { return }
-        let cutoff = now - max(3 * rtt, 300_000_000)
         while oldest <= newestSent {
             guard let index = lookup(oldest) else { oldest += 1; continue }
             let entry = entries[index]
