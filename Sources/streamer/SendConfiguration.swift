@@ -78,6 +78,7 @@ struct SendConfiguration {
                 config.congestionControl = .scream(ScreamConfiguration(
                     minBitrate: Int(rates.minimum), maxBitrate: Int(rates.maximum), startBitrate: Int(rates.start),
                     competesWithQueueBuildingFlows: options.ccCompete ?? true))
+                config.targetBitrateWithoutFeedback = Int(rates.withoutFeedback)
             }
             config.srtp = key
             if isFile && target.pace == nil { config.followFileRate(options, congestionControl: congestionControl) }

@@ -237,11 +237,15 @@ struct SendOptions {
     }
 
     /// The congestion controller's bitrates (bits per second): what was given, and defaults that
-    /// fit around it (the maximum `--bitrate`, or above it when a given minimum or start is).
-    var congestionBitrates: (minimum: Double, start: Double, maximum: Double) {
+    /// fit around it (the maximum `--bitrate`, or above it when a given minimum or start is; the
+    /// start a quarter of `--bitrate`, at least 1M: the controller climbs from there within a
+    /// few reports, and a path that carries less than `--bitrate` is not flooded at the start),
+    /// and the target for a receiver that sends no per-packet reports (`--bitrate`).
+    var congestionBitrates: (minimum: Double, start: Double, maximum: Double, withoutFeedback: Double) {
         let maximum = maxBitrate ?? max(bitrate, minBitrate ?? 0, startBitrate ?? 0)
         let minimum = minBitrate ?? min(150_000, startBitrate ?? maximum, maximum)
-        return (minimum, startBitrate ?? min(max(bitrate, minimum), maximum), maximum)
+        let start = startBitrate ?? min(max(bitrate / 4, 1_000_000, minimum), maximum)
+        return (minimum, start, maximum, min(max(bitrate, minimum), maximum))
     }
 
     /// `--fast` hands frames over without their times: not for an RTSP player, a `--duration`

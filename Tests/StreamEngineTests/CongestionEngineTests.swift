@@ -176,9 +176,11 @@ struct CongestionEngineTests {
     @Test func targetBitrateChangesReachTheApplication() async throws {
         let units = try encodeSynthetic(count: 30)
         let receiver = try BackgroundReceiver(frameLimit: units.count)
-        let sender = try MediaSender(config: Self.config(to: receiver, window: 1_000_000, pacingRate: 20_000_000,
-                                                         target: 1_000_000, targetAfterFeedback: 2_500_000,
-                                                         log: ControllerLog()))
+        var config = Self.config(to: receiver, window: 1_000_000, pacingRate: 20_000_000, target: 1_000_000,
+                                 targetAfterFeedback: 2_500_000, log: ControllerLog())
+        // Never announced: this receiver sends per-packet reports.
+        config.targetBitrateWithoutFeedback = 4_000_000
+        let sender = try MediaSender(config: config)
         let events = sender.events()
         for unit in units { sender.send(unit) }
         sender.finish()
@@ -190,6 +192,41 @@ struct CongestionEngineTests {
         }
         #expect(targets == [2_500_000])
         #expect(sender.stats.congestion?.targetBitrate == 2_500_000 && sender.stats.congestion?.rateChanges == 1)
+    }
+
+    /// A receiver that sends no per-packet reports (here none at all) never lets the controller be
+    /// obeyed: once `noFeedbackTimeout` has passed without feedback, the target announced is
+    /// `targetBitrateWithoutFeedback`, not the controller's start, and it stays there.
+    @Test func aReceiverWithoutReportsGetsTheTargetWithoutFeedback() async throws {
+        let units = try encodeSynthetic(count: 24)
+        let receiver = try BackgroundReceiver(frameLimit: units.count, feedback: false)
+        let log = ControllerLog()
+        var config = Self.config(to: receiver, window: 1_000_000, pacingRate: 20_000_000, target: 1_000_000,
+                                 targetAfterFeedback: 2_500_000, log: log)
+        config.targetBitrateWithoutFeedback = 4_000_000
+        config.noFeedbackTimeout = .milliseconds(200)
+        let sender = try MediaSender(config: config)
+        let events = sender.events()
+        // Handed over in real time (30 fps, 0.8 s), so the flow is still sending when the timeout passes.
+        let feeder = Thread {
+            for unit in units {
+                sender.send(unit)
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+            sender.finish()
+        }
+        feeder.start()
+        try sender.run()
+        #expect(sameFrames(receiver.finish(within: 10), units))
+        var targets: [Int] = []
+        for await event in events {
+            if case .targetBitrate(let flow, let bitsPerSecond) = event, flow == 0 { targets.append(bitsPerSecond) }
+        }
+        #expect(targets == [4_000_000])
+        let congestion = try #require(sender.stats.congestion)
+        #expect(congestion.targetBitrate == 4_000_000 && congestion.rateChanges == 1 && !congestion.active)
+        // Not vacuous: the controller saw the packets and no report.
+        #expect(log.instances.withLock { $0.first.map { $0.packetsSent > 0 && $0.reports == 0 } } == true)
     }
 
     /// Two flows in one engine, each with its own controller instance, window and target: each

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+@testable import streamer
 
 /// `streamer send --cc`, `--min-bitrate`, `--max-bitrate`, `--start-bitrate`, `--cc-compete`,
 /// `--print-rate-changes` and the `cc` stats.
@@ -25,6 +26,26 @@ import TestSupport
         #expect(outcome.status == 2)
         #expect(outcome.stderrLines.count == 1, "stderr: \(outcome.stderr)")
         #expect(outcome.stderr.contains(mentions), "stderr: \(outcome.stderr)")
+    }
+
+    /// The controller starts at a quarter of `--bitrate` (at least 1M, within min..max) and the
+    /// encoder opens there; a receiver without per-packet reports gets `--bitrate`.
+    @Test func theDefaultStartIsAQuarterOfTheBitrate() throws {
+        func rates(_ arguments: [String]) throws -> (encoderKbps: Int, start: Int?, withoutFeedback: Int?) {
+            let configuration = try SendConfiguration(SendOptions.parse(["--to", "127.0.0.1:5004"] + arguments))
+            guard case .scream(let scream)? = configuration.flows.first?.congestionControl else {
+                return (configuration.bitrateKbps, nil, nil)
+            }
+            return (configuration.bitrateKbps, scream.startBitrate, configuration.flows.first?.targetBitrateWithoutFeedback)
+        }
+        #expect(try rates(["--bitrate", "8M"]) == (2_000, 2_000_000, 8_000_000))
+        #expect(try rates(["--bitrate", "2M"]) == (1_000, 1_000_000, 2_000_000))
+        #expect(try rates(["--bitrate", "600k"]) == (600, 600_000, 600_000))
+        #expect(try rates(["--bitrate", "8M", "--min-bitrate", "3M"]) == (3_000, 3_000_000, 8_000_000))
+        #expect(try rates(["--bitrate", "8M", "--start-bitrate", "5M"]) == (5_000, 5_000_000, 8_000_000))
+        #expect(try rates(["--bitrate", "8M", "--max-bitrate", "4M"]) == (2_000, 2_000_000, 4_000_000))
+        // Without a controller the encoder opens at --bitrate.
+        #expect(try rates(["--bitrate", "8M", "--cc", "off"]) == (8_000, nil, nil))
     }
 
     /// Not with RTSP (its clients send no per-packet feedback), and the bitrates of a `.hevc`

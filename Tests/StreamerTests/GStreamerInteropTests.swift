@@ -65,6 +65,13 @@ struct GStreamerInteropTests {
         #expect(intField(send, "frames.sent") == 360)
         #expect(intField(send, "path.probes.sent") == 0)
         #expect(field(send, "receiverGone") as? Bool == false)
+        // Congestion control (on by default for the synthetic source) starts the encoder at 1M, the
+        // controller's start; rtpbin's first receiver report shows it sends no per-packet reports,
+        // so the controller is never obeyed and the target goes to --bitrate, once.
+        #expect(field(send, "cc.active") as? Bool == false)
+        #expect(intField(send, "cc.targetBitrateBps") == 2_000_000 && intField(send, "cc.rateChanges") == 1,
+                "target \(intField(send, "cc.targetBitrateBps") ?? -1), changes \(intField(send, "cc.rateChanges") ?? -1)")
+        #expect(intField(send, "cc.encoderTargetBps") == 2_000_000)
         if let probe = try probeDecodedFrames(output.path) {
             #expect(probe.frames >= 355, "GStreamer wrote \(probe.frames) decodable frames of 360")
             #expect(probe.stderr.isEmpty, "ffprobe: \(probe.stderr)")

@@ -106,12 +106,19 @@ public struct MediaSenderConfig: Sendable {
     /// target bitrate goes to the application (`SenderEvent.targetBitrate`, `SenderStats.congestion`).
     /// Until the receiver's first per-packet (RFC 8888) report, and while it is gone, the flow
     /// runs as without one (`CongestionStats.active`): a receiver that sends no such feedback
-    /// (ffmpeg, GStreamer) is served as before.
+    /// (ffmpeg, GStreamer) is served as before, its target `targetBitrateWithoutFeedback`.
     public var congestionControl: CongestionControlSetting?
     /// With `congestionControl`: a frame that has waited this long in the flow's queue (the path
     /// carries less than the source gives, e.g. a file) is dropped whole, and so is every frame
     /// after it until a keyframe, which is requested (counted in `CongestionStats.framesDropped`).
     public var maxFrameWait: Duration = .milliseconds(500)
+    /// With `congestionControl`: the target bitrate announced once the receiver is known to send
+    /// no per-packet reports (its first RTCP is a receiver report without them, as ffmpeg's and
+    /// GStreamer's are, or nothing came for `noFeedbackTimeout`), as the controller is never
+    /// obeyed then. Until that is known the target is the controller's start (a receiver of this
+    /// engine reports within a report interval, and the controller takes over from its start).
+    /// nil: the controller's start throughout.
+    public var targetBitrateWithoutFeedback: Int?
     /// With `congestionControl`: the target bitrate is announced again once it has moved by this
     /// fraction of the last one announced (an encoder need not be told of every small step)...
     public var targetBitrateStep = 0.05

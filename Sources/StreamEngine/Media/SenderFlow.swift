@@ -768,12 +768,15 @@ final class SenderFlow {
     private func publishCongestion() {
         guard let congestion = flow.congestion, var stats = local.congestion else { return }
         stats.active = flow.congestionActive
-        // Not obeyed: the first target until the controller was ever obeyed (a receiver without
-        // per-packet feedback); after that (the receiver gone) the last one announced stays.
+        // Not obeyed: the start until the receiver is known to send no per-packet reports (receiver
+        // reports only, or nothing), then `targetBitrateWithoutFeedback`; once the controller was
+        // obeyed (the receiver gone since), the last one announced stays.
         if !flow.congestionActive { mediaRate.reset() }
         mediaRate.sent(mediaBytes: local.bytesSent, retransmittedBytes: retransmitter?.sentBytes ?? 0, at: flow.now)
+        let withoutFeedback = rtcp.receiverReportsOnly || local.feedbackAbsent
         let target = flow.congestionActive ? mediaRate.mediaTarget(congestion.targetBitrate, minimum: mediaMinimum)
-            : (rtcp.perPacketFeedback ? stats.targetBitrate : startTarget)
+            : rtcp.perPacketFeedback ? stats.targetBitrate
+            : withoutFeedback ? config.targetBitrateWithoutFeedback ?? startTarget : startTarget
         let step = config.targetBitrateStep * Double(stats.targetBitrate)
         let now = monotonicNanoseconds()
         if abs(Double(target - stats.targetBitrate)) >= step
