@@ -101,7 +101,8 @@ func congestionObject(_ stats: CongestionStats?) -> [String: Any] {
             "framesDropped": stats.framesDropped,
             "losses": stats.losses.map { losses -> Any in
                 ["declared": losses.declared, "spurious": losses.spurious, "cutsUndone": losses.cutsUndone,
-                 "reorderWindowMs": Double(losses.reorderWindow.nanoseconds) / 1e6, "tailProbes": losses.tailProbes]
+                 "reorderWindowMs": Double(losses.reorderWindow.nanoseconds) / 1e6, "tailProbes": losses.tailProbes,
+                 "feedbackStops": losses.feedbackStops]
             } ?? StatsJSON.Null(),
             "competition": stats.competition.map { mode -> Any in
                 ["competing": mode.competing, "entries": mode.entries, "probes": mode.probes, "exits": mode.exits]

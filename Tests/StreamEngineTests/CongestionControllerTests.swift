@@ -861,6 +861,7 @@ struct CongestionControllerTests {
         let s = BottleneckSimulation.seconds
         simulation.feedbackBlackout = s(10)..<s(12)
         simulation.run(until: s(10))
+        #expect(simulation.controller.lossCounts?.feedbackStops == 0)
         let timeout = Double(simulation.controller.feedbackTimeout) / 1e9
         simulation.run(until: s(10) + s(timeout) + 25_000_000 + 20_000_000)
         #expect(simulation.controller.feedbackStopped)
@@ -878,6 +879,8 @@ struct CongestionControllerTests {
         print("feedback stopped: timeout \(timeout) s, sent \(sentDuringSilence) bytes while silent, 80 % again after \(recovered ?? -1) s")
         #expect(sentDuringSilence <= 40 * 1200)
         #expect(try! #require(recovered) <= 2)
+        // One stop, counted once however long it lasted.
+        #expect(simulation.controller.lossCounts?.feedbackStops == 1)
     }
 
     /// A source fixed at 1 Mbit/s on a 10 Mbit/s path does not inflate the window: it stays

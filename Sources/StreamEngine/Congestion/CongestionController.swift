@@ -82,15 +82,20 @@ public struct CongestionLossCounts: Sendable, Equatable {
     /// declared lost for a probe timeout while the window was full (its last packets may all
     /// have been lost, and nothing sent after them would show it).
     public var tailProbes = 0
+    /// Times feedback was taken for stopped (no report for the feedback timeout while packets
+    /// were in flight): the window fell to its floor, the target to the minimum, and what was in
+    /// flight was written off. A receiver (or its host) that stalls past the timeout reads the same.
+    public var feedbackStops = 0
 
     /// Counts of the given sizes.
     public init(declared: Int = 0, spurious: Int = 0, cutsUndone: Int = 0, reorderWindow: Duration = .zero,
-                tailProbes: Int = 0) {
+                tailProbes: Int = 0, feedbackStops: Int = 0) {
         self.declared = declared
         self.spurious = spurious
         self.cutsUndone = cutsUndone
         self.reorderWindow = reorderWindow
         self.tailProbes = tailProbes
+        self.feedbackStops = feedbackStops
     }
 }
 

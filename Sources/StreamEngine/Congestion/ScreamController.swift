@@ -175,6 +175,8 @@ public struct ScreamController: CongestionController {
     private(set) var expired = 0
     /// Feedback has stopped: the window is at its floor until it returns.
     private(set) var feedbackStopped = false
+    /// How often feedback was taken for stopped (`CongestionLossCounts.feedbackStops`).
+    private var feedbackStops = 0
     /// The bytes sent and neither confirmed, declared lost, nor expired.
     public private(set) var bytesInFlight = 0
     /// The flow's RFC 4588 retransmissions in flight (they share the window): a window full
@@ -397,7 +399,8 @@ public struct ScreamController: CongestionController {
     /// window, tail probes.
     public var lossCounts: CongestionLossCounts? {
         CongestionLossCounts(declared: lossesDeclared, spurious: spuriousLosses, cutsUndone: lossCutsUndone,
-                             reorderWindow: .nanoseconds(reorderWindow), tailProbes: tailProbes)
+                             reorderWindow: .nanoseconds(reorderWindow), tailProbes: tailProbes,
+                             feedbackStops: feedbackStops)
     }
 
     /// The rate at which the bottleneck delivered this flow's packets while a queue stood
@@ -461,6 +464,7 @@ public struct ScreamController: CongestionController {
         // collapsed window, packets that no report will cover (all lost, or their feedback)
         // kept even the probes from going until they expired.
         feedbackStopped = true
+        feedbackStops += 1
         slowStartThreshold = referenceWindow
         referenceWindow = floorWindow
         reductions += 1
