@@ -127,7 +127,9 @@ struct SendOptions {
                                  and for --rtsp)
       --min-bitrate RATE         with --cc: the lowest target (default 150k, at most the others)
       --max-bitrate RATE         with --cc: the highest target (default --bitrate)
-      --start-bitrate RATE       with --cc: the target before any feedback (default --bitrate, within min..max)
+      --start-bitrate RATE       with --cc: the target before any feedback, where the encoder opens
+                                 (default a quarter of --bitrate, at least 1M, within min..max; a
+                                 receiver without per-packet reports gets --bitrate once that is known)
       --cc-compete on|off        with --cc: when a flow that keeps the queue standing (TCP in a deep
                                  buffer) holds this one at its minimum, compete on loss (default on)
       --print-rate-changes       say each new target bitrate on stderr
