@@ -851,6 +851,46 @@ struct CongestionControllerTests {
         #expect(!flow.controller.feedbackStopped && flow.controller.bytesInFlight == 0)
     }
 
+    /// A stream's last packets are lost: the receiver, which never learns of them, reports what
+    /// came and then has nothing to say. Silence after the last send is no feedback stop (before,
+    /// 100 ms after the last report the controller took it for one: its target fell to the
+    /// minimum, and a finished stream's stats said so). Sent into, silence is one, counted from
+    /// that send: a source that sends again after a pause gets its timeout from then.
+    @Test func silenceAfterTheLastSendIsNoFeedbackStop() {
+        var flow = FastPathFlow()
+        var sent = 0
+        while flow.windowHasRoom {
+            flow.controller.packetSent(SentPacketRecord(sequence: flow.sequence, bytes: 1200, sentAt: .nanoseconds(flow.now)))
+            flow.unreported.append((flow.sequence, flow.now, sent < 2))  // the first two arrive
+            flow.sequence += 1
+            sent += 1
+        }
+        #expect(sent >= 3)
+        // The receiver's report of the two that came, a millisecond later: the others are unknown to it.
+        flow.unreported.removeAll { !$0.arrives }
+        flow.now += 1_000_000
+        flow.report()
+        #expect(flow.controller.bytesInFlight == (sent - 2) * 1200)
+        let lastReport = flow.now
+        let target = flow.controller.targetBitrate
+        while flow.now - lastReport < 1_000_000_000 {
+            flow.now += 1_000_000
+            flow.controller.advance(to: .nanoseconds(flow.now))
+        }
+        #expect(!flow.controller.feedbackStopped && flow.controller.lossCounts?.feedbackStops == 0)
+        #expect(flow.controller.targetBitrate == target && flow.controller.bytesInFlight == 0)  // expired unreported
+        // The source sends again (lost too) and no report comes: a stop, a timeout after that send.
+        let resumed = flow.now
+        flow.controller.packetSent(SentPacketRecord(sequence: flow.sequence, bytes: 1200, sentAt: .nanoseconds(flow.now)))
+        flow.sequence += 1
+        while !flow.controller.feedbackStopped && flow.now - resumed < 400_000_000 {
+            flow.now += 1_000_000
+            flow.controller.advance(to: .nanoseconds(flow.now))
+        }
+        #expect(flow.controller.feedbackStopped && flow.controller.lossCounts?.feedbackStops == 1)
+        #expect(flow.now - resumed > flow.controller.feedbackTimeout && flow.now - resumed <= flow.controller.feedbackTimeout + 1_000_000)
+    }
+
     /// Feedback stops for 2 s: within its timeout (four feedback delays, at least 100 ms) plus
     /// a report interval the window is two packets and the target the minimum; when feedback
     /// returns the target climbs back to 80 % of the capacity within 2 s.

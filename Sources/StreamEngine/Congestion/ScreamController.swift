@@ -68,9 +68,11 @@ public struct ScreamConfiguration: Sendable, Equatable {
 /// (one-way delay over its minimum in `baseDelayWindow`), target bitrate = window / feedback
 /// delay, pacing at the target with headroom.
 ///
-/// When feedback stops for `feedbackTimeout` while packets are in flight, the window drops
-/// to two packets and the target to the minimum, and what was in flight leaves it (as after
-/// a retransmission timeout), so a probe's worth goes out at once. When feedback returns,
+/// When feedback stops for `feedbackTimeout` while packets are in flight (counted from the first
+/// packet sent after the last report: silence after the last send, at a stream's end or while
+/// the source pauses, is not a stop), the window drops to two packets and the target to the
+/// minimum, and what was in flight leaves it (as after a retransmission timeout), so a probe's
+/// worth goes out at once. When feedback returns,
 /// slow start climbs back to the window held before.
 ///
 /// Where it departs from SCReAM v2, and why:
@@ -206,6 +208,9 @@ public struct ScreamController: CongestionController {
     /// Silence is counted from here: the last feedback, or the first packet sent into an
     /// empty flight after it (an idle sender hears nothing and is owed nothing).
     private var silenceSince: Int64?
+    /// When the first packet sent into the silence (after `silenceSince`) went: silence means the
+    /// feedback stopped only when something was sent into it, and counts from that send.
+    private var firstSentInSilence = Int64.min
     /// The RTT round counted for the marked-fraction EWMA and the growth rounds.
     private var roundStart: Int64?
     private var roundAckedBytes = 0.0
@@ -434,6 +439,7 @@ public struct ScreamController: CongestionController {
         if oldest < 0 { oldest = packet.sequence }
         oldest = max(oldest, packet.sequence - Int64(entries.count) + 1)
         newestSent = max(newestSent, packet.sequence)
+        if let since = silenceSince, firstSentInSilence < since { firstSentInSilence = now }
         bytesInFlight += bytes
         inFlightPeakThisRound = max(inFlightPeakThisRound, bytesInFlight)
     }
@@ -457,7 +463,13 @@ public struct ScreamController: CongestionController {
             tailProbes += 1
             tailProbesWithoutProgress += 1
         }
-        guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0, now - since > feedbackTimeout else { return }
+        // Silence means the feedback stopped only when something was sent into it, and counts from
+        // that send: after the last report a receiver that gets nothing new has nothing to say. At
+        // a stream's end (or while the source pauses) with its last packets lost, no report covers
+        // them and none will: taken for a stop, it cut a finished stream's target to the minimum,
+        // and a source that sent again after a pause longer than the timeout was cut at once.
+        guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0, firstSentInSilence >= since,
+              now - firstSentInSilence > feedbackTimeout else { return }
         // The path or its feedback is gone: send no more than a probe's worth until it answers,
         // and come back in slow start towards the window we had. What is in flight leaves it
         // (as a retransmission timeout writes the flight off, RFC 8985 6.3): held against the
