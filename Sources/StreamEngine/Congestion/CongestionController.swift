@@ -82,9 +82,10 @@ public struct CongestionLossCounts: Sendable, Equatable {
     /// declared lost for a probe timeout while the window was full (its last packets may all
     /// have been lost, and nothing sent after them would show it).
     public var tailProbes = 0
-    /// Times feedback was taken for stopped (no report for the feedback timeout while packets
-    /// were in flight): the window fell to its floor, the target to the minimum, and what was in
-    /// flight was written off. A receiver (or its host) that stalls past the timeout reads the same.
+    /// Times feedback was taken for stopped (no report for the feedback timeout after a packet
+    /// was sent, with packets in flight): the window fell to its floor, the target to the minimum,
+    /// and what was in flight was written off. A receiver (or its host) that stalls past the
+    /// timeout reads the same; silence after the last send (a stream's end) does not.
     public var feedbackStops = 0
 
     /// Counts of the given sizes.

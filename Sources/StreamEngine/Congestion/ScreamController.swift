@@ -72,8 +72,7 @@ public struct ScreamConfiguration: Sendable, Equatable {
 /// packet sent after the last report: silence after the last send, at a stream's end or while
 /// the source pauses, is not a stop), the window drops to two packets and the target to the
 /// minimum, and what was in flight leaves it (as after a retransmission timeout), so a probe's
-/// worth goes out at once. When feedback returns,
-/// slow start climbs back to the window held before.
+/// worth goes out at once. When feedback returns, slow start climbs back to the window held before.
 ///
 /// Where it departs from SCReAM v2, and why:
 /// - Pacing headroom 1.05, not 1.5. A frame sent at h × the bottleneck rate leaves
@@ -205,12 +204,9 @@ public struct ScreamController: CongestionController {
     private var smoothedReportGap: Int64?
     private var lastReportAt: Int64?
     private var roundsSinceReduction = 0
-    /// Silence is counted from here: the last feedback, or the first packet sent into an
-    /// empty flight after it (an idle sender hears nothing and is owed nothing).
+    /// Silence is counted from here: the first packet sent after the last feedback, or into an
+    /// empty flight (nil until one is: a sender that sends nothing is owed nothing).
     private var silenceSince: Int64?
-    /// When the first packet sent into the silence (after `silenceSince`) went: silence means the
-    /// feedback stopped only when something was sent into it, and counts from that send.
-    private var firstSentInSilence = Int64.min
     /// The RTT round counted for the marked-fraction EWMA and the growth rounds.
     private var roundStart: Int64?
     private var roundAckedBytes = 0.0
@@ -431,15 +427,12 @@ public struct ScreamController: CongestionController {
         let index = Int(packet.sequence & mask)
         if entries[index].outstanding { bytesInFlight -= Int(entries[index].bytes); expired += 1 }
         let bytes = min(max(packet.bytes, 0), 1 << 20)
-        if bytesInFlight == 0 {
-            silenceSince = max(silenceSince ?? now, now)
-            lastProgressAt = now
-        }
+        if bytesInFlight == 0 || silenceSince == nil { silenceSince = now }
+        if bytesInFlight == 0 { lastProgressAt = now }
         entries[index] = Entry(sequence: packet.sequence, sentAt: now, bytes: Int32(bytes), outstanding: true)
         if oldest < 0 { oldest = packet.sequence }
         oldest = max(oldest, packet.sequence - Int64(entries.count) + 1)
         newestSent = max(newestSent, packet.sequence)
-        if let since = silenceSince, firstSentInSilence < since { firstSentInSilence = now }
         bytesInFlight += bytes
         inFlightPeakThisRound = max(inFlightPeakThisRound, bytesInFlight)
     }
@@ -468,8 +461,7 @@ public struct ScreamController: CongestionController {
         // a stream's end (or while the source pauses) with its last packets lost, no report covers
         // them and none will: taken for a stop, it cut a finished stream's target to the minimum,
         // and a source that sent again after a pause longer than the timeout was cut at once.
-        guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0, firstSentInSilence >= since,
-              now - firstSentInSilence > feedbackTimeout else { return }
+        guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0, now - since > feedbackTimeout else { return }
         // The path or its feedback is gone: send no more than a probe's worth until it answers,
         // and come back in slow start towards the window we had. What is in flight leaves it
         // (as a retransmission timeout writes the flight off, RFC 8985 6.3): held against the
@@ -492,7 +484,7 @@ public struct ScreamController: CongestionController {
     /// delay and the queue delay, and cuts or grows the reference window.
     public mutating func feedbackReceived(_ feedback: CongestionFeedback) {
         let now = feedback.receivedAt.nanoseconds
-        silenceSince = now
+        silenceSince = nil
         if let last = lastReportAt, now > last {
             let gap = min(now - last, 1_000_000_000)
             smoothedReportGap = smoothedReportGap.map { ($0 * 7 + gap) / 8 } ?? gap
