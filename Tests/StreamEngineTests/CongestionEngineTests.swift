@@ -67,6 +67,38 @@ struct FixedController: CongestionController {
     mutating func advance(to now: Duration) {}
 }
 
+/// A controller with a window that never fills, which asks for a timer (`nextTimeout`) every
+/// `period` from its first report on, not in step with the flow's frames or polls, and records how
+/// late `advance(to:)` came for each.
+struct TimerController: CongestionController {
+    /// How late each timer was kept (nanoseconds), shared with the test.
+    final class Log: Sendable { let lateness = Mutex<[Int64]>([]) }
+    let period: Int64
+    let log: Log
+    private var due: Int64?
+    private(set) var bytesInFlight = 0
+    var window: Int { 1 << 20 }
+    var pacingRate: Int { 20_000_000 }
+    var targetBitrate: Int { 1_000_000 }
+    var nextTimeout: Duration? { due.map { .nanoseconds($0) } }
+
+    init(period: Int64, log: Log) {
+        self.period = period
+        self.log = log
+    }
+
+    mutating func packetSent(_ packet: SentPacketRecord) {}
+    mutating func feedbackReceived(_ feedback: CongestionFeedback) {
+        if due == nil { due = feedback.receivedAt.nanoseconds + period }
+    }
+    mutating func advance(to now: Duration) {
+        guard let due, now.nanoseconds >= due else { return }
+        let late = now.nanoseconds - due
+        log.lateness.withLock { $0.append(late) }
+        self.due = now.nanoseconds + period
+    }
+}
+
 @Suite(.enabled(if: uringAvailable, "io_uring is disabled on this kernel"))
 struct CongestionEngineTests {
     /// A flow's configuration to `receiver` obeying a `FixedController`.
@@ -98,6 +130,19 @@ struct CongestionEngineTests {
         try sender.run()
         let elapsed = Double((ContinuousClock.now - start).nanoseconds) / 1e9
         return (elapsed, receiver.finish(within: 20), sender.stats)
+    }
+
+    /// Hands `units` to `sender` from a thread of their own, `fps` a second, then finishes it.
+    static func feedInRealTime(_ units: [AccessUnit], fps: Double, to sender: MediaSender) {
+        let feeder = Thread {
+            let start = Date()
+            for (index, unit) in units.enumerated() {
+                Thread.sleep(until: start.addingTimeInterval(Double(index) / fps))
+                sender.send(unit)
+            }
+            sender.finish()
+        }
+        feeder.start()
     }
 
     /// A window of 20 KB holds 1.7 MB handed over at once (unpaced but for a pacer at 200 Mbit/s):
@@ -275,15 +320,7 @@ struct CongestionEngineTests {
         var config = Self.config(to: receiver, window: 1_000_000, pacingRate: 1_000_000, log: ControllerLog())
         config.maxFrameWait = .milliseconds(300)
         let sender = try MediaSender(config: config)
-        let feeder = Thread {
-            let start = Date()
-            for (index, unit) in units.enumerated() {
-                Thread.sleep(until: start.addingTimeInterval(Double(index) / 30))
-                sender.send(unit)
-            }
-            sender.finish()
-        }
-        feeder.start()
+        Self.feedInRealTime(units, fps: 30, to: sender)
         try sender.run()
         let received = receiver.finish(within: 3)
         let stats = sender.stats
@@ -295,6 +332,32 @@ struct CongestionEngineTests {
         // Whole frames only: what arrived is exactly some of the frames sent, in order.
         let sent = Set(units.map(\.annexB))
         #expect(received.allSatisfy { sent.contains($0.annexB) })
+    }
+
+    /// A controller's timer (`CongestionController.nextTimeout`: a tail loss probe, feedback taken
+    /// for stopped) is kept when it falls due, not at the flow's next wake-up for other work: a
+    /// frame every 200 ms, and between frames the engine's idle poll (every 50 ms), against a timer
+    /// every 37 ms. Before, the flow woke only for those, and a tail probe came up to a frame
+    /// interval late (lab, 20 % random loss at 30 fps: 58-64 ms after the last report, its timeout
+    /// 31-32 ms), late enough for the silence to become a feedback stop.
+    @Test func aControllersTimerWakesTheFlow() throws {
+        let units = try encodeSynthetic(count: 8)
+        let receiver = try BackgroundReceiver(frameLimit: units.count)
+        var config = MediaSenderConfig(destination: receiver.receiver.localAddress)
+        config.mtu = .fixed(1500)
+        let log = TimerController.Log()
+        config.congestionControl = .custom { TimerController(period: 37_000_000, log: log) }
+        let sender = try MediaSender(config: config)
+        Self.feedInRealTime(units, fps: 5, to: sender)
+        try sender.run()
+        #expect(sameFrames(receiver.finish(within: 10), units))
+        let late = log.lateness.withLock { $0 }.sorted()
+        let median = late.isEmpty ? Int64.max : late[late.count / 2]
+        print("timers kept: \(late.count), lateness median \(Double(median) / 1e6) ms, most \(Double(late.last ?? 0) / 1e6) ms")
+        // 1.4 s of frames: about 37 timers. Woken only by frames and polls, a timer waits for the
+        // next of them, 0-50 ms, a median of about 20 ms; woken for it, a wake-up's latency.
+        #expect(late.count >= 20)
+        #expect(median < 5_000_000)
     }
 
     /// Congestion control needs feedback: refused without it.

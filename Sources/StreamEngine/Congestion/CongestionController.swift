@@ -17,6 +17,11 @@ public protocol CongestionController: Sendable {
     /// Lets time pass without feedback: call it when sending and on a timer (every few
     /// milliseconds to an RTT) so a path whose feedback stopped is noticed.
     mutating func advance(to now: Duration)
+    /// When time alone will next change what the controller decides (a tail loss probe due,
+    /// feedback to be taken for stopped), on the clock of `advance(to:)`; nil when nothing
+    /// waits for time. The flow calls `advance(to:)` by then, so such a timer fires when it
+    /// is due and not at the flow's next wake-up for other work (a frame a frame interval on).
+    var nextTimeout: Duration? { get }
     /// The bytes that may be in flight (sent, neither confirmed nor lost).
     var window: Int { get }
     /// The bytes in flight as the controller counts them.
@@ -50,6 +55,8 @@ public protocol CongestionController: Sendable {
 }
 
 extension CongestionController {
+    /// No timer: a controller that decides only when told of packets and feedback needs none.
+    public var nextTimeout: Duration? { nil }
     /// No estimate: a controller that does not measure queue delay needs not say so.
     public var queueDelayEstimate: Duration? { nil }
     /// No count: a controller that keeps none needs not say so.

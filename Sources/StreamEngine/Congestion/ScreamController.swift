@@ -112,9 +112,10 @@ public struct ScreamConfiguration: Sendable, Equatable {
 ///   reordering.md). Packets no report ever covers (their feedback was lost) leave the
 ///   flight after a timeout without a reaction, so lost feedback does not read as congestion.
 /// - Tail loss (RACK-TLP, RFC 8985): when the window is full and no report has confirmed or
-///   declared anything for a probe timeout (`tailProbeTimeout`), the window lets one packet
-///   more out; a packet with fewer than the threshold's three sent after it is declared lost
-///   by time instead, once a packet sent after it was delivered and its round trip passed.
+///   declared anything for a probe timeout (`tailProbeTimeout`), the window lets two packets
+///   more out (the flow wakes for it: `nextTimeout`); a packet with fewer than the threshold's
+///   three sent after it is declared lost by time instead, once a packet sent after it was
+///   delivered and its round trip passed.
 ///   Without it, on a LAN at 10 % random loss, where loss cuts keep the window at a few
 ///   packets, a window full of lost packets stalled the flow: nothing more went out, so
 ///   nothing showed the loss and the receiver had nothing to report; after 100 ms the silence
@@ -359,8 +360,8 @@ public struct ScreamController: CongestionController {
     }
 
     /// The bytes that may be in flight: the reference window with `windowHeadroom`, two
-    /// packets while feedback has stopped; either with the tail probes' credit (at most two
-    /// packets, until the next progress).
+    /// packets while feedback has stopped; either with the tail probes' credit (two packets a
+    /// probe, at most four, until the next progress).
     public var window: Int {
         if feedbackStopped { return Int(2 * Double(configuration.maxPacketSize) + probeCredit) }
         return Int(referenceWindow * configuration.windowHeadroom + probeCredit)
@@ -440,19 +441,37 @@ public struct ScreamController: CongestionController {
     /// Lets time pass: notices feedback that stopped and writes off packets no report covered.
     public mutating func advance(to now: Duration) { advanceInternal(to: now.nanoseconds) }
 
+    /// When the next tail probe or the feedback stop falls due, whichever is first.
+    public var nextTimeout: Duration? {
+        var due = tailProbeDue
+        if !feedbackStopped, let since = silenceSince, bytesInFlight > 0 {
+            let stop = since + feedbackTimeout + 1
+            due = min(due ?? stop, stop)
+        }
+        return due.map { .nanoseconds($0) }
+    }
+
+    /// When a tail probe is due: the window full (no packet more fits) and a probe timeout
+    /// after the last progress or probe; nil while the window has room or nothing is in flight.
+    private var tailProbeDue: Int64? {
+        let held = bytesInFlight + max(otherBytesInFlight, 0)
+        guard held > 0, held + configuration.maxPacketSize > window else { return nil }
+        return max(lastProgressAt, lastTailProbeAt) + tailProbeTimeout
+    }
+
     private mutating func advanceInternal(to now: Int64) {
         // Without feedback nothing else would let a probe out once the window collapsed.
         expireUnreported(now: now)
-        let packet = Double(configuration.maxPacketSize)
-        let held = bytesInFlight + max(otherBytesInFlight, 0)
-        if held > 0, Double(held) + packet > Double(window),
-           now - max(lastProgressAt, lastTailProbeAt) >= tailProbeTimeout {
+        if let probeDue = tailProbeDue, now >= probeDue {
             // Nothing confirmed or lost for a probe timeout with the window full: the last packets
             // sent may all be lost, and with the window full of them nothing more goes out that
-            // would show it (RACK-TLP's tail loss probe, RFC 8985 section 7). A packet more is let
-            // out; its report shows the others missing, and the time threshold declares them lost.
+            // would show it (RACK-TLP's tail loss probe, RFC 8985 section 7). Two packets more are
+            // let out (RFC 9002 6.2.4 allows two a probe): their report shows the others missing,
+            // and the time threshold declares them lost. With one, at 20 % random loss, one probe
+            // in five was lost too, and the silence it left became a feedback stop.
             lastTailProbeAt = now
-            probeCredit = min(probeCredit + packet, 2 * packet)
+            let packet = Double(configuration.maxPacketSize)
+            probeCredit = min(probeCredit + 2 * packet, 4 * packet)
             tailProbes += 1
             tailProbesWithoutProgress += 1
         }

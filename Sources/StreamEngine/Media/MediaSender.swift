@@ -428,10 +428,14 @@ public final class MediaSender: Sendable {
         // engine, not one for the frame and one for a poll between frames (a 20 ms poll did,
         // at 30 fps).
         // The route monitor's settle lookups (20 and 200 ms after a notice: a route is announced
-        // gone before it is) end an idle wait when they are due.
+        // gone before it is) end an idle wait when they are due, and so do the congestion
+        // controllers' timers: a flow whose window is full of lost packets sends its tail probe
+        // a probe timeout after the last report, not at the next frame's wake-up.
         let idlePoll = min(publishInterval, Self.maxIdlePoll)
         func idleWait() -> Int64 {
-            guard routeQuery != nil, let due = routeMonitor?.nextPollDue else { return idlePoll }
+            var due = senderFlows.lazy.compactMap(\.congestionTimeout).min()
+            if routeQuery != nil, let poll = routeMonitor?.nextPollDue { due = min(due ?? poll, poll) }
+            guard let due else { return idlePoll }
             return min(idlePoll, max(due - monotonicNanoseconds(), 1_000_000))
         }
         try paced.run(scheduler, idlePoll: idleWait(), isFinished: {

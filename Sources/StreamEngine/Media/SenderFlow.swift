@@ -535,6 +535,10 @@ final class SenderFlow {
         if sent { local.byeSent += 1 }
     }
 
+    /// When the flow's congestion controller, while obeyed, next needs its tick
+    /// (`CongestionController.nextTimeout`, monotonic nanoseconds).
+    var congestionTimeout: Int64? { flow.congestionActive ? flow.congestion?.nextTimeout?.nanoseconds : nil }
+
     /// Periodic work: loss by age, liveness, keyframe requests, the path MTU.
     func tick(now: Int64) {
         flow.now = now
