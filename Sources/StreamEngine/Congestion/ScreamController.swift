@@ -443,12 +443,15 @@ public struct ScreamController: CongestionController {
 
     /// When the next tail probe or the feedback stop falls due, whichever is first.
     public var nextTimeout: Duration? {
-        var due = tailProbeDue
-        if !feedbackStopped, let since = silenceSince, bytesInFlight > 0 {
-            let stop = since + feedbackTimeout + 1
-            due = min(due ?? stop, stop)
-        }
-        return due.map { .nanoseconds($0) }
+        guard let stop = feedbackStopDue else { return tailProbeDue.map { .nanoseconds($0) } }
+        return .nanoseconds(min(tailProbeDue ?? stop, stop))
+    }
+
+    /// When silence becomes a feedback stop: the feedback timeout after it began (the first
+    /// packet sent after the last report), while packets are in flight; nil once stopped.
+    private var feedbackStopDue: Int64? {
+        guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0 else { return nil }
+        return since + feedbackTimeout + 1
     }
 
     /// When a tail probe is due: the window full (no packet more fits) and a probe timeout
@@ -480,7 +483,7 @@ public struct ScreamController: CongestionController {
         // a stream's end (or while the source pauses) with its last packets lost, no report covers
         // them and none will: taken for a stop, it cut a finished stream's target to the minimum,
         // and a source that sent again after a pause longer than the timeout was cut at once.
-        guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0, now - since > feedbackTimeout else { return }
+        guard let stopDue = feedbackStopDue, now >= stopDue else { return }
         // The path or its feedback is gone: send no more than a probe's worth until it answers,
         // and come back in slow start towards the window we had. What is in flight leaves it
         // (as a retransmission timeout writes the flight off, RFC 8985 6.3): held against the
