@@ -355,9 +355,12 @@ struct CongestionEngineTests {
         let median = late.isEmpty ? Int64.max : late[late.count / 2]
         print("timers kept: \(late.count), lateness median \(Double(median) / 1e6) ms, most \(Double(late.last ?? 0) / 1e6) ms")
         // 1.4 s of frames: about 37 timers. Woken only by frames and polls, a timer waits for the
-        // next of them, 0-50 ms, a median of about 20 ms; woken for it, a wake-up's latency.
+        // next of them, 0-50 ms, a median of about 20 ms (18.3 ms measured with the engine not
+        // asking its controllers); woken for it, a wake-up's latency (0.1 ms measured, on a
+        // quarter of this machine too). The bound is half the first: the engine's wait
+        // itself is `IdleWaitTests`' (no clock there); this checks the flows feed it.
         #expect(late.count >= 20)
-        #expect(median < 5_000_000)
+        #expect(median < 10_000_000)
     }
 
     /// Congestion control needs feedback: refused without it.

@@ -332,6 +332,16 @@ public final class MediaSender: Sendable {
     /// The longest the engine waits while idle before it looks at its timers again (nanoseconds).
     static let maxIdlePoll: Int64 = 50_000_000
 
+    /// How long an idle wait lasts (nanoseconds): the poll (the stats interval, at most
+    /// ``maxIdlePoll``), cut short by the earliest of the congestion controllers' timers
+    /// (`timersDue`) and the route monitor's settle lookups (`routeLookupDue`), absolute
+    /// monotonic times; at least 1 ms, so a timer already due (its flow ticks before the wait)
+    /// does not spin the loop.
+    static func idleWait(poll: Int64, timersDue: Int64?, routeLookupDue: Int64?, now: Int64) -> Int64 {
+        guard let due = timersDue.map({ min($0, routeLookupDue ?? $0) }) ?? routeLookupDue else { return poll }
+        return min(poll, max(due - now, 1_000_000))
+    }
+
     /// The largest UDP payload for this path and configuration, and where the MTU came from.
     static func datagramBudget(socket: UDPSocket, setting: MTUSetting) -> (mtu: Int, source: MTUSource) {
         switch setting {
@@ -433,10 +443,8 @@ public final class MediaSender: Sendable {
         // a probe timeout after the last report, not at the next frame's wake-up.
         let idlePoll = min(publishInterval, Self.maxIdlePoll)
         func idleWait() -> Int64 {
-            var due = senderFlows.lazy.compactMap(\.congestionTimeout).min()
-            if routeQuery != nil, let poll = routeMonitor?.nextPollDue { due = min(due ?? poll, poll) }
-            guard let due else { return idlePoll }
-            return min(idlePoll, max(due - monotonicNanoseconds(), 1_000_000))
+            Self.idleWait(poll: idlePoll, timersDue: senderFlows.lazy.compactMap(\.congestionTimeout).min(),
+                          routeLookupDue: routeQuery != nil ? routeMonitor?.nextPollDue : nil, now: monotonicNanoseconds())
         }
         try paced.run(scheduler, idlePoll: idleWait(), isFinished: {
             let now = monotonicNanoseconds()
