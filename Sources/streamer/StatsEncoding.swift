@@ -187,7 +187,7 @@ func receiverStatsObject(_ stats: ReceiverStats) -> [String: Any] {
                  "abandoned": stats.nackAbandoned, "budgetLimited": stats.nackBudgetLimited,
                  "spurious": stats.nackSpurious],
         "playout": ["latencyMs": orNull(stats.playoutLatencyMs), "targetLatencyMs": orNull(stats.playoutLatencyTargetMs),
-                    "derived": stats.playoutLatencyDerived,
+                    "derived": stats.playoutLatencyDerived, "repairAsks": orNull(stats.playoutRepairAsks),
                     "rttMs": orNull(stats.retransmissionRTTMs),
                     "addedLatencyMs": stats.playoutAddedLatencyMs.map { added -> Any in
                         ["p50": added.p50, "p95": added.p95, "max": added.max, "frames": added.frames]

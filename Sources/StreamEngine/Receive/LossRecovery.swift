@@ -63,8 +63,60 @@ struct LossRecovery: Sendable {
     /// The playout latency to hold: configured, or max(50 ms, 3 x RTT + jitter): a loss gets two
     /// chances (ask, answer lost, ask again about an RTT later, answer). Measured in the lab at
     /// 50 ms RTT and 10 % loss, 2 x RTT left one chance and 7 % of the frames broken.
+    /// Where asks fail so often that two chances leave more than `residualLoss` of the losses
+    /// unrepaired (``repairRounds``), the latency holds the asks that need: the reorder
+    /// allowance before the first, a re-ask delay between asks, an RTT for the last answer.
     var targetLatency: Int64 {
-        configuredLatency ?? max(Self.minimumLatency, 3 * rtt + Int64(jitter) * 100_000 / 9)
+        if let configuredLatency { return configuredLatency }
+        let jitterNanoseconds = Int64(jitter) * 100_000 / 9
+        var target = max(Self.minimumLatency, 3 * rtt + jitterNanoseconds)
+        if let rounds = repairRounds {
+            target = max(target, nack.reorderTime + Int64(rounds - 1) * nack.reaskDelay(rtt: nackRTT) + rtt + jitterNanoseconds)
+        }
+        return target
+    }
+
+    /// The share of losses the derived latency may leave unrepaired, when it must hold more
+    /// asks than two to keep to it (at 1 %, a 6-packet frame at 20 % loss is broken about one
+    /// time in a hundred; at 2 or 10 % loss two asks already do).
+    static let residualLoss = 0.01
+    /// The most asks per loss the derived latency holds room for.
+    static let maxRepairRounds = 6
+    /// The asks of the last `repairMemory` or so (decayed weights), and the packets they brought
+    /// back: one minus their ratio is how often an ask fails (its ask or its answer lost, or the
+    /// answer later than the next ask: all cost a round).
+    private var askWeight = 0.0
+    private var repairWeight = 0.0
+    static let repairMemory = 128.0
+    /// How many asks a loss needs for at most `residualLoss` of the losses to go unrepaired, when
+    /// that is more than two and enough asks (32) and repairs (8) were seen to tell; nil
+    /// otherwise. Worked out when an ask is made or answered, not each time the latency is read.
+    private(set) var repairRounds: Int?
+
+    /// `count` packets were asked for (asks again included).
+    mutating func noteAsks(_ count: Int) {
+        guard count > 0 else { return }
+        let keep = 1 - 1 / Self.repairMemory
+        for _ in 0..<count {
+            askWeight = askWeight * keep + 1
+            repairWeight *= keep
+        }
+        updateRepairRounds()
+    }
+
+    private mutating func updateRepairRounds() {
+        guard askWeight >= 32, repairWeight >= 8 else {
+            repairRounds = nil
+            return
+        }
+        let failure = max(0, 1 - repairWeight / askWeight)
+        // The fewest asks k with failure^k <= residualLoss (no libm on this path).
+        var rounds = 1, unrepaired = failure
+        while unrepaired > Self.residualLoss && rounds < Self.maxRepairRounds {
+            rounds += 1
+            unrepaired *= failure
+        }
+        repairRounds = rounds > 2 ? rounds : nil
     }
 
     /// The derived latency in use, following `targetLatency` (``PlayoutLatency``).
@@ -136,6 +188,8 @@ struct LossRecovery: Sendable {
 
     /// Notes a packet recovered by a retransmission.
     mutating func noteRecovered(_ sequence: Int64) {
+        repairWeight += 1
+        updateRepairRounds()
         recoveredSequences.insert(sequence)
         recoveredOrder.append(sequence)
         if recoveredOrder.count > 2 * Self.recoveredMemory {
@@ -258,28 +312,13 @@ struct LossRecovery: Sendable {
         recoveredOrder.removeAll()
     }
 
-    /// A retransmission into the playout buffer if its gap still waits. The RTT is measured from
-    /// the first ask to the first answer, also when the packet was asked for again (answers come
-    /// in the order of the asks: a lost ask or answer makes the sample long, which only lengthens
-    /// the latency) and when its gap was given up before the answer came. Measuring only packets
-    /// asked for once, and only in time, left a path whose round trip is over the re-ask delay
-    /// of the RTT assumed at the start (1.25 x 50 ms) unmeasured: every loss was asked for twice
-    /// or answered late, and the latency stayed at 3 x 50 ms (tools/cc-eval case e: 70 of 70
-    /// retransmissions late).
+    /// A retransmission into the playout buffer if its gap still waits. It measures the RTT
+    /// (``noteRoundTrip(ask:arrival:)``), also when its gap was given up before it came.
     mutating func takeRetransmission(_ packet: PlayoutBuffer.Packet, arrival: Int64, now: Int64,
                                      into output: inout [PlayoutBuffer.Packet]) -> PlayoutBuffer.Insertion {
-        let firstAsked = nack.remove(packet.sequence).map(\.firstAsked) ?? nack.takeForgottenAsk(packet.sequence)
+        let ask = nack.remove(packet.sequence) ?? nack.takeForgottenAsk(packet.sequence)
         followLatency(now: now)  // up to now toward the target before this sample moves it
-        if let asked = firstAsked, arrival > asked {
-            let sample = arrival - asked
-            if let smoothed = measuredRTT {
-                rttVariation = (rttVariation * 3 + abs(smoothed - sample)) / 4
-                measuredRTT = (smoothed * 7 + sample) / 8
-            } else {
-                rttVariation = sample / 2
-                measuredRTT = sample
-            }
-        }
+        if let ask { noteRoundTrip(ask: ask, arrival: arrival) }
         guard playout.isMissing(packet.sequence) else {
             if let next = playout.nextSequence, packet.sequence < next, playout.wasGivenUp(packet.sequence) { return .late }
             return .duplicate
@@ -290,6 +329,37 @@ struct LossRecovery: Sendable {
         return result
     }
 
+    /// An answer to `ask` arrived at `arrival`: an RTT sample. Asked once, the answer is to that
+    /// ask. Asked more often, it answers one of the asks (the first whose ask and answer got
+    /// through): the round trip is at least `arrival` − the last ask and at most `arrival` − the
+    /// first. The longest (the first ask's, as this took before) counts the re-ask delays the
+    /// estimate itself sets, so a path that loses asks or answers often inflated its own RTT:
+    /// with a third of them lost the estimate grew without bound (8 ms answers read 160 ms,
+    /// `RepairAsksTests`). The shortest is taken only when it is above the estimate, which is
+    /// then too short for certain: on a path whose round trip is over the re-ask delay (the
+    /// 50 ms assumed at the start, a queue that grows) every loss is asked for twice or answered
+    /// after its gap was given up, and this is how its RTT is learned (tools/cc-eval case e);
+    /// as the estimate and its re-ask delay grow, single asks measure it exactly.
+    mutating func noteRoundTrip(ask: NACKGenerator.Ask, arrival: Int64) {
+        guard let first = ask.firstAsked else { return }
+        let sample: Int64
+        if ask.asks <= 1 {
+            sample = arrival - first
+        } else {
+            let shortest = arrival - (ask.lastAsked ?? first)
+            guard shortest > (measuredRTT ?? 0) else { return }
+            sample = shortest
+        }
+        guard sample > 0 else { return }
+        if let smoothed = measuredRTT {
+            rttVariation = (rttVariation * 3 + abs(smoothed - sample)) / 4
+            measuredRTT = (smoothed * 7 + sample) / 8
+        } else {
+            rttVariation = sample / 2
+            measuredRTT = sample
+        }
+    }
+
     /// Gives up the gaps whose deadline passed.
     mutating func release(now: Int64, into output: inout [PlayoutBuffer.Packet]) {
         playout.release(now: now, into: &output)
@@ -298,7 +368,10 @@ struct LossRecovery: Sendable {
 
     /// The NACK entries due now.
     mutating func due(now: Int64) -> [RTCPGenericNACK.Entry] {
-        nack.due(now: now, highest: playout.highestSequence, rtt: rtt, reaskRTT: nackRTT)
+        let before = nack.requested
+        let entries = nack.due(now: now, highest: playout.highestSequence, rtt: rtt, reaskRTT: nackRTT)
+        noteAsks(nack.requested - before)
+        return entries
     }
 
     /// Nothing before the buffer's next sequence number is asked for any more.
@@ -327,6 +400,7 @@ struct LossRecovery: Sendable {
         stats.playoutLatencyMs = Double(latency) / 1e6
         stats.playoutLatencyTargetMs = Double(targetLatency) / 1e6
         stats.playoutLatencyDerived = configuredLatency == nil
+        stats.playoutRepairAsks = configuredLatency == nil ? repairRounds : nil
         stats.playoutAddedLatencyMs = frames.addedLatency.count == 0 ? nil : ReceiverStats.PercentilesMs(
             p50: frames.addedLatency.median ?? 0, p95: frames.addedLatency.percentile95 ?? 0,
             max: Double(frames.maxAddedLatency) / 1e6, frames: frames.addedLatency.count)

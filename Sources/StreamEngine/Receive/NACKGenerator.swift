@@ -61,10 +61,10 @@ struct NACKGenerator: Sendable {
     static let headerBytes = 12, entryBytes = 4
 
     private(set) var asks: [Int64: Ask] = [:]
-    /// When each gap was first asked for, kept after the gap was given up or its asks abandoned
+    /// When each gap was asked for, kept after the gap was given up or its asks abandoned
     /// (the last `forgottenAskMemory` to twice that): an answer that comes after all still
     /// measures the round trip (`LossRecovery.takeRetransmission`).
-    private var forgottenAsks: [Int64: Int64] = [:]
+    private var forgottenAsks: [Int64: Ask] = [:]
     private var forgottenOrder: [Int64] = []
     static let forgottenAskMemory = 512
     /// NACK bytes the budget can pay now.
@@ -118,14 +118,14 @@ struct NACKGenerator: Sendable {
 
     /// Forgets every sequence number up to `sequence`.
     mutating func forget(through sequence: Int64) {
-        for (forgotten, ask) in asks where forgotten <= sequence { keepFirstAsk(forgotten, ask) }
+        for (forgotten, ask) in asks where forgotten <= sequence { keepAsk(forgotten, ask) }
         asks = asks.filter { $0.key > sequence }
     }
 
-    /// Keeps when `sequence` was first asked for (nothing when it never was).
-    private mutating func keepFirstAsk(_ sequence: Int64, _ ask: Ask) {
-        guard let first = ask.firstAsked else { return }
-        forgottenAsks[sequence] = first
+    /// Keeps when `sequence` was asked for (nothing when it never was).
+    private mutating func keepAsk(_ sequence: Int64, _ ask: Ask) {
+        guard ask.firstAsked != nil else { return }
+        forgottenAsks[sequence] = ask
         forgottenOrder.append(sequence)
         if forgottenOrder.count > 2 * Self.forgottenAskMemory {
             for old in forgottenOrder.prefix(Self.forgottenAskMemory) { forgottenAsks.removeValue(forKey: old) }
@@ -133,20 +133,17 @@ struct NACKGenerator: Sendable {
         }
     }
 
-    /// When `sequence` was first asked for before it was given up (taken: one answer measures;
-    /// the ask is still remembered, `remembersAsk`).
-    mutating func takeForgottenAsk(_ sequence: Int64) -> Int64? {
-        guard !forgottenAsks.isEmpty, let first = forgottenAsks[sequence], first != Self.measured else { return nil }
-        forgottenAsks[sequence] = Self.measured
-        return first
+    /// When `sequence` was asked for before it was given up (taken: one answer measures; the
+    /// ask is still remembered, `remembersAsk`, with its times cleared).
+    mutating func takeForgottenAsk(_ sequence: Int64) -> Ask? {
+        guard !forgottenAsks.isEmpty, let ask = forgottenAsks[sequence], ask.firstAsked != nil else { return nil }
+        forgottenAsks[sequence]?.firstAsked = nil
+        return ask
     }
 
     /// Whether `sequence` was asked for before it was given up (one of the last
     /// `forgottenAskMemory` to twice that), whether or not an answer measured it since.
     func remembersAsk(_ sequence: Int64) -> Bool { !forgottenAsks.isEmpty && forgottenAsks[sequence] != nil }
-
-    /// A forgotten ask an answer has measured.
-    private static let measured = Int64.min
 
     /// The sequence numbers restarted: no ask of the old numbers is remembered.
     mutating func dropForgottenAsks() {
@@ -203,7 +200,7 @@ struct NACKGenerator: Sendable {
             }
         }
         for sequence in hopeless {
-            if let ask = asks.removeValue(forKey: sequence) { keepFirstAsk(sequence, ask) }
+            if let ask = asks.removeValue(forKey: sequence) { keepAsk(sequence, ask) }
             abandoned += 1
         }
         guard !ready.isEmpty else { return [] }

@@ -113,11 +113,16 @@ public struct ReceiverStats: Sendable, Equatable {
     /// The playout latency in use (milliseconds), nil without retransmission.
     public var playoutLatencyMs: Double?
     /// The playout latency the one in use is moving toward (milliseconds; the configured one,
-    /// or 3 x RTT + jitter, at least 50 ms), nil without retransmission. A derived latency
+    /// or 3 x RTT + jitter, at least 50 ms, or room for `playoutRepairAsks` asks per loss),
+    /// nil without retransmission. A derived latency
     /// follows it by at most 100 ms per second.
     public var playoutLatencyTargetMs: Double?
     /// Whether the playout latency is derived from the RTT and jitter (not configured).
     public var playoutLatencyDerived = false
+    /// The asks per loss a derived target latency holds room for, where two (3 x RTT) would
+    /// leave more than 1 % of the losses unrepaired at the rate asks fail on this path; nil
+    /// otherwise (and with a configured latency, or without retransmission).
+    public var playoutRepairAsks: Int?
     /// With retransmission: the delay each frame was given, from the kernel receive time of
     /// its first packet to its release (the playout latency, or more for a frame that waited
     /// for a retransmission or took longer to arrive); nil before a frame went out.
@@ -181,6 +186,7 @@ public struct ReceiverStats: Sendable, Equatable {
         playoutLatencyMs = playoutLatencyMs ?? earlier.playoutLatencyMs
         playoutLatencyTargetMs = playoutLatencyTargetMs ?? earlier.playoutLatencyTargetMs
         playoutLatencyDerived = playoutLatencyDerived || earlier.playoutLatencyDerived
+        playoutRepairAsks = playoutRepairAsks ?? earlier.playoutRepairAsks
         // The session carries the frames' delays over to the next stream (`FramePlayout`).
         playoutAddedLatencyMs = playoutAddedLatencyMs ?? earlier.playoutAddedLatencyMs
         retransmissionRTTMs = retransmissionRTTMs ?? earlier.retransmissionRTTMs
