@@ -33,7 +33,8 @@ usage: streamer recv --listen [ADDR:]PORT [--out PATH | -] [--frames N | --durat
                    payload type 97 or originals resent, hold frames behind a gap until their deadline)
   --latency MS     playout delay: each frame goes out MS after its first packet arrived, and waits
                    at most MS for a missing packet after the gap was seen (default: max(50,
-                   3 x RTT + jitter), the RTT from NACK to retransmission)
+                   3 x RTT + jitter), the RTT from NACK to retransmission; more where asks fail
+                   so often that two per loss would leave over 1 % unrepaired: playout.repairAsks)
 """
 
 func runRecv(_ arguments: [String]) throws -> Int32 {
