@@ -338,7 +338,9 @@ public final class MediaSender: Sendable {
     /// monotonic times; at least 1 ms, so a timer already due (its flow ticks before the wait)
     /// does not spin the loop.
     static func idleWait(poll: Int64, timersDue: Int64?, routeLookupDue: Int64?, now: Int64) -> Int64 {
-        guard let due = timersDue.map({ min($0, routeLookupDue ?? $0) }) ?? routeLookupDue else { return poll }
+        var due = timersDue
+        if let lookup = routeLookupDue { due = min(due ?? lookup, lookup) }
+        guard let due else { return poll }
         return min(poll, max(due - now, 1_000_000))
     }
 
