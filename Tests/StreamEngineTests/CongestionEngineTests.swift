@@ -334,13 +334,15 @@ struct CongestionEngineTests {
         #expect(received.allSatisfy { sent.contains($0.annexB) })
     }
 
-    /// A controller's timer (`CongestionController.nextTimeout`: a tail loss probe, feedback taken
-    /// for stopped) is kept when it falls due, not at the flow's next wake-up for other work: a
-    /// frame every 200 ms, and between frames the engine's idle poll (every 50 ms), against a timer
-    /// every 37 ms. Before, the flow woke only for those, and a tail probe came up to a frame
-    /// interval late (lab, 20 % random loss at 30 fps: 58-64 ms after the last report, its timeout
-    /// 31-32 ms), late enough for the silence to become a feedback stop.
-    @Test func aControllersTimerWakesTheFlow() throws {
+    /// A controller's timers (`CongestionController.nextTimeout`: a tail loss probe, feedback
+    /// taken for stopped) are kept while a stream runs, between its frames: a frame every 200 ms
+    /// against a timer every 37 ms, and the frames arrive whole. That the engine's idle wait ends
+    /// when a timer falls due, not at the next frame or poll, is `IdleWaitTests`' (no clock
+    /// there; a bound on wake-up lateness here would be a bound on scheduling). The lateness is
+    /// printed for the reader: median 0.1 ms measured, 18 ms with the wait not asking the
+    /// controllers (then a tail probe went up to a frame interval late: lab, 20 % random loss at
+    /// 30 fps, 58-64 ms after the last report, its timeout 31-32 ms).
+    @Test func aControllersTimersAreKeptBetweenFrames() throws {
         let units = try encodeSynthetic(count: 8)
         let receiver = try BackgroundReceiver(frameLimit: units.count)
         var config = MediaSenderConfig(destination: receiver.receiver.localAddress)
@@ -354,13 +356,9 @@ struct CongestionEngineTests {
         let late = log.lateness.withLock { $0 }.sorted()
         let median = late.isEmpty ? Int64.max : late[late.count / 2]
         print("timers kept: \(late.count), lateness median \(Double(median) / 1e6) ms, most \(Double(late.last ?? 0) / 1e6) ms")
-        // 1.4 s of frames: about 37 timers. Woken only by frames and polls, a timer waits for the
-        // next of them, 0-50 ms, a median of about 20 ms (18.3 ms measured with the engine not
-        // asking its controllers); woken for it, a wake-up's latency (0.1 ms measured, on a
-        // quarter of this machine too). The bound is half the first: the engine's wait
-        // itself is `IdleWaitTests`' (no clock there); this checks the flows feed it.
-        #expect(late.count >= 20)
-        #expect(median < 10_000_000)
+        // 1.4 s of frames; the flow ticks at least at every frame and idle poll (50 ms), so a
+        // timer re-armed 37 ms after each is kept at least every 87 ms: 16 or more.
+        #expect(late.count >= 10)
     }
 
     /// Congestion control needs feedback: refused without it.
