@@ -108,6 +108,9 @@ struct ReceiverFeedback: Sendable {
     /// when the next one comes is answered then (`ReceiveSession`). A PLI, NACKs and probe
     /// confirmations are due at `lastReport + interval`, as is everything when arrivals carry
     /// no kernel timestamp.
+    // Read at every wake-up: inlined, since out of line the session's whole feedback state was
+    // copied to the stack for each call (results/profile.md section 58).
+    @inline(__always)
     func reportDue(lastReport: Int64, interval: Int64) -> Int64 {
         let regular = lastReport + interval
         guard !frameEndPending, !pictureLossPending, retransmissionRequests.isEmpty, probesToConfirm.isEmpty else {
