@@ -188,6 +188,11 @@ final class SenderFeedback {
         // Read once: each test of the optional existential copies it (a retain and a release),
         // ~130 instructions a packet reported (results/profile.md section 45).
         let controlled = flow.congestion != nil
+        // The ECN check counts every packet reported: in a local copy, written back once, since
+        // each mutation of the class's property is a dynamic exclusivity access (~90
+        // instructions a packet reported, results/profile.md section 58).
+        var ecnCheck = self.ecnCheck
+        defer { self.ecnCheck = ecnCheck }
         // Per-packet feedback anywhere in the compound decides how its RR is read: the RR
         // comes first, and must not confirm (without their ECN marks) what the CCFB reports.
         for packet in parsed.packets {
