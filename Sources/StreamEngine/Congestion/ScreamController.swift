@@ -346,6 +346,7 @@ public struct ScreamController: CongestionController {
     /// receiver's report interval), before any the assumed initial RTT. SCReAM divides the
     /// window by the RTT alone; with feedback every 20 ms on a 25 ms path the bytes in flight
     /// are then nearly twice the window and the window, not the path, caps the rate.
+    @inline(__always)  // read for every packet sent, as `feedbackStopDue` below
     private var rtt: Int64 { smoothedFeedbackDelay ?? smoothedRTT ?? configuration.initialRTT.nanoseconds }
     private var rttSeconds: Double { Double(max(rtt, 1_000_000)) / 1e9 }
 
@@ -362,6 +363,7 @@ public struct ScreamController: CongestionController {
     /// The bytes that may be in flight: the reference window with `windowHeadroom`, two
     /// packets while feedback has stopped; either with the tail probes' credit (two packets a
     /// probe, at most four, until the next progress).
+    @inline(__always)  // read for every packet sent, as `feedbackStopDue` below
     public var window: Int {
         if feedbackStopped { return Int(2 * Double(configuration.maxPacketSize) + probeCredit) }
         return Int(referenceWindow * configuration.windowHeadroom + probeCredit)
@@ -373,6 +375,7 @@ public struct ScreamController: CongestionController {
     /// 10 ms, and under half the `feedbackTimeout` (a probe's report keeps a receiver that is
     /// there from reading as gone); doubled for each probe since the last progress (RFC 9002's
     /// backoff), so a path that is gone gets one packet ever more seldom.
+    @inline(__always)  // read for every packet sent, as `feedbackStopDue` below
     var tailProbeTimeout: Int64 {
         let base = min(max(2 * rtt, 2 * (smoothedReportGap ?? 0), 10_000_000), feedbackTimeout / 2)
         return base << min(tailProbesWithoutProgress, 6)
@@ -395,6 +398,7 @@ public struct ScreamController: CongestionController {
 
     /// How long without feedback, while packets are in flight, before the window collapses:
     /// four RTTs, and never under 100 ms (a receiver reporting every 20-50 ms skips a few).
+    @inline(__always)  // read for every packet sent, as `feedbackStopDue` below
     var feedbackTimeout: Int64 { max(4 * rtt, 100_000_000) }
 
     /// Losses declared, those that turned out to be reordering, cuts undone, the reorder
@@ -449,6 +453,10 @@ public struct ScreamController: CongestionController {
 
     /// When silence becomes a feedback stop: the feedback timeout after it began (the first
     /// packet sent after the last report), while packets are in flight; nil once stopped.
+    // Read for every packet sent (`advanceInternal`): inlined, since a call out of line (of this
+    // or of the getters it reads) copied the whole controller, 952 bytes, to the stack first,
+    // twice a packet with `tailProbeDue` (results/profile.md section 58).
+    @inline(__always)
     private var feedbackStopDue: Int64? {
         guard !feedbackStopped, let since = silenceSince, bytesInFlight > 0 else { return nil }
         return since + feedbackTimeout + 1
@@ -456,6 +464,7 @@ public struct ScreamController: CongestionController {
 
     /// When a tail probe is due: the window full (no packet more fits) and a probe timeout
     /// after the last progress or probe; nil while the window has room or nothing is in flight.
+    @inline(__always)
     private var tailProbeDue: Int64? {
         let held = bytesInFlight + max(otherBytesInFlight, 0)
         guard held > 0, held + configuration.maxPacketSize > window else { return nil }
