@@ -6,7 +6,8 @@
 # from running (results/profile.md sections 39 and 41): tools/valgrind-uring-wait.c, built here
 # with gcc and preloaded, turns them into polls, whose instructions (its `syscall`, inclusive) are
 # taken out of the totals.
-# usage: sender-cg.py HEVC NAME=STREAMER...   env FPS (30), OUT (a directory for the .out files),
+# usage: sender-cg.py HEVC NAME=STREAMER[:OPTIONS]...   (OPTIONS: more `streamer send` options for that
+# variant, e.g. ":--cc on --bitrate 8M")   env FPS (30), OUT (a directory for the .out files),
 # FEEDBACK (1: the sender with its default options, feedback on and its default pace, into a native
 # `streamer recv` on CPU 1, RECV its binary, default .build/release/streamer: results/profile.md
 # section 45; otherwise `--no-feedback --cc off --pace 2G` into a UDP socket in this script, which
@@ -14,6 +15,7 @@
 import json, os, socket, subprocess, sys, tempfile, threading, time
 here = os.path.dirname(os.path.abspath(__file__))
 hevc = sys.argv[1]; variants = [a.split("=", 1) for a in sys.argv[2:]]
+variants = [(name, *(spec.split(":", 1) if ":" in spec else (spec, ""))) for name, spec in variants]
 fps = os.environ.get("FPS", "30")
 out = os.environ.get("OUT") or tempfile.mkdtemp(prefix="sender-cg-")
 os.makedirs(out, exist_ok=True)
@@ -53,14 +55,14 @@ def native_receiver(frames):
         return packets
     return port, finish
 
-def one(name, path, frames):
+def one(name, path, extra, frames):
     port, finish = native_receiver(frames) if feedback else counted_sink()
     file = os.path.join(out, f"cgs-{name}-{frames}.out")
     env = dict(os.environ, LD_PRELOAD=shim)
     options = [] if feedback else ["--no-feedback", "--cc", "off", "--pace", "2G"]
     subprocess.run(["taskset", "-c", "0", "valgrind", "--tool=callgrind",
                     f"--callgrind-out-file={file}", path, "send", "--to", f"127.0.0.1:{port}",
-                    "--source", hevc, "--fps", fps, "--frames", str(frames), *options, "--mtu", "1428", "--quiet"],
+                    "--source", hevc, "--fps", fps, "--frames", str(frames), *options, *extra.split(), "--mtu", "1428", "--quiet"],
                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     packets = finish()
     ir = next(int(line.split()[1]) for line in open(file) if line.startswith(("totals:", "summary:")))
@@ -70,7 +72,7 @@ def one(name, path, frames):
                 if ":syscall [" in line and "valgrind-uring-wait.so" in line)
     return ir - polls, packets
 
-for name, path in variants:
-    (ir1, p1), (ir2, p2) = one(name, path, 240), one(name, path, 480)
+for name, path, extra in variants:
+    (ir1, p1), (ir2, p2) = one(name, path, extra, 240), one(name, path, extra, 480)
     print(f"{name}: Ir {ir1} ({p1} datagrams) / {ir2} ({p2}): {(ir2 - ir1) / (p2 - p1):.0f} instructions per packet "
           f"({(ir2 - ir1) / 240:.0f} per frame); callgrind files in {out}", flush=True)
